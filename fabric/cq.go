@@ -1,0 +1,108 @@
+package fabric
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// MaxBatch is the largest number of completions CQ.Read returns per call.
+const MaxBatch = 64
+
+// CQ is a completion queue (fi_cq_open, FI_CQ_FORMAT_MSG). Its entry buffer
+// lives in C memory, so Read passes no Go pointer and does not allocate.
+type CQ struct {
+	c       *C.struct_fid_cq
+	entries *[MaxBatch]C.struct_fi_cq_msg_entry
+}
+
+// Completion is one successful completion.
+type Completion struct {
+	Context uint64 // the integer key given when the operation was posted
+	Flags   uint64 // FlagSend, FlagRecv, ...
+	Len     uint64 // bytes received (receives only)
+}
+
+// CompletionError is one error completion (fi_cq_readerr).
+type CompletionError struct {
+	Context   uint64
+	Flags     uint64
+	Len       uint64
+	Errno     Errno
+	ProvErrno int
+}
+
+// OpenCQ opens a completion queue with room for size entries. With waitFD it
+// has a file descriptor (FI_WAIT_FD) that WaitFD returns; without, it can
+// only be polled.
+func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
+	var q *C.struct_fid_cq
+	if err := opErr("fi_cq_open", C.netio_cq_open(d.c, C.size_t(size), cbool(waitFD), &q)); err != nil {
+		return nil, err
+	}
+	buf := C.calloc(MaxBatch, C.size_t(unsafe.Sizeof(C.struct_fi_cq_msg_entry{})))
+	if buf == nil {
+		C.netio_close(&q.fid)
+		return nil, &OpError{Op: "calloc(cq entries)", Err: ENOMEM}
+	}
+	return &CQ{c: q, entries: (*[MaxBatch]C.struct_fi_cq_msg_entry)(buf)}, nil
+}
+
+func (q *CQ) fid() *C.struct_fid { return &q.c.fid }
+
+// WaitFD returns the queue's wait file descriptor.
+func (q *CQ) WaitFD() (int, error) { return waitFD(q.fid(), "fi_control(cq, FI_GETWAIT)") }
+
+// Read reads up to MaxBatch completions in one cgo call; Entry(i) returns
+// them until the next Read. avail is true when an error completion is
+// waiting (read it with ReadError). errno is non-zero only when the queue
+// itself failed.
+func (q *CQ) Read() (n int, avail bool, errno Errno) {
+	rc := C.netio_cq_read(q.c, &q.entries[0], MaxBatch)
+	switch {
+	case rc == -C.FI_EAGAIN:
+		return 0, false, 0
+	case rc == -C.FI_EAVAIL:
+		return 0, true, 0
+	case rc < 0:
+		return 0, false, errnoOfSize(rc)
+	}
+	return int(rc), false, 0
+}
+
+// Entry returns completion i (0 <= i < n) of the last Read.
+func (q *CQ) Entry(i int) Completion {
+	e := &q.entries[i]
+	return Completion{Context: uint64(uintptr(e.op_context)), Flags: uint64(e.flags), Len: uint64(e.len)}
+}
+
+// ReadError reads one error completion. ok is false when none is waiting.
+func (q *CQ) ReadError() (ce CompletionError, ok bool) {
+	var e C.struct_netio_cq_err
+	if C.netio_cq_readerr(q.c, &e) < 0 {
+		return CompletionError{}, false
+	}
+	return CompletionError{
+		Context:   uint64(e.context),
+		Flags:     uint64(e.flags),
+		Len:       uint64(e.len),
+		Errno:     Errno(e.err),
+		ProvErrno: int(e.prov_errno),
+	}, true
+}
+
+// Close closes the queue and frees its entry buffer. It is safe to call more
+// than once.
+func (q *CQ) Close() error {
+	if q == nil || q.c == nil {
+		return nil
+	}
+	err := opErr("fi_close(cq)", C.netio_close(&q.c.fid))
+	C.free(unsafe.Pointer(q.entries))
+	q.c, q.entries = nil, nil
+	return err
+}

@@ -1,0 +1,173 @@
+package fabric
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// PassiveEndpoint listens for connection requests (fi_passive_ep).
+type PassiveEndpoint struct {
+	c *C.struct_fid_pep
+}
+
+// OpenPassiveEndpoint opens a passive endpoint for info (which names the
+// local address; port 0 picks a free port). ctx is reported as the Context
+// of events about it.
+func (f *Fabric) OpenPassiveEndpoint(info *Info, ctx uint64) (*PassiveEndpoint, error) {
+	var p *C.struct_fid_pep
+	if err := opErr("fi_passive_ep", C.netio_pep_open(f.c, info.c, C.uint64_t(ctx), &p)); err != nil {
+		return nil, err
+	}
+	return &PassiveEndpoint{c: p}, nil
+}
+
+// Bind binds the event queue that receives connection requests.
+func (p *PassiveEndpoint) Bind(eq *EQ) error {
+	return opErr("fi_pep_bind", C.netio_pep_bind(p.c, eq.c))
+}
+
+// Listen starts listening.
+func (p *PassiveEndpoint) Listen() error { return opErr("fi_listen", C.netio_listen(p.c)) }
+
+// Reject refuses the connection request that info describes.
+func (p *PassiveEndpoint) Reject(info *Info) error {
+	return opErr("fi_reject", C.netio_reject(p.c, info.c))
+}
+
+// Addr returns the bound local address as "ip:port".
+func (p *PassiveEndpoint) Addr() (string, error) { return getName(&p.c.fid) }
+
+// Close closes the passive endpoint. It is safe to call more than once.
+func (p *PassiveEndpoint) Close() error {
+	if p == nil || p.c == nil {
+		return nil
+	}
+	err := opErr("fi_close(pep)", C.netio_close(&p.c.fid))
+	p.c = nil
+	return err
+}
+
+func getName(fid *C.struct_fid) (string, error) {
+	var buf [80]C.char
+	if err := opErr("fi_getname", C.netio_getname(fid, &buf[0], C.size_t(len(buf)))); err != nil {
+		return "", err
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+// Endpoint is an active, connection-oriented endpoint (fi_endpoint).
+type Endpoint struct {
+	c *C.struct_fid_ep
+}
+
+// OpenEndpoint opens an endpoint for info: the result of GetInfo with a
+// destination for a connecting side, or the Info of a connection request
+// for an accepting side. ctx is reported as the Context of its events.
+func (d *Domain) OpenEndpoint(info *Info, ctx uint64) (*Endpoint, error) {
+	var e *C.struct_fid_ep
+	if err := opErr("fi_endpoint", C.netio_ep_open(d.c, info.c, C.uint64_t(ctx), &e)); err != nil {
+		return nil, err
+	}
+	return &Endpoint{c: e}, nil
+}
+
+// BindEQ binds the event queue for connection events.
+func (e *Endpoint) BindEQ(eq *EQ) error {
+	return opErr("fi_ep_bind(eq)", C.netio_ep_bind(e.c, &eq.c.fid, 0))
+}
+
+// BindCQ binds a completion queue for the operations named by flags
+// (BindTransmit, BindRecv or both).
+func (e *Endpoint) BindCQ(cq *CQ, flags uint64) error {
+	return opErr("fi_ep_bind(cq)", C.netio_ep_bind(e.c, &cq.c.fid, C.uint64_t(flags)))
+}
+
+// Enable enables the endpoint; receives may be posted after it.
+func (e *Endpoint) Enable() error { return opErr("fi_enable", C.netio_ep_enable(e.c)) }
+
+// Connect starts connecting to info's destination address. The outcome is
+// an EventConnected or an error event on the bound EQ.
+func (e *Endpoint) Connect(info *Info) error {
+	return opErr("fi_connect", C.netio_connect(e.c, info.c))
+}
+
+// Accept accepts the connection request the endpoint was opened for.
+func (e *Endpoint) Accept() error { return opErr("fi_accept", C.netio_accept(e.c)) }
+
+// Shutdown shuts the connection down; the peer gets an EventShutdown.
+func (e *Endpoint) Shutdown() error { return opErr("fi_shutdown", C.netio_shutdown(e.c)) }
+
+// Addr returns the local address as "ip:port".
+func (e *Endpoint) Addr() (string, error) { return getName(&e.c.fid) }
+
+// Close closes the endpoint. It is safe to call more than once.
+func (e *Endpoint) Close() error {
+	if e == nil || e.c == nil {
+		return nil
+	}
+	err := opErr("fi_close(ep)", C.netio_close(&e.c.fid))
+	e.c = nil
+	return err
+}
+
+// Send posts one message of length bytes at addr (registered memory with
+// descriptor desc). ctx comes back in the completion.
+func (e *Endpoint) Send(addr uintptr, length int, desc uintptr, ctx uint64) Errno {
+	return errnoOfSize(C.netio_send(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
+}
+
+// IOVec is one piece of a scatter-gather send; its layout matches struct
+// iovec.
+type IOVec struct {
+	Base uintptr
+	Len  uint64
+}
+
+// Sendv posts one message made of the pieces in iov, whose descriptors are
+// in desc (same length). The slices may live on the Go heap: they hold
+// addresses, not Go pointers, and are read before Sendv returns.
+func (e *Endpoint) Sendv(iov []IOVec, desc []uintptr, ctx uint64) Errno {
+	if len(iov) == 0 || len(desc) != len(iov) {
+		return EINVAL
+	}
+	return errnoOfSize(C.netio_sendv(e.c, (*C.struct_iovec)(unsafe.Pointer(&iov[0])),
+		(*C.uintptr_t)(unsafe.Pointer(&desc[0])), C.size_t(len(iov)), C.uint64_t(ctx)))
+}
+
+// Inject sends a small message (up to the provider's inject size) that is
+// copied before the call returns; it generates no completion.
+func (e *Endpoint) Inject(b []byte) Errno {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	return errnoOfSize(C.netio_inject(e.c, p, C.size_t(len(b))))
+}
+
+// Recv posts one receive buffer of length bytes at addr.
+func (e *Endpoint) Recv(addr uintptr, length int, desc uintptr, ctx uint64) Errno {
+	return errnoOfSize(C.netio_recv(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
+}
+
+// RecvBatch posts len(addrs) receive buffers in one call. It returns how
+// many were posted; errno is set when none could be.
+func (e *Endpoint) RecvBatch(addrs []uintptr, lens []uint64, descs []uintptr, ctxs []uint64) (int, Errno) {
+	n := len(addrs)
+	if n == 0 {
+		return 0, 0
+	}
+	if len(lens) != n || len(descs) != n || len(ctxs) != n {
+		return 0, EINVAL
+	}
+	rc := C.netio_recv_batch(e.c, (*C.uintptr_t)(unsafe.Pointer(&addrs[0])), (*C.uint64_t)(unsafe.Pointer(&lens[0])),
+		(*C.uintptr_t)(unsafe.Pointer(&descs[0])), (*C.uint64_t)(unsafe.Pointer(&ctxs[0])), C.size_t(n))
+	if rc < 0 {
+		return 0, errnoOfSize(rc)
+	}
+	return int(rc), 0
+}

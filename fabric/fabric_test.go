@@ -1,0 +1,262 @@
+package fabric_test
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/netio-go/netio/fabric"
+)
+
+var providers = []string{"tcp", "sockets"}
+
+// stack is a fabric, domain, EQ and CQ opened for one provider on loopback.
+type stack struct {
+	info *fabric.Info
+	fab  *fabric.Fabric
+	dom  *fabric.Domain
+	eq   *fabric.EQ
+	cq   *fabric.CQ
+}
+
+func openStack(t *testing.T, prov string) *stack {
+	t.Helper()
+	info, err := fabric.GetInfo(fabric.Hints{Provider: prov, Node: "127.0.0.1", Service: "0", Source: true})
+	require.NoError(t, err)
+	s := &stack{info: info}
+	s.fab, err = fabric.OpenFabric(info)
+	require.NoError(t, err)
+	s.dom, err = s.fab.OpenDomain(info)
+	require.NoError(t, err)
+	s.eq, err = s.fab.OpenEQ(64, true)
+	require.NoError(t, err)
+	s.cq, err = s.dom.OpenCQ(256, true)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, s.cq.Close())
+		assert.NoError(t, s.eq.Close())
+		assert.NoError(t, s.dom.Close())
+		assert.NoError(t, s.fab.Close())
+		s.info.Free()
+	})
+	return s
+}
+
+// waitEvent blocks on the EQ's wait fd (after fi_trywait) until an event
+// arrives or the timeout passes.
+func waitEvent(t *testing.T, s *stack, timeout time.Duration) fabric.Event {
+	t.Helper()
+	ev := waitEventNoFail(s, timeout)
+	if ev.Kind == fabric.EventError && ev.Context == 0 {
+		require.NoError(t, ev.Err)
+	}
+	return ev
+}
+
+// waitEventNoFail is waitEvent for a spawned goroutine: it reports failure
+// as an EventError instead of failing the test from the wrong goroutine.
+func waitEventNoFail(s *stack, timeout time.Duration) fabric.Event {
+	// tcp notices a peer's shutdown while progressing the CQ, so the wait
+	// covers both queues, as the library's poller does.
+	fd, err := s.eq.WaitFD()
+	if err != nil {
+		return fabric.Event{Kind: fabric.EventError, Err: err}
+	}
+	cqfd, err := s.cq.WaitFD()
+	if err != nil {
+		return fabric.Event{Kind: fabric.EventError, Err: err}
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		ev, ok, err := s.eq.Read()
+		if err != nil {
+			return fabric.Event{Kind: fabric.EventError, Err: err}
+		}
+		if ok {
+			return ev
+		}
+		if s.fab.TryWait(s.eq, s.cq) {
+			_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(cqfd), Events: unix.POLLIN}}, 100)
+		}
+	}
+	return fabric.Event{Kind: fabric.EventError, Err: errors.New("timeout")}
+}
+
+func waitCompletion(t *testing.T, s *stack, timeout time.Duration) (fabric.Completion, *fabric.CompletionError) {
+	t.Helper()
+	fd, err := s.cq.WaitFD()
+	require.NoError(t, err)
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		n, avail, errno := s.cq.Read()
+		require.Zero(t, errno)
+		if n > 0 {
+			return s.cq.Entry(0), nil
+		}
+		if avail {
+			ce, ok := s.cq.ReadError()
+			require.True(t, ok)
+			return fabric.Completion{}, &ce
+		}
+		if s.fab.TryWait(s.cq, nil) {
+			_, _ = unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 100)
+		}
+	}
+	t.Fatalf("no completion within %v", timeout)
+	return fabric.Completion{}, nil
+}
+
+func mmap(t *testing.T, n int) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, unix.Munmap(b)) })
+	return b
+}
+
+func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
+
+func TestConnectSendReceive(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			srv, cli := openStack(t, prov), openStack(t, prov)
+
+			pep, err := srv.fab.OpenPassiveEndpoint(srv.info, 7)
+			require.NoError(t, err)
+			defer pep.Close()
+			require.NoError(t, pep.Bind(srv.eq))
+			require.NoError(t, pep.Listen())
+			bound, err := pep.Addr()
+			require.NoError(t, err)
+			host, port, err := net.SplitHostPort(bound)
+			require.NoError(t, err)
+			assert.Equal(t, "127.0.0.1", host)
+			assert.NotEqual(t, "0", port, "port 0 must be replaced by the bound port")
+
+			dest, err := fabric.GetInfo(fabric.Hints{Provider: prov, Node: host, Service: port, Fabric: cli.info.FabricName(), Domain: cli.info.DomainName()})
+			require.NoError(t, err)
+			defer dest.Free()
+			cep, err := cli.dom.OpenEndpoint(dest, 11)
+			require.NoError(t, err)
+			defer cep.Close()
+			require.NoError(t, cep.BindEQ(cli.eq))
+			require.NoError(t, cep.BindCQ(cli.cq, fabric.BindTransmit|fabric.BindRecv))
+			require.NoError(t, cep.Enable())
+			require.NoError(t, cep.Connect(dest))
+			// tcp makes connection progress only while the connecting side
+			// reads or waits on its queue: wait for it concurrently, as the
+			// library's per-side pollers do.
+			clientEvent := make(chan fabric.Event, 1)
+			go func() { clientEvent <- waitEventNoFail(cli, 5*time.Second) }()
+
+			req := waitEvent(t, srv, 5*time.Second)
+			require.Equal(t, fabric.EventConnReq, req.Kind)
+			assert.Equal(t, uint64(7), req.Context, "a connection request carries the passive endpoint's context")
+			require.NotNil(t, req.Info)
+			sep, err := srv.dom.OpenEndpoint(req.Info, 21)
+			req.Info.Free()
+			require.NoError(t, err)
+			defer sep.Close()
+			require.NoError(t, sep.BindEQ(srv.eq))
+			require.NoError(t, sep.BindCQ(srv.cq, fabric.BindTransmit|fabric.BindRecv))
+			require.NoError(t, sep.Enable())
+
+			rbuf := mmap(t, 4096)
+			rmr, err := srv.dom.RegisterMemory(addr(rbuf), len(rbuf), fabric.AccessRecv, 1)
+			require.NoError(t, err)
+			defer rmr.Close()
+			require.Zero(t, sep.Recv(addr(rbuf), len(rbuf), rmr.Desc(), 0x1234))
+			require.NoError(t, sep.Accept())
+
+			ev := waitEvent(t, srv, 5*time.Second)
+			assert.Equal(t, fabric.EventConnected, ev.Kind)
+			assert.Equal(t, uint64(21), ev.Context)
+			ev = <-clientEvent
+			assert.Equal(t, fabric.EventConnected, ev.Kind)
+			assert.Equal(t, uint64(11), ev.Context)
+
+			sbuf := mmap(t, 4096)
+			copy(sbuf, "hello, fabric")
+			smr, err := cli.dom.RegisterMemory(addr(sbuf), len(sbuf), fabric.AccessSend, 2)
+			require.NoError(t, err)
+			defer smr.Close()
+			require.Zero(t, cep.Send(addr(sbuf), 13, smr.Desc(), 0xabcd))
+
+			c, cerr := waitCompletion(t, cli, 5*time.Second)
+			require.Nil(t, cerr)
+			assert.Equal(t, uint64(0xabcd), c.Context)
+			assert.NotZero(t, c.Flags&fabric.FlagSend)
+			c, cerr = waitCompletion(t, srv, 5*time.Second)
+			require.Nil(t, cerr)
+			assert.Equal(t, uint64(0x1234), c.Context)
+			assert.NotZero(t, c.Flags&fabric.FlagRecv)
+			assert.Equal(t, uint64(13), c.Len)
+			assert.Equal(t, "hello, fabric", string(rbuf[:c.Len]))
+
+			// Shutting one side down reports a shutdown event on the other.
+			require.NoError(t, cep.Shutdown())
+			ev = waitEvent(t, srv, 5*time.Second)
+			assert.Equal(t, fabric.EventShutdown, ev.Kind)
+			assert.Equal(t, uint64(21), ev.Context)
+		})
+	}
+}
+
+func TestConnectRefused(t *testing.T) {
+	// A port that was just free: listen, note it, close it.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	require.NoError(t, l.Close())
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			cli := openStack(t, prov)
+			dest, err := fabric.GetInfo(fabric.Hints{Provider: prov, Node: "127.0.0.1", Service: port, Fabric: cli.info.FabricName(), Domain: cli.info.DomainName()})
+			require.NoError(t, err)
+			defer dest.Free()
+			ep, err := cli.dom.OpenEndpoint(dest, 5)
+			require.NoError(t, err)
+			defer ep.Close()
+			require.NoError(t, ep.BindEQ(cli.eq))
+			require.NoError(t, ep.BindCQ(cli.cq, fabric.BindTransmit|fabric.BindRecv))
+			require.NoError(t, ep.Enable())
+			err = ep.Connect(dest)
+			if err == nil {
+				ev := waitEvent(t, cli, 5*time.Second)
+				require.Equal(t, fabric.EventError, ev.Kind, "got %v", ev.Kind)
+				err = ev.Err
+			}
+			t.Logf("refused: %v", err)
+			assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "got %v", err)
+		})
+	}
+}
+
+func TestGetInfoUnknownProvider(t *testing.T) {
+	_, err := fabric.GetInfo(fabric.Hints{Provider: "no-such-provider", Node: "127.0.0.1", Source: true})
+	require.Error(t, err)
+	var op *fabric.OpError
+	require.ErrorAs(t, err, &op)
+	assert.Equal(t, "fi_getinfo", op.Op)
+	assert.Contains(t, err.Error(), "fi_getinfo")
+}
+
+func TestErrnoText(t *testing.T) {
+	assert.Equal(t, "success", fabric.Errno(0).Error())
+	assert.NotEmpty(t, fabric.ETRUNC.Error())
+	assert.True(t, errors.Is(fabric.ECONNREFUSED, syscall.ECONNREFUSED))
+	assert.False(t, errors.Is(fabric.ETRUNC, syscall.ECONNREFUSED))
+	assert.True(t, fabric.EAGAIN.Temporary())
+	assert.False(t, fabric.ETRUNC.Temporary())
+}
+
+func TestVersion(t *testing.T) {
+	assert.Regexp(t, `^1\.\d+$`, fabric.Version())
+}

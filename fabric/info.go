@@ -1,0 +1,154 @@
+package fabric
+
+/*
+#cgo pkg-config: libfabric
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"strconv"
+	"unsafe"
+)
+
+// Endpoint types and capability bits used in Hints.
+const (
+	EPMsg  = int(C.FI_EP_MSG)
+	EPRDM  = int(C.FI_EP_RDM)
+	CapMsg = uint64(C.FI_MSG)
+)
+
+// Access flags for RegisterMemory.
+const (
+	AccessSend        = uint64(C.FI_SEND)
+	AccessRecv        = uint64(C.FI_RECV)
+	AccessRead        = uint64(C.FI_READ)
+	AccessWrite       = uint64(C.FI_WRITE)
+	AccessRemoteRead  = uint64(C.FI_REMOTE_READ)
+	AccessRemoteWrite = uint64(C.FI_REMOTE_WRITE)
+)
+
+// Completion flags found in CQ entries.
+const (
+	FlagSend = uint64(C.FI_SEND)
+	FlagRecv = uint64(C.FI_RECV)
+	FlagMsg  = uint64(C.FI_MSG)
+)
+
+// Binding flags for Endpoint.BindCQ.
+const (
+	BindTransmit = uint64(C.FI_TRANSMIT)
+	BindRecv     = uint64(C.FI_RECV)
+)
+
+// Hints select providers in GetInfo. Empty strings are not passed.
+type Hints struct {
+	Provider string // prov_name, e.g. "tcp" or "sockets"
+	Node     string // host name or address
+	Service  string // port
+	Source   bool   // Node/Service name the local (source) address: FI_SOURCE
+	Fabric   string // fabric_attr->name, to match an already opened fabric
+	Domain   string // domain_attr->name, to match an already opened domain
+	EPType   int    // EPMsg (default) or EPRDM
+	Caps     uint64 // default CapMsg
+}
+
+// Info is one fi_info entry, owned by the Go value: Free releases it.
+type Info struct {
+	c *C.struct_fi_info
+}
+
+// GetInfo calls fi_getinfo and returns the first matching entry.
+func GetInfo(h Hints) (*Info, error) {
+	var ch C.struct_netio_hints
+	var toFree []unsafe.Pointer
+	cstr := func(s string) *C.char {
+		if s == "" {
+			return nil
+		}
+		p := C.CString(s)
+		toFree = append(toFree, unsafe.Pointer(p))
+		return p
+	}
+	defer func() {
+		for _, p := range toFree {
+			C.free(p)
+		}
+	}()
+	ch.prov = cstr(h.Provider)
+	ch.node = cstr(h.Node)
+	ch.service = cstr(h.Service)
+	ch.fabric = cstr(h.Fabric)
+	ch.domain = cstr(h.Domain)
+	ch.ep_type = C.int(EPMsg)
+	if h.EPType != 0 {
+		ch.ep_type = C.int(h.EPType)
+	}
+	ch.caps = C.uint64_t(CapMsg)
+	if h.Caps != 0 {
+		ch.caps = C.uint64_t(h.Caps)
+	}
+	if h.Source {
+		ch.flags = C.FI_SOURCE
+	}
+	var list *C.struct_fi_info
+	if err := opErr("fi_getinfo", C.netio_getinfo(&ch, &list)); err != nil {
+		return nil, err
+	}
+	first := C.fi_dupinfo(list)
+	C.fi_freeinfo(list)
+	if first == nil {
+		return nil, &OpError{Op: "fi_dupinfo", Err: ENOMEM}
+	}
+	return &Info{c: first}, nil
+}
+
+// Free releases the entry. It is safe to call more than once.
+func (i *Info) Free() {
+	if i != nil && i.c != nil {
+		C.fi_freeinfo(i.c)
+		i.c = nil
+	}
+}
+
+// Provider returns the provider name, e.g. "tcp".
+func (i *Info) Provider() string { return C.GoString(i.c.fabric_attr.prov_name) }
+
+// FabricName returns the fabric's name, e.g. "127.0.0.1/32".
+func (i *Info) FabricName() string { return C.GoString(i.c.fabric_attr.name) }
+
+// DomainName returns the domain's name, e.g. "lo".
+func (i *Info) DomainName() string { return C.GoString(i.c.domain_attr.name) }
+
+// MRCount returns the provider's limit on memory registrations (mr_cnt), or
+// 0 when it reports none.
+func (i *Info) MRCount() int { return int(i.c.domain_attr.mr_cnt) }
+
+// IOVLimit returns the largest number of iovecs one send may carry.
+func (i *Info) IOVLimit() int { return int(i.c.tx_attr.iov_limit) }
+
+// InjectSize returns the largest message Inject accepts.
+func (i *Info) InjectSize() int { return int(i.c.tx_attr.inject_size) }
+
+// TxSize returns the transmit queue depth.
+func (i *Info) TxSize() int { return int(i.c.tx_attr.size) }
+
+// RxSize returns the receive queue depth.
+func (i *Info) RxSize() int { return int(i.c.rx_attr.size) }
+
+// MaxMsgSize returns the largest message the endpoint type carries.
+func (i *Info) MaxMsgSize() uint64 { return uint64(i.c.ep_attr.max_msg_size) }
+
+// MRModeLocal reports whether local buffers must be registered (FI_MR_LOCAL);
+// netio-go registers them in any case.
+func (i *Info) MRModeLocal() bool { return i.c.domain_attr.mr_mode&C.FI_MR_LOCAL != 0 }
+
+// MRProvKey reports whether the provider picks registration keys.
+func (i *Info) MRProvKey() bool { return i.c.domain_attr.mr_mode&C.FI_MR_PROV_KEY != 0 }
+
+// Version returns the libfabric library version as "major.minor".
+func Version() string {
+	v := uint32(C.fi_version())
+	return strconv.Itoa(int(v>>16)) + "." + strconv.Itoa(int(v&0xffff))
+}

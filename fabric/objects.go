@@ -1,0 +1,241 @@
+package fabric
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"strconv"
+)
+
+// Fabric is an open fabric (fi_fabric).
+type Fabric struct {
+	c *C.struct_fid_fabric
+}
+
+// OpenFabric opens the fabric that info names.
+func OpenFabric(info *Info) (*Fabric, error) {
+	var f *C.struct_fid_fabric
+	if err := opErr("fi_fabric", C.netio_fabric(info.c, &f)); err != nil {
+		return nil, err
+	}
+	return &Fabric{c: f}, nil
+}
+
+// Close closes the fabric. Everything opened from it must be closed first.
+func (f *Fabric) Close() error {
+	if f == nil || f.c == nil {
+		return nil
+	}
+	err := opErr("fi_close(fabric)", C.netio_close(&f.c.fid))
+	f.c = nil
+	return err
+}
+
+// TryWait reports whether the caller may block on the wait file descriptors
+// of a (and b, when not nil): fi_trywait. False means completions or events
+// may already be pending, so the caller must read before blocking.
+func (f *Fabric) TryWait(a, b Waitable) bool {
+	var fb *C.struct_fid
+	if b != nil {
+		fb = b.fid()
+	}
+	return C.netio_trywait(f.c, a.fid(), fb) == 0
+}
+
+// Waitable is an object with a wait file descriptor: a CQ or an EQ.
+type Waitable interface {
+	fid() *C.struct_fid
+	// WaitFD returns the file descriptor that becomes readable when the
+	// object may have something to read (FI_GETWAIT).
+	WaitFD() (int, error)
+}
+
+func waitFD(fid *C.struct_fid, op string) (int, error) {
+	var fd C.int
+	if err := opErr(op, C.netio_getwait(fid, &fd)); err != nil {
+		return -1, err
+	}
+	return int(fd), nil
+}
+
+// Domain is an open domain (fi_domain).
+type Domain struct {
+	c *C.struct_fid_domain
+}
+
+// OpenDomain opens the domain that info names on the fabric.
+func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
+	var d *C.struct_fid_domain
+	if err := opErr("fi_domain", C.netio_domain(f.c, info.c, &d)); err != nil {
+		return nil, err
+	}
+	return &Domain{c: d}, nil
+}
+
+// Close closes the domain. Endpoints, CQs and registrations must be closed
+// first.
+func (d *Domain) Close() error {
+	if d == nil || d.c == nil {
+		return nil
+	}
+	err := opErr("fi_close(domain)", C.netio_close(&d.c.fid))
+	d.c = nil
+	return err
+}
+
+// MR is a memory registration (fi_mr_reg).
+type MR struct {
+	c    *C.struct_fid_mr
+	desc uintptr
+	key  uint64
+}
+
+// RegisterMemory registers length bytes at addr with the given access flags
+// (AccessSend, AccessRecv, ...). requestedKey must be unique in the domain
+// when the provider does not choose keys itself. The memory must stay mapped
+// and in place until the registration is closed.
+func (d *Domain) RegisterMemory(addr uintptr, length int, access, requestedKey uint64) (*MR, error) {
+	var mr *C.struct_fid_mr
+	rc := C.netio_mr_reg(d.c, C.uintptr_t(addr), C.size_t(length), C.uint64_t(access), C.uint64_t(requestedKey), &mr)
+	if err := opErr("fi_mr_reg", rc); err != nil {
+		return nil, err
+	}
+	return &MR{c: mr, desc: uintptr(C.netio_mr_desc(mr)), key: uint64(C.netio_mr_key(mr))}, nil
+}
+
+// Desc returns the local descriptor to pass with sends and receives.
+func (m *MR) Desc() uintptr { return m.desc }
+
+// Key returns the remote access key.
+func (m *MR) Key() uint64 { return m.key }
+
+// Close deregisters the memory. It is safe to call more than once.
+func (m *MR) Close() error {
+	if m == nil || m.c == nil {
+		return nil
+	}
+	err := opErr("fi_close(mr)", C.netio_close(&m.c.fid))
+	m.c = nil
+	return err
+}
+
+// EQ is an event queue for connection management events (fi_eq_open).
+type EQ struct {
+	c *C.struct_fid_eq
+}
+
+// OpenEQ opens an event queue of the given size. With waitFD the queue has a
+// file descriptor (FI_WAIT_FD) that WaitFD returns.
+func (f *Fabric) OpenEQ(size int, waitFD bool) (*EQ, error) {
+	var q *C.struct_fid_eq
+	if err := opErr("fi_eq_open", C.netio_eq_open(f.c, C.size_t(size), cbool(waitFD), &q)); err != nil {
+		return nil, err
+	}
+	return &EQ{c: q}, nil
+}
+
+func (q *EQ) fid() *C.struct_fid { return &q.c.fid }
+
+// WaitFD returns the queue's wait file descriptor.
+func (q *EQ) WaitFD() (int, error) { return waitFD(q.fid(), "fi_control(eq, FI_GETWAIT)") }
+
+// EventKind names a connection management event.
+type EventKind uint32
+
+// Event kinds. EventError is an error entry (fi_eq_readerr).
+const (
+	EventError     EventKind = 0
+	EventConnReq   EventKind = EventKind(C.FI_CONNREQ)
+	EventConnected EventKind = EventKind(C.FI_CONNECTED)
+	EventShutdown  EventKind = EventKind(C.FI_SHUTDOWN)
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventError:
+		return "error"
+	case EventConnReq:
+		return "connection request"
+	case EventConnected:
+		return "connected"
+	case EventShutdown:
+		return "shutdown"
+	}
+	return "event " + strconv.FormatUint(uint64(k), 10)
+}
+
+// Event is one entry read from an EQ.
+type Event struct {
+	Kind EventKind
+	// Context is the context of the endpoint (or passive endpoint) the event
+	// is about, as given when it was opened.
+	Context uint64
+	// Info is the new connection's description for EventConnReq; the
+	// receiver owns it and must Free it.
+	Info *Info
+	// Err is the error for EventError: an *OpError wrapping the Errno, with
+	// the provider's text.
+	Err error
+}
+
+// Read reads one event without blocking. ok is false when none is pending.
+func (q *EQ) Read() (ev Event, ok bool, err error) {
+	var ce C.struct_netio_event
+	rc := C.netio_eq_read(q.c, &ce)
+	if rc == -C.FI_EAGAIN {
+		return Event{}, false, nil
+	}
+	if rc < 0 {
+		return Event{}, false, &OpError{Op: "fi_eq_read", Err: errnoOfSize(rc)}
+	}
+	ev = Event{Kind: EventKind(ce.event), Context: uint64(ce.context)}
+	if ce.info != nil {
+		ev.Info = &Info{c: ce.info}
+	}
+	if ev.Kind == EventError {
+		pe := &ProviderError{Errno: Errno(ce.err), ProvErrno: int(ce.prov_errno)}
+		if pe.ProvErrno != 0 {
+			pe.Text = C.GoString(C.netio_eq_strerror(q.c, ce.prov_errno))
+		}
+		ev.Err = pe
+	}
+	return ev, true, nil
+}
+
+// ProviderError is an error entry from an EQ or CQ: the libfabric error and
+// the provider's own number and text.
+type ProviderError struct {
+	Errno     Errno
+	ProvErrno int
+	Text      string
+}
+
+func (e *ProviderError) Error() string {
+	if e.Text == "" || e.Text == e.Errno.Error() {
+		return e.Errno.Error()
+	}
+	return e.Errno.Error() + " (provider: " + e.Text + ")"
+}
+
+// Unwrap returns the Errno, so errors.Is(err, fabric.ECONNREFUSED) works.
+func (e *ProviderError) Unwrap() error { return e.Errno }
+
+// Close closes the queue. It is safe to call more than once.
+func (q *EQ) Close() error {
+	if q == nil || q.c == nil {
+		return nil
+	}
+	err := opErr("fi_close(eq)", C.netio_close(&q.c.fid))
+	q.c = nil
+	return err
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,253 @@
+#include "shim.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define NETIO_FI_VERSION FI_VERSION(1, 17)
+
+int netio_getinfo(const struct netio_hints *h, struct fi_info **out)
+{
+	struct fi_info *hints = fi_allocinfo();
+	if (!hints)
+		return -FI_ENOMEM;
+	hints->ep_attr->type = h->ep_type;
+	hints->caps = h->caps;
+	hints->mode = 0; /* we pass integer contexts, never struct fi_context */
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+	if (h->prov)
+		hints->fabric_attr->prov_name = strdup(h->prov);
+	if (h->fabric)
+		hints->fabric_attr->name = strdup(h->fabric);
+	if (h->domain)
+		hints->domain_attr->name = strdup(h->domain);
+	int ret = fi_getinfo(NETIO_FI_VERSION, h->node, h->service, h->flags, hints, out);
+	fi_freeinfo(hints);
+	return ret;
+}
+
+int netio_fabric(struct fi_info *info, struct fid_fabric **fab)
+{
+	return fi_fabric(info->fabric_attr, fab, NULL);
+}
+
+int netio_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom)
+{
+	return fi_domain(fab, info, dom, NULL);
+}
+
+int netio_eq_open(struct fid_fabric *fab, size_t size, int wait_fd, struct fid_eq **eq)
+{
+	struct fi_eq_attr attr = {
+		.size = size,
+		.wait_obj = wait_fd ? FI_WAIT_FD : FI_WAIT_NONE,
+	};
+	return fi_eq_open(fab, &attr, eq, NULL);
+}
+
+int netio_cq_open(struct fid_domain *dom, size_t size, int wait_fd, struct fid_cq **cq)
+{
+	struct fi_cq_attr attr = {
+		.size = size,
+		.format = FI_CQ_FORMAT_MSG,
+		.wait_obj = wait_fd ? FI_WAIT_FD : FI_WAIT_NONE,
+		.wait_cond = FI_CQ_COND_NONE,
+	};
+	return fi_cq_open(dom, &attr, cq, NULL);
+}
+
+int netio_close(struct fid *fid)
+{
+	return fi_close(fid);
+}
+
+int netio_getwait(struct fid *fid, int *fd)
+{
+	return fi_control(fid, FI_GETWAIT, fd);
+}
+
+int netio_trywait(struct fid_fabric *fab, struct fid *a, struct fid *b)
+{
+	struct fid *fids[2] = {a, b};
+	return fi_trywait(fab, fids, b ? 2 : 1);
+}
+
+ssize_t netio_eq_read(struct fid_eq *eq, struct netio_event *ev)
+{
+	struct fi_eq_cm_entry entry;
+	uint32_t event = 0;
+	memset(ev, 0, sizeof(*ev));
+	ssize_t ret = fi_eq_read(eq, &event, &entry, sizeof(entry), 0);
+	if (ret == -FI_EAVAIL) {
+		struct fi_eq_err_entry err;
+		memset(&err, 0, sizeof(err));
+		ret = fi_eq_readerr(eq, &err, 0);
+		if (ret < 0)
+			return ret;
+		ev->event = 0;
+		ev->context = err.fid ? (uint64_t)(uintptr_t)err.fid->context : 0;
+		ev->err = err.err;
+		ev->prov_errno = err.prov_errno;
+		/* err_data belongs to the EQ; a connection request's info in
+		 * error entries is not handed out, so nothing else to free. */
+		return 1;
+	}
+	if (ret < 0)
+		return ret;
+	ev->event = event;
+	if (ret >= (ssize_t)sizeof(struct fid *)) {
+		ev->context = entry.fid ? (uint64_t)(uintptr_t)entry.fid->context : 0;
+	}
+	if (event == FI_CONNREQ)
+		ev->info = entry.info;
+	return 1;
+}
+
+const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno)
+{
+	return fi_eq_strerror(eq, prov_errno, NULL, NULL, 0);
+}
+
+ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count)
+{
+	return fi_cq_read(cq, buf, count);
+}
+
+ssize_t netio_cq_readerr(struct fid_cq *cq, struct netio_cq_err *out)
+{
+	struct fi_cq_err_entry err;
+	memset(&err, 0, sizeof(err));
+	ssize_t ret = fi_cq_readerr(cq, &err, 0);
+	if (ret < 0)
+		return ret;
+	out->context = (uint64_t)(uintptr_t)err.op_context;
+	out->flags = err.flags;
+	out->len = err.len;
+	out->err = err.err;
+	out->prov_errno = err.prov_errno;
+	return ret;
+}
+
+int netio_pep_open(struct fid_fabric *fab, struct fi_info *info, uint64_t ctx, struct fid_pep **pep)
+{
+	return fi_passive_ep(fab, info, pep, (void *)(uintptr_t)ctx);
+}
+
+int netio_pep_bind(struct fid_pep *pep, struct fid_eq *eq)
+{
+	return fi_pep_bind(pep, &eq->fid, 0);
+}
+
+int netio_listen(struct fid_pep *pep)
+{
+	return fi_listen(pep);
+}
+
+int netio_reject(struct fid_pep *pep, struct fi_info *info)
+{
+	return fi_reject(pep, info->handle, NULL, 0);
+}
+
+int netio_getname(struct fid *fid, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	size_t sslen = sizeof(ss);
+	char host[INET6_ADDRSTRLEN];
+	int ret = fi_getname(fid, &ss, &sslen);
+	if (ret)
+		return ret;
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(sin->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(sin6->sin6_port));
+	} else {
+		return -FI_EADDRNOTAVAIL;
+	}
+	return 0;
+}
+
+int netio_ep_open(struct fid_domain *dom, struct fi_info *info, uint64_t ctx, struct fid_ep **ep)
+{
+	return fi_endpoint(dom, info, ep, (void *)(uintptr_t)ctx);
+}
+
+int netio_ep_bind(struct fid_ep *ep, struct fid *obj, uint64_t flags)
+{
+	return fi_ep_bind(ep, obj, flags);
+}
+
+int netio_ep_enable(struct fid_ep *ep)
+{
+	return fi_enable(ep);
+}
+
+int netio_connect(struct fid_ep *ep, struct fi_info *info)
+{
+	return fi_connect(ep, info->dest_addr, NULL, 0);
+}
+
+int netio_accept(struct fid_ep *ep)
+{
+	return fi_accept(ep, NULL, 0);
+}
+
+int netio_shutdown(struct fid_ep *ep)
+{
+	return fi_shutdown(ep, 0);
+}
+
+ssize_t netio_send(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+{
+	return fi_send(ep, (void *)buf, len, (void *)desc, 0, (void *)(uintptr_t)ctx);
+}
+
+ssize_t netio_sendv(struct fid_ep *ep, const struct iovec *iov, const uintptr_t *desc, size_t count, uint64_t ctx)
+{
+	return fi_sendv(ep, iov, (void **)desc, count, 0, (void *)(uintptr_t)ctx);
+}
+
+ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len)
+{
+	return fi_inject(ep, buf, len, 0);
+}
+
+ssize_t netio_recv(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+{
+	return fi_recv(ep, (void *)buf, len, (void *)desc, 0, (void *)(uintptr_t)ctx);
+}
+
+ssize_t netio_recv_batch(struct fid_ep *ep, const uintptr_t *bufs, const uint64_t *lens,
+                         const uintptr_t *descs, const uint64_t *ctxs, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++) {
+		ssize_t ret = fi_recv(ep, (void *)bufs[i], lens[i], (void *)descs[i], 0,
+		                      (void *)(uintptr_t)ctxs[i]);
+		if (ret < 0)
+			return i > 0 ? (ssize_t)i : ret;
+	}
+	return (ssize_t)n;
+}
+
+int netio_mr_reg(struct fid_domain *dom, uintptr_t buf, size_t len, uint64_t access,
+                 uint64_t key, struct fid_mr **mr)
+{
+	return fi_mr_reg(dom, (void *)buf, len, access, 0, key, 0, mr, NULL);
+}
+
+uintptr_t netio_mr_desc(struct fid_mr *mr)
+{
+	return (uintptr_t)fi_mr_desc(mr);
+}
+
+uint64_t netio_mr_key(struct fid_mr *mr)
+{
+	return fi_mr_key(mr);
+}

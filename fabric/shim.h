@@ -1,0 +1,84 @@
+// Shim functions over libfabric's static-inline calls, so that cgo can call
+// them, and a few helpers that keep Go pointers out of C memory: every
+// operation context is an integer key cast to void*, never a Go pointer.
+#ifndef NETIO_FABRIC_SHIM_H
+#define NETIO_FABRIC_SHIM_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+struct netio_hints {
+	const char *prov;
+	const char *node;
+	const char *service;
+	const char *fabric;
+	const char *domain;
+	uint64_t caps;
+	uint64_t flags;
+	int ep_type;
+};
+
+int netio_getinfo(const struct netio_hints *h, struct fi_info **out);
+
+int netio_fabric(struct fi_info *info, struct fid_fabric **fab);
+int netio_domain(struct fid_fabric *fab, struct fi_info *info, struct fid_domain **dom);
+int netio_eq_open(struct fid_fabric *fab, size_t size, int wait_fd, struct fid_eq **eq);
+int netio_cq_open(struct fid_domain *dom, size_t size, int wait_fd, struct fid_cq **cq);
+int netio_close(struct fid *fid);
+int netio_getwait(struct fid *fid, int *fd);
+int netio_trywait(struct fid_fabric *fab, struct fid *a, struct fid *b);
+
+// EQ: one event or error entry per call.
+struct netio_event {
+	uint32_t event;     // FI_CONNREQ, FI_CONNECTED, FI_SHUTDOWN, or 0 for an error entry
+	uint64_t context;   // the fid's context (our integer key)
+	struct fi_info *info;
+	int err;            // positive FI_ errno for an error entry
+	int prov_errno;
+};
+ssize_t netio_eq_read(struct fid_eq *eq, struct netio_event *ev);
+const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno);
+
+// CQ: batch read into a C array owned by the caller.
+ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count);
+struct netio_cq_err {
+	uint64_t context;
+	uint64_t flags;
+	uint64_t len;
+	int err;
+	int prov_errno;
+};
+ssize_t netio_cq_readerr(struct fid_cq *cq, struct netio_cq_err *out);
+
+int netio_pep_open(struct fid_fabric *fab, struct fi_info *info, uint64_t ctx, struct fid_pep **pep);
+int netio_pep_bind(struct fid_pep *pep, struct fid_eq *eq);
+int netio_listen(struct fid_pep *pep);
+int netio_reject(struct fid_pep *pep, struct fi_info *info);
+int netio_getname(struct fid *fid, char *buf, size_t len);
+
+int netio_ep_open(struct fid_domain *dom, struct fi_info *info, uint64_t ctx, struct fid_ep **ep);
+int netio_ep_bind(struct fid_ep *ep, struct fid *obj, uint64_t flags);
+int netio_ep_enable(struct fid_ep *ep);
+int netio_connect(struct fid_ep *ep, struct fi_info *info);
+int netio_accept(struct fid_ep *ep);
+int netio_shutdown(struct fid_ep *ep);
+
+ssize_t netio_send(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx);
+ssize_t netio_sendv(struct fid_ep *ep, const struct iovec *iov, const uintptr_t *desc, size_t count, uint64_t ctx);
+ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len);
+ssize_t netio_recv(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx);
+ssize_t netio_recv_batch(struct fid_ep *ep, const uintptr_t *bufs, const uint64_t *lens,
+                         const uintptr_t *descs, const uint64_t *ctxs, size_t n);
+
+int netio_mr_reg(struct fid_domain *dom, uintptr_t buf, size_t len, uint64_t access,
+                 uint64_t key, struct fid_mr **mr);
+uintptr_t netio_mr_desc(struct fid_mr *mr);
+uint64_t netio_mr_key(struct fid_mr *mr);
+
+#endif

@@ -1,0 +1,779 @@
+/*
+ * cpeer: a plain libfabric FI_EP_MSG peer used for interop tests and as a
+ * C throughput baseline.
+ *
+ * It only uses libfabric's own wire: fi_connect carries no connection data
+ * and every message is exactly the application's bytes (no header, no
+ * framing).
+ *
+ *   cpeer send --provider P --connect HOST:PORT --size S --count N
+ *              [--verify] [--window W] [--timeout SEC]
+ *   cpeer recv --provider P --listen HOST:PORT --size S --count N
+ *              [--verify] [--window W] [--timeout SEC]
+ *
+ * Build:
+ *   gcc -O2 -Wall -Wextra -o cpeer tests/cpeer/cpeer.c \
+ *       $(pkg-config --cflags --libs libfabric)
+ *
+ * The last line on stdout is a JSON object:
+ *   {"role":"send"|"recv","provider":"P","messages":N,"bytes":B,
+ *    "seconds":T,"mb_per_s":X,"msgs_per_s":Y,"verify_errors":E}
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#define CQ_BATCH 64
+#define PATTERN_MOD 251
+/* Room for a CM entry plus any connection data a peer might send. */
+#define EQ_ENTRY_BYTES (sizeof(struct fi_eq_cm_entry) + 512)
+
+struct opts {
+	int is_send;
+	const char *provider;
+	char host[256];
+	char port[32];
+	size_t size;
+	uint64_t count;
+	int verify;
+	size_t window;
+	unsigned timeout;
+};
+
+struct res {
+	struct fi_info *hints;
+	struct fi_info *info;      /* from fi_getinfo */
+	struct fi_info *conn_info; /* from FI_CONNREQ (recv only) */
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_eq *eq;
+	struct fid_cq *cq;
+	struct fid_pep *pep;
+	struct fid_ep *ep;
+	struct fid_mr *mr;
+	char *buf;
+	void *desc;
+	char *pattern; /* PATTERN_MOD + size bytes of (j % 251) */
+	struct fi_context *ctx;
+};
+
+static struct opts o;
+static struct res r;
+
+/* ---------------------------------------------------------------- utils */
+
+static void on_alarm(int sig)
+{
+	static const char msg[] = "cpeer: watchdog timeout expired, exiting\n";
+	ssize_t n;
+
+	(void)sig;
+	n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	(void)n;
+	_exit(2);
+}
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("cpeer: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/* ret is a negative fi_errno as returned by libfabric calls. */
+static void die_fi(const char *call, long ret)
+{
+	die("%s: %s", call, fi_strerror((int)(ret < 0 ? -ret : ret)));
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage:\n"
+		"  cpeer send --provider P --connect HOST:PORT --size S --count N"
+		" [--verify] [--window W] [--timeout SEC]\n"
+		"  cpeer recv --provider P --listen HOST:PORT --size S --count N"
+		" [--verify] [--window W] [--timeout SEC]\n");
+	exit(1);
+}
+
+static double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static unsigned long long parse_u64(const char *flag, const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-')
+		die("%s: invalid number '%s'", flag, s ? s : "");
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		die("%s: invalid number '%s'", flag, s);
+	return v;
+}
+
+/* HOST:PORT, or [V6HOST]:PORT. */
+static void parse_hostport(const char *flag, const char *s)
+{
+	const char *colon, *hs = s;
+	size_t hl;
+
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (!rb || rb[1] != ':')
+			die("%s: expected [HOST]:PORT, got '%s'", flag, s);
+		hs = s + 1;
+		hl = (size_t)(rb - hs);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			die("%s: expected HOST:PORT, got '%s'", flag, s);
+		hl = (size_t)(colon - s);
+	}
+	if (hl == 0 || hl >= sizeof(o.host) || strlen(colon + 1) == 0 ||
+	    strlen(colon + 1) >= sizeof(o.port))
+		die("%s: expected HOST:PORT, got '%s'", flag, s);
+	memcpy(o.host, hs, hl);
+	o.host[hl] = '\0';
+	strcpy(o.port, colon + 1);
+	parse_u64(flag, o.port);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	int i, have_addr = 0, have_size = 0, have_count = 0;
+
+	if (argc < 2)
+		usage();
+	if (!strcmp(argv[1], "send"))
+		o.is_send = 1;
+	else if (!strcmp(argv[1], "recv"))
+		o.is_send = 0;
+	else
+		usage();
+	o.window = 64;
+	o.timeout = 60;
+
+	for (i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = (i + 1 < argc) ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--verify")) {
+			o.verify = 1;
+			continue;
+		}
+		if (!v)
+			die("%s: missing value", a);
+		i++;
+		if (!strcmp(a, "--provider")) {
+			o.provider = v;
+		} else if (!strcmp(a, "--connect") && o.is_send) {
+			parse_hostport(a, v);
+			have_addr = 1;
+		} else if (!strcmp(a, "--listen") && !o.is_send) {
+			parse_hostport(a, v);
+			have_addr = 1;
+		} else if (!strcmp(a, "--size")) {
+			o.size = (size_t)parse_u64(a, v);
+			have_size = 1;
+		} else if (!strcmp(a, "--count")) {
+			o.count = parse_u64(a, v);
+			have_count = 1;
+		} else if (!strcmp(a, "--window")) {
+			o.window = (size_t)parse_u64(a, v);
+		} else if (!strcmp(a, "--timeout")) {
+			o.timeout = (unsigned)parse_u64(a, v);
+		} else {
+			die("unknown flag '%s'", a);
+		}
+	}
+	if (!o.provider || !have_addr || !have_size || !have_count)
+		usage();
+	if (o.window == 0)
+		die("--window: must be at least 1");
+	if (o.size && o.window > SIZE_MAX / o.size)
+		die("--window * --size overflows");
+}
+
+/* ------------------------------------------------------------- fabric */
+
+static void get_info(uint64_t flags)
+{
+	int ret;
+
+	r.hints = fi_allocinfo();
+	if (!r.hints)
+		die("fi_allocinfo: out of memory");
+	r.hints->ep_attr->type = FI_EP_MSG;
+	r.hints->caps = FI_MSG;
+	r.hints->mode = 0;
+	r.hints->domain_attr->mr_mode =
+		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	r.hints->fabric_attr->prov_name = strdup(o.provider);
+	if (!r.hints->fabric_attr->prov_name)
+		die("strdup: out of memory");
+
+	ret = fi_getinfo(FI_VERSION(1, 17), o.host, o.port, flags, r.hints,
+			 &r.info);
+	if (ret)
+		die_fi("fi_getinfo", ret);
+	if (!r.info)
+		die("fi_getinfo: no matching provider");
+}
+
+static void open_fabric_eq(void)
+{
+	struct fi_eq_attr eq_attr;
+	int ret;
+
+	ret = fi_fabric(r.info->fabric_attr, &r.fabric, NULL);
+	if (ret)
+		die_fi("fi_fabric", ret);
+
+	memset(&eq_attr, 0, sizeof(eq_attr));
+	eq_attr.wait_obj = FI_WAIT_UNSPEC; /* needed for fi_eq_sread */
+	ret = fi_eq_open(r.fabric, &eq_attr, &r.eq, NULL);
+	if (ret)
+		die_fi("fi_eq_open", ret);
+}
+
+/* Open domain, CQ, endpoint and MR for the given info, bind and enable. */
+static void open_ep(struct fi_info *info)
+{
+	struct fi_cq_attr cq_attr;
+	size_t region, i;
+	int ret;
+
+	ret = fi_domain(r.fabric, info, &r.domain, NULL);
+	if (ret)
+		die_fi("fi_domain", ret);
+
+	memset(&cq_attr, 0, sizeof(cq_attr));
+	cq_attr.format = FI_CQ_FORMAT_MSG;
+	cq_attr.wait_obj = FI_WAIT_NONE; /* we busy-poll with fi_cq_read */
+	cq_attr.size = o.window * 2 < 256 ? 256 : o.window * 2;
+	ret = fi_cq_open(r.domain, &cq_attr, &r.cq, NULL);
+	if (ret)
+		die_fi("fi_cq_open", ret);
+
+	ret = fi_endpoint(r.domain, info, &r.ep, NULL);
+	if (ret)
+		die_fi("fi_endpoint", ret);
+	ret = fi_ep_bind(r.ep, &r.eq->fid, 0);
+	if (ret)
+		die_fi("fi_ep_bind(eq)", ret);
+	ret = fi_ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV);
+	if (ret)
+		die_fi("fi_ep_bind(cq)", ret);
+	ret = fi_enable(r.ep);
+	if (ret)
+		die_fi("fi_enable", ret);
+
+	/* One region of W*S bytes; never register zero bytes. */
+	region = o.window * o.size;
+	if (region == 0)
+		region = 1;
+	if (posix_memalign((void **)&r.buf, 4096, region))
+		die("posix_memalign: out of memory");
+	memset(r.buf, 0, region);
+	ret = fi_mr_reg(r.domain, r.buf, region, o.is_send ? FI_SEND : FI_RECV,
+			0, 0 /* requested_key, ignored with FI_MR_PROV_KEY */,
+			0, &r.mr, NULL);
+	if (ret)
+		die_fi("fi_mr_reg", ret);
+	r.desc = fi_mr_desc(r.mr);
+
+	r.ctx = calloc(o.window, sizeof(*r.ctx));
+	if (!r.ctx)
+		die("calloc: out of memory");
+
+	/* pattern[j] = j % 251, so message k is pattern + (k % 251). */
+	r.pattern = malloc(PATTERN_MOD + o.size + 1);
+	if (!r.pattern)
+		die("malloc: out of memory");
+	for (i = 0; i < PATTERN_MOD + o.size + 1; i++)
+		r.pattern[i] = (char)(i % PATTERN_MOD);
+}
+
+/* Report an EQ error entry (after -FI_EAVAIL) and exit 1. */
+static void die_eq_err(const char *call)
+{
+	struct fi_eq_err_entry err;
+	ssize_t ret;
+	const char *prov;
+
+	memset(&err, 0, sizeof(err));
+	ret = fi_eq_readerr(r.eq, &err, 0);
+	if (ret < 0)
+		die_fi("fi_eq_readerr", ret);
+	prov = fi_eq_strerror(r.eq, err.prov_errno, err.err_data, NULL, 0);
+	if (prov && *prov && strcmp(prov, fi_strerror(err.err)))
+		die("%s: %s (provider: %s)", call, fi_strerror(err.err), prov);
+	die("%s: %s", call, fi_strerror(err.err));
+}
+
+/*
+ * Block on the EQ for one event. Returns the event type; the entry is in buf.
+ * timeout_ms < 0 waits forever. Returns 0 on timeout (only if timeout_ms>=0).
+ */
+static uint32_t eq_wait(const char *call, void *buf, int timeout_ms)
+{
+	uint32_t event;
+	ssize_t ret;
+
+	for (;;) {
+		ret = fi_eq_sread(r.eq, &event, buf, EQ_ENTRY_BYTES, timeout_ms,
+				  0);
+		if (ret >= 0)
+			return event;
+		if (ret == -FI_EAVAIL)
+			die_eq_err(call);
+		if (ret == -FI_EAGAIN || ret == -FI_ETIMEDOUT) {
+			if (timeout_ms >= 0)
+				return 0;
+			continue;
+		}
+		if (ret == -FI_EINTR)
+			continue;
+		die_fi("fi_eq_sread", ret);
+	}
+}
+
+static const char *event_name(uint32_t ev)
+{
+	switch (ev) {
+	case FI_CONNREQ:
+		return "FI_CONNREQ";
+	case FI_CONNECTED:
+		return "FI_CONNECTED";
+	case FI_SHUTDOWN:
+		return "FI_SHUTDOWN";
+	case FI_NOTIFY:
+		return "FI_NOTIFY";
+	case FI_MR_COMPLETE:
+		return "FI_MR_COMPLETE";
+	case FI_AV_COMPLETE:
+		return "FI_AV_COMPLETE";
+	case FI_JOIN_COMPLETE:
+		return "FI_JOIN_COMPLETE";
+	default:
+		return "unknown";
+	}
+}
+
+static void wait_connected(const char *call)
+{
+	char buf[EQ_ENTRY_BYTES];
+	struct fi_eq_cm_entry *e = (struct fi_eq_cm_entry *)buf;
+	uint32_t ev;
+
+	ev = eq_wait(call, buf, -1);
+	if (ev != FI_CONNECTED)
+		die("%s: unexpected event %s (%u) instead of FI_CONNECTED", call,
+		    event_name(ev), ev);
+	if (e->fid != &r.ep->fid)
+		die("%s: FI_CONNECTED for an unknown fid", call);
+}
+
+/*
+ * Read one batch of completions. Returns the number of entries (0 if none).
+ * Error completions are fatal.
+ */
+static int cq_poll(struct fi_cq_msg_entry *comp, const char *what)
+{
+	ssize_t n;
+
+	n = fi_cq_read(r.cq, comp, CQ_BATCH);
+	if (n > 0)
+		return (int)n;
+	if (n == -FI_EAGAIN)
+		return 0;
+	if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry err;
+		const char *prov;
+
+		memset(&err, 0, sizeof(err));
+		n = fi_cq_readerr(r.cq, &err, 0);
+		if (n < 0)
+			die_fi("fi_cq_readerr", n);
+		prov = fi_cq_strerror(r.cq, err.prov_errno, err.err_data, NULL,
+				      0);
+		if (prov && *prov && strcmp(prov, fi_strerror(err.err)))
+			die("%s completion: %s (provider: %s)", what,
+			    fi_strerror(err.err), prov);
+		die("%s completion: %s", what, fi_strerror(err.err));
+	}
+	die_fi("fi_cq_read", n);
+	return 0;
+}
+
+static size_t ctx_slot(void *op_context)
+{
+	struct fi_context *c = op_context;
+
+	if (c < r.ctx || c >= r.ctx + o.window)
+		die("fi_cq_read: completion with unknown context %p",
+		    op_context);
+	return (size_t)(c - r.ctx);
+}
+
+static void close_fid(const char *what, struct fid *f)
+{
+	int ret;
+
+	if (!f)
+		return;
+	ret = fi_close(f);
+	if (ret)
+		die_fi(what, ret);
+}
+
+static void close_all(void)
+{
+	close_fid("fi_close(ep)", r.ep ? &r.ep->fid : NULL);
+	close_fid("fi_close(pep)", r.pep ? &r.pep->fid : NULL);
+	close_fid("fi_close(mr)", r.mr ? &r.mr->fid : NULL);
+	close_fid("fi_close(cq)", r.cq ? &r.cq->fid : NULL);
+	close_fid("fi_close(eq)", r.eq ? &r.eq->fid : NULL);
+	close_fid("fi_close(domain)", r.domain ? &r.domain->fid : NULL);
+	close_fid("fi_close(fabric)", r.fabric ? &r.fabric->fid : NULL);
+	if (r.conn_info)
+		fi_freeinfo(r.conn_info);
+	if (r.info)
+		fi_freeinfo(r.info);
+	if (r.hints)
+		fi_freeinfo(r.hints);
+	free(r.buf);
+	free(r.ctx);
+	free(r.pattern);
+	memset(&r, 0, sizeof(r));
+}
+
+static void print_json(uint64_t messages, double secs, uint64_t verify_errors)
+{
+	uint64_t bytes = messages * (uint64_t)o.size;
+	double mbps = secs > 0 ? (double)bytes / 1e6 / secs : 0.0;
+	double mps = secs > 0 ? (double)messages / secs : 0.0;
+	const char *p;
+
+	printf("{\"role\":\"%s\",\"provider\":\"", o.is_send ? "send" : "recv");
+	for (p = o.provider; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			putchar('\\');
+		if ((unsigned char)*p >= 0x20)
+			putchar(*p);
+	}
+	printf("\",\"messages\":%" PRIu64 ",\"bytes\":%" PRIu64
+	       ",\"seconds\":%.6f,\"mb_per_s\":%.3f,\"msgs_per_s\":%.1f"
+	       ",\"verify_errors\":%" PRIu64 "}\n",
+	       messages, bytes, secs, mbps, mps, verify_errors);
+	fflush(stdout);
+}
+
+/* --------------------------------------------------------------- send */
+
+static int run_send(void)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	size_t *free_slots, nfree, i;
+	uint64_t posted = 0, completed = 0;
+	double t0 = 0, t1 = 0;
+	int ret, n, j;
+
+	get_info(0);
+	open_fabric_eq();
+	open_ep(r.info);
+
+	ret = fi_connect(r.ep, r.info->dest_addr, NULL, 0);
+	if (ret)
+		die_fi("fi_connect", ret);
+	wait_connected("fi_connect");
+
+	free_slots = malloc(o.window * sizeof(*free_slots));
+	if (!free_slots)
+		die("malloc: out of memory");
+	for (i = 0; i < o.window; i++)
+		free_slots[i] = o.window - 1 - i;
+	nfree = o.window;
+
+	while (completed < o.count) {
+		while (posted < o.count && nfree > 0) {
+			size_t slot = free_slots[--nfree];
+			char *b = r.buf + slot * o.size;
+
+			if (o.verify)
+				memcpy(b, r.pattern + posted % PATTERN_MOD,
+				       o.size);
+			if (posted == 0)
+				t0 = now_sec();
+			for (;;) {
+				ssize_t sret = fi_send(r.ep, b, o.size, r.desc,
+						       0, &r.ctx[slot]);
+				if (sret == 0)
+					break;
+				if (sret != -FI_EAGAIN)
+					die_fi("fi_send", sret);
+				/* Queue full: drive progress, reap, retry. */
+				n = cq_poll(comp, "send");
+				for (j = 0; j < n; j++) {
+					free_slots[nfree++] =
+						ctx_slot(comp[j].op_context);
+					completed++;
+				}
+				if (n > 0)
+					t1 = now_sec();
+			}
+			posted++;
+		}
+		n = cq_poll(comp, "send");
+		for (j = 0; j < n; j++) {
+			free_slots[nfree++] = ctx_slot(comp[j].op_context);
+			completed++;
+		}
+		if (n > 0)
+			t1 = now_sec();
+	}
+	free(free_slots);
+
+	ret = fi_shutdown(r.ep, 0);
+	if (ret)
+		die_fi("fi_shutdown", ret);
+	close_all();
+	print_json(completed, o.count ? t1 - t0 : 0.0, 0);
+	return 0;
+}
+
+/* --------------------------------------------------------------- recv */
+
+static void post_recv(size_t slot)
+{
+	char *b = r.buf + slot * o.size;
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	ssize_t ret;
+
+	for (;;) {
+		ret = fi_recv(r.ep, b, o.size, r.desc, 0, &r.ctx[slot]);
+		if (ret == 0)
+			return;
+		if (ret != -FI_EAGAIN)
+			die_fi("fi_recv", ret);
+		/*
+		 * Should not happen: we never have more than W receives
+		 * posted. Drive progress without consuming completions is
+		 * not possible, so treat as fatal if it repeats.
+		 */
+		if (cq_poll(comp, "recv") != 0)
+			die("fi_recv: -FI_EAGAIN with completions pending");
+	}
+}
+
+static void print_listening(void)
+{
+	char addrbuf[128];
+	size_t len = sizeof(addrbuf);
+	char ip[INET6_ADDRSTRLEN];
+	struct sockaddr *sa = (struct sockaddr *)addrbuf;
+	int ret;
+
+	ret = fi_getname(&r.pep->fid, addrbuf, &len);
+	if (ret)
+		die_fi("fi_getname", ret);
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)addrbuf;
+
+		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+		printf("LISTENING %s:%u\n", ip, ntohs(sin->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)addrbuf;
+
+		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
+		printf("LISTENING [%s]:%u\n", ip, ntohs(sin6->sin6_port));
+	} else {
+		die("fi_getname: unsupported address family %d",
+		    sa->sa_family);
+	}
+	fflush(stdout);
+}
+
+static int run_recv(void)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	char evbuf[EQ_ENTRY_BYTES];
+	struct fi_eq_cm_entry *cm = (struct fi_eq_cm_entry *)evbuf;
+	uint64_t *slot_seq; /* message index expected in each posted slot */
+	uint64_t received = 0, posted = 0, verify_errors = 0;
+	unsigned long idle = 0;
+	double t0 = 0, t1 = 0, deadline;
+	size_t i;
+	uint32_t ev;
+	int ret, n, j, peer_gone = 0;
+
+	get_info(FI_SOURCE);
+	open_fabric_eq();
+
+	ret = fi_passive_ep(r.fabric, r.info, &r.pep, NULL);
+	if (ret)
+		die_fi("fi_passive_ep", ret);
+	ret = fi_pep_bind(r.pep, &r.eq->fid, 0);
+	if (ret)
+		die_fi("fi_pep_bind", ret);
+	ret = fi_listen(r.pep);
+	if (ret)
+		die_fi("fi_listen", ret);
+	print_listening();
+
+	ev = eq_wait("fi_listen", evbuf, -1);
+	if (ev != FI_CONNREQ)
+		die("fi_listen: unexpected event %s (%u) instead of FI_CONNREQ",
+		    event_name(ev), ev);
+	r.conn_info = cm->info;
+
+	open_ep(r.conn_info);
+
+	slot_seq = calloc(o.window, sizeof(*slot_seq));
+	if (!slot_seq)
+		die("calloc: out of memory");
+	/* Post W receives (never more than N in total). */
+	for (i = 0; i < o.window && posted < o.count; i++) {
+		slot_seq[i] = posted++;
+		post_recv(i);
+	}
+
+	ret = fi_accept(r.ep, NULL, 0);
+	if (ret)
+		die_fi("fi_accept", ret);
+	wait_connected("fi_accept");
+
+	/* Only one connection: the listener is no longer needed. */
+	close_fid("fi_close(pep)", &r.pep->fid);
+	r.pep = NULL;
+
+	while (received < o.count) {
+		n = cq_poll(comp, "recv");
+		if (n == 0) {
+			/*
+			 * Every so often look at the EQ so a peer that goes
+			 * away early does not leave us spinning until the
+			 * watchdog fires.
+			 */
+			if (++idle % 4096 == 0 && !peer_gone) {
+				ssize_t eret = fi_eq_read(r.eq, &ev, evbuf,
+							  sizeof(evbuf), 0);
+				if (eret == -FI_EAVAIL)
+					die_eq_err("fi_eq_read");
+				if (eret >= 0 && ev == FI_SHUTDOWN) {
+					peer_gone = 1;
+					idle = 0;
+				}
+			} else if (peer_gone && idle > 100000) {
+				die("peer shut down after %" PRIu64
+				    " of %" PRIu64 " messages",
+				    received, o.count);
+			}
+			continue;
+		}
+		idle = 0;
+		t1 = now_sec();
+		if (received == 0)
+			t0 = t1;
+		for (j = 0; j < n; j++) {
+			size_t slot = ctx_slot(comp[j].op_context);
+			uint64_t k = slot_seq[slot];
+
+			if (!(comp[j].flags & FI_RECV))
+				die("fi_cq_read: unexpected non-receive "
+				    "completion");
+			if (o.verify) {
+				if (comp[j].len != o.size ||
+				    memcmp(r.buf + slot * o.size,
+					   r.pattern + k % PATTERN_MOD,
+					   o.size) != 0)
+					verify_errors++;
+			} else if (comp[j].len != o.size) {
+				verify_errors++;
+			}
+			received++;
+			if (posted < o.count) {
+				slot_seq[slot] = posted++;
+				post_recv(slot);
+			}
+		}
+	}
+	free(slot_seq);
+
+	/*
+	 * Wait (up to 5 s, not fatal) for the sender's FI_SHUTDOWN. Keep
+	 * reading the CQ as well so providers with manual progress see the
+	 * disconnect.
+	 */
+	deadline = now_sec() + 5.0;
+	while (!peer_gone && now_sec() < deadline) {
+		ssize_t eret = fi_eq_sread(r.eq, &ev, evbuf, sizeof(evbuf), 10,
+					   0);
+		if (eret >= 0 && ev == FI_SHUTDOWN)
+			break;
+		if (eret == -FI_EAVAIL) {
+			struct fi_eq_err_entry err;
+
+			memset(&err, 0, sizeof(err));
+			fi_eq_readerr(r.eq, &err, 0);
+			break;
+		}
+		n = cq_poll(comp, "recv");
+		(void)n;
+	}
+
+	close_all();
+	print_json(received, o.count ? t1 - t0 : 0.0, verify_errors);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa;
+
+	parse_args(argc, argv);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	if (o.timeout)
+		alarm(o.timeout);
+
+	return o.is_send ? run_send() : run_recv();
+}
