@@ -7,4 +7,9 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/rs/zerolog v1.35.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)

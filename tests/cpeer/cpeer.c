@@ -678,9 +678,11 @@ static int run_recv(void)
 		die_fi("fi_accept", ret);
 	wait_connected("fi_accept");
 
-	/* Only one connection: the listener is no longer needed. */
-	close_fid("fi_close(pep)", &r.pep->fid);
-	r.pep = NULL;
+	/*
+	 * Keep the passive endpoint open until the end: with the sockets
+	 * provider, closing it right after accepting tears down the accepted
+	 * connection's CM channel and the peer's sends fail with FI_EIO.
+	 */
 
 	while (received < o.count) {
 		n = cq_poll(comp, "recv");

@@ -1,0 +1,515 @@
+// Package cq runs completion pollers: one goroutine per completion queue
+// that reads completions in batches, maps each back to the owner and key it
+// was posted with, and delivers error completions as keyed failures. The
+// same goroutine reads the event queue of the endpoints bound to it, because
+// providers such as tcp make progress only while a side reads or waits on
+// its queues.
+//
+// A Poller spins for a short budget after the last completion, then blocks
+// on the queues' file descriptors (FI_WAIT_FD, after fi_trywait), so an idle
+// process uses no CPU. BusyPoll never blocks, for the lowest latency.
+package cq
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+)
+
+// Mode selects how a Poller waits when there is nothing to read.
+type Mode uint8
+
+const (
+	// Adaptive spins for Config.SpinBudget after the last completion, then
+	// blocks on the queues' file descriptors. An idle Poller uses no CPU.
+	Adaptive Mode = iota
+	// BusyPoll never blocks: it polls continuously, yielding the thread
+	// between empty polls so that providers' own progress threads still run.
+	// It costs a core per Poller.
+	BusyPoll
+)
+
+// Defaults for Config.
+const (
+	DefaultSpinBudget = 20 * time.Microsecond
+	DefaultSize       = 4096
+	DefaultEQSize     = 256
+)
+
+// Config configures a Poller. The zero value is usable.
+type Config struct {
+	// Mode is Adaptive (default) or BusyPoll.
+	Mode Mode
+	// SpinBudget is how long an Adaptive poller keeps polling after the last
+	// completion before it blocks. 0 selects DefaultSpinBudget; a negative
+	// value blocks at once.
+	SpinBudget time.Duration
+	// Size is the number of entries of the completion queue. It should be at
+	// least the number of operations that can be outstanding on all
+	// endpoints bound to it. 0 selects DefaultSize.
+	Size int
+	// Logger receives errors the poller cannot hand to an owner. The zero
+	// value logs nothing.
+	Logger zerolog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Mode > BusyPoll {
+		return c, fmt.Errorf("%w: cq: unknown mode %d", netio.ErrInvalidArgument, c.Mode)
+	}
+	if c.Size < 0 {
+		return c, fmt.Errorf("%w: cq: negative size %d", netio.ErrInvalidArgument, c.Size)
+	}
+	if c.SpinBudget == 0 {
+		c.SpinBudget = DefaultSpinBudget
+	}
+	if c.Size == 0 {
+		c.Size = DefaultSize
+	}
+	return c, nil
+}
+
+// Result is the outcome of one posted operation.
+type Result struct {
+	Status netio.Status // OK, Failed, or Canceled
+	Errno  fabric.Errno // the libfabric error for a failure, else 0
+	Flags  uint64       // fabric.FlagSend, fabric.FlagRecv, ...
+	Len    int          // bytes received, for receives
+}
+
+// Handler owns operations posted with contexts from its Owner. Its methods
+// run on the poller goroutine and must not block.
+type Handler interface {
+	// HandleCompletion is called once per completed operation, with the key
+	// the operation was posted with.
+	HandleCompletion(key uint32, r Result)
+	// HandleEvent is called for connection events of the endpoints opened
+	// with the Owner's EndpointContext. For EventConnReq the handler owns
+	// ev.Info and must free it.
+	HandleEvent(ev fabric.Event)
+}
+
+// Owner routes completions and events to one Handler. Operations are
+// posted with Context(key); endpoints are opened with EndpointContext.
+type Owner struct {
+	id uint32
+}
+
+// Context returns the operation context for key: the owner's ID in the
+// upper 32 bits and key in the lower.
+func (o Owner) Context(key uint32) uint64 { return uint64(o.id)<<32 | uint64(key) }
+
+// EndpointContext returns the context to open endpoints with, so that their
+// connection events reach the owner.
+func (o Owner) EndpointContext() uint64 { return uint64(o.id) << 32 }
+
+// Valid reports whether the owner was returned by Register.
+func (o Owner) Valid() bool { return o.id != 0 }
+
+// Stats counts what a Poller did.
+type Stats struct {
+	Completions uint64 // successful completions delivered
+	Errors      uint64 // error completions delivered
+	Events      uint64 // connection events delivered
+	Dropped     uint64 // completions or events whose owner was gone
+	Sleeps      uint64 // times the poller blocked on its file descriptors
+}
+
+// Poller owns a completion queue and an event queue and the goroutine that
+// reads them. Endpoints bind to CQ() and EQ().
+type Poller struct {
+	cfg Config
+	fab *fabric.Fabric
+	cq  *fabric.CQ
+	eq  *fabric.EQ
+	log zerolog.Logger
+
+	pollFDs []unix.PollFd // CQ, EQ, wake eventfd (Adaptive only)
+	wakeFD  int
+
+	regMu  sync.Mutex
+	nextID uint32
+	owners atomic.Pointer[map[uint32]Handler]
+
+	queueMu  sync.Mutex // guards queue, draining and wakeFD
+	queue    []func()
+	queued   atomic.Bool
+	draining bool
+
+	stopping  atomic.Bool
+	done      chan struct{}
+	tid       atomic.Int64
+	closeOnce sync.Once
+	closeErr  error
+
+	completions, errs, events, dropped, sleeps atomic.Uint64
+}
+
+// Open opens a completion queue and an event queue on the domain and starts
+// the poller goroutine. Close stops it and closes both queues.
+func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	wait := cfg.Mode == Adaptive
+	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, done: make(chan struct{})}
+	empty := map[uint32]Handler{}
+	p.owners.Store(&empty)
+	if p.cq, err = dom.OpenCQ(cfg.Size, wait); err != nil {
+		return nil, fmt.Errorf("cq: %w", err)
+	}
+	if p.eq, err = fab.OpenEQ(DefaultEQSize, wait); err != nil {
+		_ = p.cq.Close()
+		return nil, fmt.Errorf("cq: %w", err)
+	}
+	if wait {
+		if err = p.openWaitFDs(); err != nil {
+			p.closeQueues()
+			p.closeWakeFD()
+			return nil, err
+		}
+	}
+	go p.run()
+	return p, nil
+}
+
+func (p *Poller) openWaitFDs() error {
+	cqfd, err := p.cq.WaitFD()
+	if err != nil {
+		return fmt.Errorf("cq: %w", err)
+	}
+	eqfd, err := p.eq.WaitFD()
+	if err != nil {
+		return fmt.Errorf("cq: %w", err)
+	}
+	p.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("cq: eventfd: %w", err)
+	}
+	p.pollFDs = []unix.PollFd{
+		{Fd: int32(cqfd), Events: unix.POLLIN},
+		{Fd: int32(eqfd), Events: unix.POLLIN},
+		{Fd: int32(p.wakeFD), Events: unix.POLLIN},
+	}
+	return nil
+}
+
+// CQ returns the completion queue, to bind endpoints to.
+func (p *Poller) CQ() *fabric.CQ { return p.cq }
+
+// EQ returns the event queue, to bind endpoints to.
+func (p *Poller) EQ() *fabric.EQ { return p.eq }
+
+// Register adds a handler and returns its Owner. Its completions and events
+// are delivered until Unregister.
+func (p *Poller) Register(h Handler) (Owner, error) {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	if p.stopping.Load() {
+		return Owner{}, fmt.Errorf("cq: register: %w", netio.ErrClosed)
+	}
+	if p.nextID == ^uint32(0) {
+		return Owner{}, fmt.Errorf("%w: cq: owner IDs exhausted", netio.ErrNoResources)
+	}
+	p.nextID++ // IDs are never reused, so a late completion never reaches a new owner
+	old := *p.owners.Load()
+	next := make(map[uint32]Handler, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[p.nextID] = h
+	p.owners.Store(&next)
+	return Owner{id: p.nextID}, nil
+}
+
+// Unregister removes the owner's handler. Completions and events for it that
+// are read later are counted as dropped.
+func (p *Poller) Unregister(o Owner) {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	old := *p.owners.Load()
+	if _, ok := old[o.id]; !ok {
+		return
+	}
+	next := make(map[uint32]Handler, len(old))
+	for k, v := range old {
+		if k != o.id {
+			next[k] = v
+		}
+	}
+	p.owners.Store(&next)
+}
+
+// Owners returns the number of registered handlers.
+func (p *Poller) Owners() int { return len(*p.owners.Load()) }
+
+// OnPollerGoroutine reports whether the caller runs on the poller goroutine,
+// that is, inside one of its callbacks.
+func (p *Poller) OnPollerGoroutine() bool {
+	tid := p.tid.Load()
+	return tid != 0 && int64(unix.Gettid()) == tid
+}
+
+// Do runs fn on the poller goroutine, between two batches, and returns when
+// it has run. It runs fn at once when called on the poller goroutine or when
+// the poller has stopped. Use it to serialize state changes with callbacks.
+func (p *Poller) Do(fn func()) {
+	if p.OnPollerGoroutine() {
+		fn()
+		return
+	}
+	ran := make(chan struct{})
+	p.queueMu.Lock()
+	if p.draining {
+		p.queueMu.Unlock()
+		fn()
+		return
+	}
+	p.queue = append(p.queue, func() { fn(); close(ran) })
+	p.queued.Store(true)
+	p.wakeLocked()
+	p.queueMu.Unlock()
+	<-ran
+}
+
+// Stats returns the poller's counters.
+func (p *Poller) Stats() Stats {
+	return Stats{
+		Completions: p.completions.Load(),
+		Errors:      p.errs.Load(),
+		Events:      p.events.Load(),
+		Dropped:     p.dropped.Load(),
+		Sleeps:      p.sleeps.Load(),
+	}
+}
+
+// Close stops the poller goroutine and closes the queues. Close the
+// endpoints bound to them first. Called from a callback, it returns at once
+// and the goroutine finishes when the callback returns. It is idempotent.
+func (p *Poller) Close() error {
+	p.closeOnce.Do(func() {
+		p.regMu.Lock()
+		p.stopping.Store(true)
+		p.regMu.Unlock()
+		p.queueMu.Lock()
+		p.wakeLocked()
+		p.queueMu.Unlock()
+	})
+	if p.OnPollerGoroutine() {
+		return nil
+	}
+	<-p.done
+	return p.closeErr
+}
+
+// Done is closed when the poller goroutine has exited and the queues are
+// closed.
+func (p *Poller) Done() <-chan struct{} { return p.done }
+
+// wakeLocked interrupts a blocked poller. queueMu must be held, so that the
+// eventfd is not closed underneath.
+func (p *Poller) wakeLocked() {
+	if p.wakeFD < 0 {
+		return
+	}
+	var one = [8]byte{1}
+	_, _ = unix.Write(p.wakeFD, one[:])
+}
+
+func (p *Poller) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	p.tid.Store(int64(unix.Gettid()))
+	defer p.finish()
+
+	var idleSince time.Time
+	for !p.stopping.Load() {
+		n := p.pollCQ()
+		if n < fabric.MaxBatch {
+			n += p.pollEQ()
+		}
+		if p.queued.Load() {
+			n += p.runQueue()
+		}
+		if n > 0 {
+			idleSince = time.Time{}
+			continue
+		}
+		if p.cfg.Mode == BusyPoll {
+			yield()
+			continue
+		}
+		now := time.Now()
+		if idleSince.IsZero() {
+			idleSince = now
+		}
+		if now.Sub(idleSince) < p.cfg.SpinBudget {
+			yield()
+			continue
+		}
+		p.block()
+		idleSince = time.Time{}
+	}
+}
+
+// finish runs queued functions one last time, then closes the queues.
+func (p *Poller) finish() {
+	p.queueMu.Lock()
+	queue := p.queue
+	p.queue = nil
+	p.draining = true // later Do calls run inline
+	p.queueMu.Unlock()
+	for _, fn := range queue {
+		fn()
+	}
+	p.tid.Store(0)
+	err := p.closeQueues()
+	p.queueMu.Lock()
+	p.closeWakeFD()
+	p.closeErr = err
+	close(p.done)
+	p.queueMu.Unlock()
+}
+
+func (p *Poller) closeWakeFD() {
+	if p.wakeFD >= 0 {
+		_ = unix.Close(p.wakeFD)
+		p.wakeFD = -1
+	}
+}
+
+func (p *Poller) closeQueues() error {
+	var errs []error
+	if err := p.cq.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("cq: %w (endpoints still bound?)", err))
+	}
+	if err := p.eq.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("cq: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// pollCQ reads and dispatches completions until the queue is empty or a
+// bounded number of batches was read, so that events and queued work are
+// not starved.
+func (p *Poller) pollCQ() int {
+	total := 0
+	for range 16 {
+		n, avail, errno := p.cq.Read()
+		if errno != 0 {
+			p.log.Error().Err(errno).Msg("cq: read failed")
+			return total
+		}
+		if avail {
+			p.dispatchError()
+			total++
+			continue
+		}
+		if n == 0 {
+			return total
+		}
+		owners := *p.owners.Load()
+		for i := range n {
+			c := p.cq.Entry(i)
+			h, ok := owners[uint32(c.Context>>32)]
+			if !ok {
+				p.dropped.Add(1)
+				continue
+			}
+			h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len)})
+		}
+		p.completions.Add(uint64(n))
+		total += n
+		if n < fabric.MaxBatch {
+			return total
+		}
+	}
+	return total
+}
+
+func (p *Poller) dispatchError() {
+	ce, ok := p.cq.ReadError()
+	if !ok {
+		return
+	}
+	h, found := (*p.owners.Load())[uint32(ce.Context>>32)]
+	if !found {
+		p.dropped.Add(1)
+		return
+	}
+	st := netio.Failed
+	if ce.Errno == fabric.ECANCELED {
+		st = netio.Canceled
+	}
+	p.errs.Add(1)
+	h.HandleCompletion(uint32(ce.Context), Result{Status: st, Errno: ce.Errno, Flags: ce.Flags, Len: int(ce.Len)})
+}
+
+func (p *Poller) pollEQ() int {
+	n := 0
+	for ; n < 16; n++ {
+		ev, ok, err := p.eq.Read()
+		if err != nil {
+			p.log.Error().Err(err).Msg("cq: event queue read failed")
+			return n
+		}
+		if !ok {
+			return n
+		}
+		h, found := (*p.owners.Load())[uint32(ev.Context>>32)]
+		if !found {
+			p.dropped.Add(1)
+			ev.Info.Free()
+			continue
+		}
+		p.events.Add(1)
+		h.HandleEvent(ev)
+	}
+	return n
+}
+
+func (p *Poller) runQueue() int {
+	p.queueMu.Lock()
+	queue := p.queue
+	p.queue = nil
+	p.queued.Store(false)
+	p.queueMu.Unlock()
+	for _, fn := range queue {
+		fn()
+	}
+	return len(queue)
+}
+
+// block waits on the CQ, EQ and wake file descriptors, after fi_trywait has
+// confirmed that nothing is pending.
+func (p *Poller) block() {
+	if !p.fab.TryWait(p.cq, p.eq) {
+		return
+	}
+	p.sleeps.Add(1)
+	if _, err := unix.Poll(p.pollFDs, -1); err != nil && err != unix.EINTR {
+		p.log.Error().Err(err).Msg("cq: poll failed")
+		return
+	}
+	if p.pollFDs[2].Revents != 0 {
+		var buf [8]byte
+		_, _ = unix.Read(p.wakeFD, buf[:])
+	}
+}
+
+// yield gives the core to other threads (a provider's progress thread, the
+// peer's poller) between empty polls: on two cores a poller that spins
+// without yielding starves them.
+func yield() {
+	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+}

@@ -1,0 +1,174 @@
+// Package domain opens a libfabric fabric and domain for one provider and
+// local address, and owns everything registered in it: memory allocated
+// outside the Go heap, and the accounting of every memory registration
+// (count, bytes, high-water marks and limits).
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+)
+
+// ErrRegistrationsAlive is returned by Close when registrations were still
+// alive: Close deregistered and freed them, but the caller had leaked them.
+var ErrRegistrationsAlive = errors.New("domain: registrations still alive at Close")
+
+// Config selects the provider and the local address of a Manager.
+type Config struct {
+	// Provider is the libfabric provider name, e.g. "tcp" or "sockets".
+	// Required.
+	Provider string
+	// Address is the local host address the domain is opened on, e.g.
+	// "127.0.0.1" or an address of a network namespace. Required: without it
+	// a provider may pick another interface than intended.
+	Address string
+	// MaxRegistrations caps the number of live memory registrations. 0
+	// selects the provider's mr_cnt when it reports one, otherwise no limit.
+	MaxRegistrations int
+	// MaxRegisteredBytes caps the bytes of live registrations. 0 means no
+	// limit.
+	MaxRegisteredBytes int64
+	// Logger receives setup and teardown messages. The zero value logs
+	// nothing.
+	Logger zerolog.Logger
+}
+
+func (c Config) validate() error {
+	if c.Provider == "" {
+		return fmt.Errorf("%w: domain: no provider named", netio.ErrInvalidArgument)
+	}
+	if c.Address == "" || net.ParseIP(c.Address) == nil {
+		return fmt.Errorf("%w: domain: local address %q is not an IP address", netio.ErrBadAddress, c.Address)
+	}
+	if c.MaxRegistrations < 0 || c.MaxRegisteredBytes < 0 {
+		return fmt.Errorf("%w: domain: negative registration limit", netio.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Stats is a snapshot of a Manager's registration accounting.
+type Stats struct {
+	Registrations      int   // live registrations
+	RegisteredBytes    int64 // bytes in live registrations
+	PeakRegistrations  int   // high-water mark of Registrations
+	PeakBytes          int64 // high-water mark of RegisteredBytes
+	MaxRegistrations   int   // limit in force (0: none)
+	MaxRegisteredBytes int64 // limit in force (0: none)
+	Refused            int64 // registrations refused because of a limit
+}
+
+// Manager owns one fabric and domain. It is safe for concurrent use.
+type Manager struct {
+	info *fabric.Info
+	fab  *fabric.Fabric
+	dom  *fabric.Domain
+	addr string
+	log  zerolog.Logger
+
+	nextKey atomic.Uint64 // requested registration keys, unique per domain
+
+	mu     sync.Mutex
+	closed bool
+	regs   map[*Registration]struct{}
+	stats  Stats
+}
+
+// Open opens the fabric and domain of cfg.Provider on cfg.Address.
+func Open(cfg Config) (*Manager, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	info, err := fabric.GetInfo(fabric.Hints{Provider: cfg.Provider, Node: cfg.Address, Service: "0", Source: true})
+	if err != nil {
+		return nil, fmt.Errorf("domain: no %s provider on %s: %w", cfg.Provider, cfg.Address, err)
+	}
+	fab, err := fabric.OpenFabric(info)
+	if err != nil {
+		info.Free()
+		return nil, fmt.Errorf("domain: %w", err)
+	}
+	dom, err := fab.OpenDomain(info)
+	if err != nil {
+		_ = fab.Close()
+		info.Free()
+		return nil, fmt.Errorf("domain: %w", err)
+	}
+	m := &Manager{info: info, fab: fab, dom: dom, addr: cfg.Address, log: cfg.Logger, regs: make(map[*Registration]struct{})}
+	m.stats.MaxRegistrations = cfg.MaxRegistrations
+	if m.stats.MaxRegistrations == 0 {
+		m.stats.MaxRegistrations = info.MRCount()
+	}
+	m.stats.MaxRegisteredBytes = cfg.MaxRegisteredBytes
+	m.log.Debug().Str("provider", info.Provider()).Str("fabric", info.FabricName()).
+		Str("domain", info.DomainName()).Int("max_registrations", m.stats.MaxRegistrations).Msg("domain opened")
+	return m, nil
+}
+
+// Provider returns the provider's name.
+func (m *Manager) Provider() string { return m.info.Provider() }
+
+// Address returns the local address the domain was opened on (host only).
+func (m *Manager) Address() string { return m.addr }
+
+// Info returns the provider description the domain was opened with. It is
+// owned by the Manager and valid until Close.
+func (m *Manager) Info() *fabric.Info { return m.info }
+
+// Fabric returns the open fabric, for the endpoint and cq packages.
+func (m *Manager) Fabric() *fabric.Fabric { return m.fab }
+
+// Domain returns the open domain, for the endpoint and cq packages.
+func (m *Manager) Domain() *fabric.Domain { return m.dom }
+
+// Stats returns a snapshot of the registration accounting.
+func (m *Manager) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats
+}
+
+// Close deregisters and frees anything still registered (and reports it
+// with ErrRegistrationsAlive), then closes the domain and the fabric. Close
+// endpoints first. It is idempotent.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	alive := make([]*Registration, 0, len(m.regs))
+	for r := range m.regs {
+		alive = append(alive, r)
+	}
+	m.mu.Unlock()
+
+	var errs []error
+	if len(alive) > 0 {
+		var bytes int64
+		for _, r := range alive {
+			bytes += int64(r.length)
+			if err := r.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		m.log.Warn().Int("registrations", len(alive)).Int64("bytes", bytes).Msg("domain closed with live registrations")
+		errs = append(errs, fmt.Errorf("%w: %d registrations, %d bytes (deregistered and freed now)", ErrRegistrationsAlive, len(alive), bytes))
+	}
+	if err := m.dom.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("domain: %w (endpoints still open?)", err))
+	}
+	if err := m.fab.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("domain: %w", err))
+	}
+	m.info.Free()
+	return errors.Join(errs...)
+}

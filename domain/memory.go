@@ -1,0 +1,171 @@
+package domain
+
+import (
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+)
+
+// Access says what a registration allows. Ask for the least that works:
+// send buffers AccessSend, receive buffers AccessRecv.
+type Access uint64
+
+// Access flags, combinable with |.
+const (
+	AccessSend        = Access(fabric.AccessSend)
+	AccessRecv        = Access(fabric.AccessRecv)
+	AccessRead        = Access(fabric.AccessRead)
+	AccessWrite       = Access(fabric.AccessWrite)
+	AccessRemoteRead  = Access(fabric.AccessRemoteRead)
+	AccessRemoteWrite = Access(fabric.AccessRemoteWrite)
+)
+
+// Registration is one accounted memory registration. Close deregisters it
+// and, when the Manager allocated the memory (Alloc), unmaps it.
+type Registration struct {
+	m      *Manager
+	mr     *fabric.MR
+	addr   uintptr
+	length int
+	access Access
+	mapped []byte // memory to unmap after deregistration, if ours
+}
+
+// Register registers length bytes at addr with the given access. The memory
+// must stay mapped and in place until the registration is closed; Go heap
+// memory must be pinned for that span. Registering past a limit fails with
+// an error wrapping netio.ErrNoResources and registers nothing.
+func (m *Manager) Register(addr uintptr, length int, access Access) (*Registration, error) {
+	if addr == 0 || length <= 0 {
+		return nil, fmt.Errorf("%w: domain: register %d bytes at %#x", netio.ErrInvalidArgument, length, addr)
+	}
+	if access == 0 {
+		return nil, fmt.Errorf("%w: domain: register with no access flags", netio.ErrInvalidArgument)
+	}
+	if err := m.reserve(length); err != nil {
+		return nil, err
+	}
+	mr, err := m.dom.RegisterMemory(addr, length, uint64(access), m.nextKey.Add(1))
+	if err != nil {
+		m.unreserve(nil, length)
+		return nil, fmt.Errorf("domain: register %d bytes: %w", length, err)
+	}
+	r := &Registration{m: m, mr: mr, addr: addr, length: length, access: access}
+	m.mu.Lock()
+	m.regs[r] = struct{}{}
+	m.mu.Unlock()
+	return r, nil
+}
+
+// reserve accounts one registration of length bytes, or fails without
+// changing anything when a limit would be passed or the Manager is closed.
+func (m *Manager) reserve(length int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := &m.stats
+	switch {
+	case m.closed:
+		return fmt.Errorf("domain: register: %w", netio.ErrClosed)
+	case s.MaxRegistrations > 0 && s.Registrations >= s.MaxRegistrations:
+		s.Refused++
+		return fmt.Errorf("%w: domain: registration limit %d reached", netio.ErrNoResources, s.MaxRegistrations)
+	case s.MaxRegisteredBytes > 0 && s.RegisteredBytes+int64(length) > s.MaxRegisteredBytes:
+		s.Refused++
+		return fmt.Errorf("%w: domain: registering %d bytes would pass the limit of %d (%d registered)",
+			netio.ErrNoResources, length, s.MaxRegisteredBytes, s.RegisteredBytes)
+	}
+	s.Registrations++
+	s.RegisteredBytes += int64(length)
+	s.PeakRegistrations = max(s.PeakRegistrations, s.Registrations)
+	s.PeakBytes = max(s.PeakBytes, s.RegisteredBytes)
+	return nil
+}
+
+func (m *Manager) unreserve(r *Registration, length int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r != nil {
+		delete(m.regs, r)
+	}
+	m.stats.Registrations--
+	m.stats.RegisteredBytes -= int64(length)
+}
+
+// Desc returns the descriptor to pass with operations on this memory.
+func (r *Registration) Desc() uintptr { return r.mr.Desc() }
+
+// Key returns the key a peer uses for remote access.
+func (r *Registration) Key() uint64 { return r.mr.Key() }
+
+// Addr returns the registered address.
+func (r *Registration) Addr() uintptr { return r.addr }
+
+// Len returns the registered length in bytes.
+func (r *Registration) Len() int { return r.length }
+
+// Access returns the access the registration was made with.
+func (r *Registration) Access() Access { return r.access }
+
+// Bytes returns the memory of a registration made by AllocRegistered; it is
+// nil for memory the caller registered.
+func (r *Registration) Bytes() []byte { return r.mapped }
+
+// Close deregisters the memory (and unmaps it if the Manager allocated it).
+// It is idempotent.
+func (r *Registration) Close() error {
+	m := r.m
+	m.mu.Lock()
+	_, live := m.regs[r]
+	delete(m.regs, r)
+	m.mu.Unlock()
+	if !live {
+		return nil
+	}
+	err := r.mr.Close()
+	m.unreserve(nil, r.length)
+	if r.mapped != nil {
+		if uerr := unix.Munmap(r.mapped); uerr != nil && err == nil {
+			err = fmt.Errorf("domain: munmap: %w", uerr)
+		}
+		r.mapped = nil
+	}
+	return err
+}
+
+// AllocRegistered allocates size bytes outside the Go heap (anonymous mmap,
+// page-aligned, zeroed) and registers them with the given access. Closing
+// the registration deregisters first, then unmaps.
+func (m *Manager) AllocRegistered(size int, access Access) (*Registration, error) {
+	if size <= 0 || size > netio.MaxBufferSize*netio.MaxBufferCount {
+		return nil, fmt.Errorf("%w: domain: allocate %d bytes", netio.ErrInvalidArgument, size)
+	}
+	mem, err := Alloc(size)
+	if err != nil {
+		return nil, err
+	}
+	r, err := m.Register(uintptr(unsafe.Pointer(&mem[0])), size, access)
+	if err != nil {
+		_ = unix.Munmap(mem[:cap(mem)])
+		return nil, err
+	}
+	r.mapped = mem[:cap(mem)]
+	return r, nil
+}
+
+// Alloc maps size bytes (rounded up to whole pages) of anonymous memory
+// outside the Go heap. The result has length size; release it with
+// unix.Munmap(b[:cap(b)]).
+func Alloc(size int) ([]byte, error) {
+	page := os.Getpagesize()
+	n := (size + page - 1) / page * page
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: domain: mmap %d bytes: %v", netio.ErrNoResources, n, err)
+	}
+	return mem[:size], nil
+}

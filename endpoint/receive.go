@@ -1,0 +1,413 @@
+package endpoint
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
+)
+
+// ListenConfig configures a listener and the receive endpoint it runs for
+// every connection.
+type ListenConfig struct {
+	// Params sets the size and number of the buffers each connection keeps
+	// posted (defaults apply to zero fields). A message larger than
+	// Params.BufferSize cannot be received.
+	Params netio.ReceiveParams
+	// OnData is called for every message received. data is valid only
+	// during the call: the buffer is posted again as soon as OnData
+	// returns, so copy what you keep. It runs on the poller goroutine and
+	// must not block. Required.
+	OnData func(ep *ReceiveEndpoint, data []byte)
+	// OnConnectionEstablished is called once a connection is accepted and
+	// its buffers are posted. It runs on the poller goroutine. May be nil.
+	OnConnectionEstablished func(ep *ReceiveEndpoint)
+	// OnConnectionClosed is called once for every established connection
+	// when it ends: with netio.ErrClosed after a local Close, or an error
+	// matching netio.ErrConnectionClosed when the peer shut down or the
+	// connection broke. It runs on the poller goroutine. May be nil.
+	OnConnectionClosed func(ep *ReceiveEndpoint, err error)
+	// OnReceiveError is called for a receive that completed with an error
+	// (a message larger than the buffer, for example): the message is lost
+	// and this is how the loss is reported. It runs on the poller
+	// goroutine. May be nil; the error is logged in any case.
+	OnReceiveError func(ep *ReceiveEndpoint, err error)
+	// Poller is an event loop to share; the caller closes it after the
+	// listener. Nil gives the listener its own, configured by PollerConfig
+	// and closed with it. All connections of a listener share its poller.
+	Poller *cq.Poller
+	// PollerConfig configures the listener's own poller.
+	PollerConfig cq.Config
+	// Logger receives connection messages. The zero value logs nothing.
+	Logger zerolog.Logger
+}
+
+// Listener accepts connections and runs a ReceiveEndpoint for each.
+type Listener struct {
+	cfg       ListenConfig
+	mgr       *domain.Manager
+	poller    *cq.Poller
+	ownPoller bool
+	owner     cq.Owner
+	pep       *fabric.PassiveEndpoint
+	addr      string
+	log       zerolog.Logger
+
+	mu     sync.Mutex
+	conns  map[*ReceiveEndpoint]struct{}
+	closed bool
+
+	closeOnce sync.Once
+	closeErr  error
+	accepted  atomic.Uint64
+	rejected  atomic.Uint64
+}
+
+// Listen starts accepting connections on addr ("HOST:PORT"; port 0 picks a
+// free port, see Addr) in mgr's domain.
+func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, error) {
+	if mgr == nil {
+		return nil, fmt.Errorf("%w: endpoint: nil domain", netio.ErrInvalidArgument)
+	}
+	if cfg.OnData == nil {
+		return nil, fmt.Errorf("%w: endpoint: listen without OnData", netio.ErrInvalidArgument)
+	}
+	cfg.Params = cfg.Params.WithDefaults()
+	if err := cfg.Params.Validate(); err != nil {
+		return nil, err
+	}
+	host, port, err := splitAddr(addr, true)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{cfg: cfg, mgr: mgr, log: cfg.Logger, conns: make(map[*ReceiveEndpoint]struct{})}
+	if err := l.open(host, port); err != nil {
+		_ = l.release()
+		return nil, fmt.Errorf("endpoint: listen %s: %w", addr, err)
+	}
+	l.log.Debug().Str("addr", l.addr).Msg("listening")
+	return l, nil
+}
+
+func (l *Listener) open(host, port string) error {
+	var err error
+	l.poller, l.ownPoller = l.cfg.Poller, l.cfg.Poller == nil
+	if l.ownPoller {
+		if l.poller, err = cq.Open(l.mgr.Fabric(), l.mgr.Domain(), l.cfg.PollerConfig); err != nil {
+			return err
+		}
+	}
+	if l.owner, err = l.poller.Register(l); err != nil {
+		return err
+	}
+	info, err := fabric.GetInfo(fabric.Hints{Provider: l.mgr.Provider(), Node: host, Service: port, Source: true,
+		Fabric: l.mgr.Info().FabricName(), Domain: l.mgr.Info().DomainName()})
+	if err != nil {
+		return err
+	}
+	defer info.Free()
+	if l.pep, err = l.mgr.Fabric().OpenPassiveEndpoint(info, l.owner.EndpointContext()); err != nil {
+		return err
+	}
+	if err = l.pep.Bind(l.poller.EQ()); err != nil {
+		return err
+	}
+	if err = l.pep.Listen(); err != nil {
+		return err
+	}
+	l.addr, err = l.pep.Addr()
+	return err
+}
+
+// Addr returns the bound address, "ip:port", with the port chosen when the
+// listener was asked for port 0.
+func (l *Listener) Addr() string { return l.addr }
+
+// Connections returns the receive endpoints of the live connections.
+func (l *Listener) Connections() []*ReceiveEndpoint {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*ReceiveEndpoint, 0, len(l.conns))
+	for c := range l.conns {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Accepted returns how many connections were accepted so far.
+func (l *Listener) Accepted() uint64 { return l.accepted.Load() }
+
+// HandleCompletion implements cq.Handler. The passive endpoint posts no
+// operations, so nothing arrives here.
+func (l *Listener) HandleCompletion(uint32, cq.Result) {}
+
+// HandleEvent implements cq.Handler: it accepts connection requests. It
+// runs on the poller goroutine.
+func (l *Listener) HandleEvent(ev fabric.Event) {
+	defer ev.Info.Free()
+	switch ev.Kind {
+	case fabric.EventConnReq:
+		l.accept(ev.Info)
+	case fabric.EventError:
+		l.log.Warn().Err(ev.Err).Msg("listener error event")
+	}
+}
+
+// accept sets up a receive endpoint for the request and accepts it, or
+// rejects the request when that fails.
+func (l *Listener) accept(info *fabric.Info) {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	r := &ReceiveEndpoint{l: l, id: l.accepted.Load() + l.rejected.Load() + 1}
+	err := errors.New("listener closed")
+	if !closed {
+		err = r.open(info)
+	}
+	if err != nil {
+		l.rejected.Add(1)
+		l.log.Warn().Err(err).Msg("rejecting connection")
+		r.release()
+		if rerr := l.pep.Reject(info); rerr != nil {
+			l.log.Warn().Err(rerr).Msg("reject")
+		}
+		return
+	}
+	l.accepted.Add(1)
+	l.mu.Lock()
+	l.conns[r] = struct{}{}
+	l.mu.Unlock()
+}
+
+func (l *Listener) forget(r *ReceiveEndpoint) {
+	l.mu.Lock()
+	delete(l.conns, r)
+	l.mu.Unlock()
+}
+
+// Close stops accepting, closes every connection (each gets its
+// OnConnectionClosed with netio.ErrClosed and the peer sees it closed), and
+// stops the listener's own poller. It is idempotent and may be called from
+// a callback.
+func (l *Listener) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		l.poller.Do(func() {
+			for _, r := range l.Connections() {
+				r.teardown(netio.ErrClosed)
+			}
+		})
+		l.closeErr = l.release()
+	})
+	return l.closeErr
+}
+
+func (l *Listener) release() error {
+	if l.poller == nil {
+		return nil
+	}
+	l.poller.Unregister(l.owner)
+	var errs []error
+	if l.pep != nil {
+		errs = append(errs, l.pep.Close())
+	}
+	if l.ownPoller {
+		errs = append(errs, l.poller.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// ReceiveStats counts what a receive endpoint did.
+type ReceiveStats struct {
+	Messages uint64 // messages passed to OnData
+	Bytes    uint64 // bytes passed to OnData
+	Errors   uint64 // receives that completed with an error
+}
+
+// ReceiveEndpoint is one accepted connection. It keeps Params.BufferCount
+// buffers of Params.BufferSize bytes posted, from one region registered
+// for receiving only.
+type ReceiveEndpoint struct {
+	l      *Listener
+	id     uint64
+	owner  cq.Owner
+	ep     *fabric.Endpoint
+	region *domain.Registration
+	stride int
+	local  string // set once connected, before OnConnectionEstablished
+
+	state                   atomic.Uint32
+	messages, bytes, errors atomic.Uint64
+}
+
+// open registers the buffers, opens the endpoint for the request, posts
+// every buffer and accepts. It runs on the poller goroutine.
+func (r *ReceiveEndpoint) open(info *fabric.Info) error {
+	l := r.l
+	p := l.cfg.Params
+	var err error
+	if r.owner, err = l.poller.Register(r); err != nil {
+		return err
+	}
+	r.stride = (p.BufferSize + 63) / 64 * 64
+	if r.region, err = l.mgr.AllocRegistered(r.stride*p.BufferCount, domain.AccessRecv); err != nil {
+		return err
+	}
+	if r.ep, err = l.mgr.Domain().OpenEndpoint(info, r.owner.EndpointContext()); err != nil {
+		return err
+	}
+	if err = r.ep.BindEQ(l.poller.EQ()); err != nil {
+		return err
+	}
+	if err = r.ep.BindCQ(l.poller.CQ(), fabric.BindTransmit|fabric.BindRecv); err != nil {
+		return err
+	}
+	if err = r.ep.Enable(); err != nil {
+		return err
+	}
+	if err = r.postAll(); err != nil {
+		return err
+	}
+	return r.ep.Accept()
+}
+
+// postAll posts every buffer in one call.
+func (r *ReceiveEndpoint) postAll() error {
+	n := r.l.cfg.Params.BufferCount
+	addrs, lens := make([]uintptr, n), make([]uint64, n)
+	descs, ctxs := make([]uintptr, n), make([]uint64, n)
+	for i := range n {
+		addrs[i] = r.region.Addr() + uintptr(i*r.stride)
+		lens[i] = uint64(r.l.cfg.Params.BufferSize)
+		descs[i] = r.region.Desc()
+		ctxs[i] = r.owner.Context(uint32(i))
+	}
+	for done := 0; done < n; {
+		posted, errno := r.ep.RecvBatch(addrs[done:], lens[done:], descs[done:], ctxs[done:])
+		if errno != 0 {
+			return fmt.Errorf("endpoint: posting %d receive buffers (%d posted): %w", n, done, errno)
+		}
+		done += posted
+	}
+	return nil
+}
+
+// ID returns the connection's number within its listener, from 1.
+func (r *ReceiveEndpoint) ID() uint64 { return r.id }
+
+// LocalAddr returns the connection's local address.
+func (r *ReceiveEndpoint) LocalAddr() string { return r.local }
+
+// Stats returns the endpoint's counters.
+func (r *ReceiveEndpoint) Stats() ReceiveStats {
+	return ReceiveStats{Messages: r.messages.Load(), Bytes: r.bytes.Load(), Errors: r.errors.Load()}
+}
+
+// HandleCompletion implements cq.Handler: it passes the message to OnData
+// and posts the buffer again. It runs on the poller goroutine.
+func (r *ReceiveEndpoint) HandleCompletion(key uint32, res cq.Result) {
+	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
+		return
+	}
+	if res.Status != netio.OK {
+		r.receiveFailed(key, res)
+		return
+	}
+	off := int(key) * r.stride
+	data := r.region.Bytes()[off : off+res.Len : off+res.Len]
+	r.messages.Add(1)
+	r.bytes.Add(uint64(res.Len))
+	r.l.cfg.OnData(r, data)
+	r.repost(key)
+}
+
+func (r *ReceiveEndpoint) receiveFailed(key uint32, res cq.Result) {
+	if res.Status == netio.Canceled {
+		return // the endpoint is closing; its buffers are going away
+	}
+	r.errors.Add(1)
+	err := fmt.Errorf("%w: receive of %d bytes: %w", netio.ErrFailed, res.Len, res.Errno)
+	r.l.log.Warn().Uint64("conn", r.id).Err(err).Msg("receive failed")
+	if cb := r.l.cfg.OnReceiveError; cb != nil {
+		cb(r, err)
+	}
+	r.repost(key)
+}
+
+// repost posts buffer key again, unless a callback closed the endpoint.
+func (r *ReceiveEndpoint) repost(key uint32) {
+	if r.state.Load() == stateClosed {
+		return
+	}
+	off := uintptr(int(key) * r.stride)
+	if errno := r.ep.Recv(r.region.Addr()+off, r.l.cfg.Params.BufferSize, r.region.Desc(), r.owner.Context(key)); errno != 0 {
+		r.errors.Add(1)
+		r.l.log.Error().Uint64("conn", r.id).Err(errno).Msg("reposting receive buffer")
+	}
+}
+
+// HandleEvent implements cq.Handler. It runs on the poller goroutine.
+func (r *ReceiveEndpoint) HandleEvent(ev fabric.Event) {
+	ev.Info.Free()
+	switch {
+	case ev.Kind == fabric.EventConnected && r.state.CompareAndSwap(stateConnecting, stateConnected):
+		// Only now: fi_getname on a sockets endpoint that is not yet
+		// connected crashes the provider's progress thread (libfabric 1.17).
+		r.local, _ = r.ep.Addr()
+		r.l.log.Debug().Uint64("conn", r.id).Msg("connection established")
+		if cb := r.l.cfg.OnConnectionEstablished; cb != nil {
+			cb(r)
+		}
+	case ev.Kind != fabric.EventConnected:
+		r.teardown(closeReason(ev))
+	}
+}
+
+// teardown ends the connection once and frees its buffers; an established
+// connection gets its OnConnectionClosed. It runs on the poller goroutine.
+func (r *ReceiveEndpoint) teardown(reason error) {
+	prev := r.state.Swap(stateClosed)
+	if prev == stateClosed {
+		return
+	}
+	if r.ep != nil {
+		_ = r.ep.Shutdown()
+	}
+	r.release()
+	r.l.forget(r)
+	r.l.log.Debug().Uint64("conn", r.id).Err(reason).Msg("connection closed")
+	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
+		cb(r, reason)
+	}
+}
+
+// release closes the endpoint, then deregisters and frees the buffers: in
+// that order, so the provider has let go of them first.
+func (r *ReceiveEndpoint) release() {
+	r.l.poller.Unregister(r.owner)
+	if err := r.ep.Close(); err != nil {
+		r.l.log.Error().Err(err).Msg("closing endpoint")
+	}
+	if r.region != nil {
+		if err := r.region.Close(); err != nil {
+			r.l.log.Error().Err(err).Msg("freeing receive buffers")
+		}
+	}
+}
+
+// Close closes this connection; the peer sees it closed and
+// OnConnectionClosed runs with netio.ErrClosed. It is idempotent and may be
+// called from a callback.
+func (r *ReceiveEndpoint) Close() error {
+	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
+	return nil
+}

@@ -1,0 +1,405 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/sendbuf"
+)
+
+// DefaultDialTimeout bounds Dial when its context has no deadline, so that
+// an unreachable peer is an error, not a hang.
+const DefaultDialTimeout = 10 * time.Second
+
+// SendConfig configures a buffered send endpoint.
+type SendConfig struct {
+	// Params sets the buffer size and count (defaults apply to zero fields)
+	// and whether buffers come from SharedBuffers.
+	Params netio.BufferedSendParams
+	// SharedBuffers is the pool shared by endpoints of one domain. Required
+	// when Params.UseSharedBuffers is set; it must belong to the same
+	// domain.
+	SharedBuffers *sendbuf.SendBufferManager
+	// OnSendCompleted is called once per buffer handed to SendBuffer, with
+	// its key (the buffer ID) and the outcome: OK when the provider
+	// completed the send, Failed for an error completion, Canceled when the
+	// endpoint closed first. The buffer is back in the pool when it runs.
+	// It runs on the poller goroutine and must not block. May be nil.
+	OnSendCompleted func(key uint64, status netio.Status)
+	// OnConnectionClosed is called once when the connection ends: with
+	// netio.ErrClosed after Close, or an error matching
+	// netio.ErrConnectionClosed when the peer shut down or the connection
+	// broke. It runs on the poller goroutine and must not block. May be nil.
+	OnConnectionClosed func(err error)
+	// Poller is an event loop to share with other endpoints; the caller
+	// closes it after the endpoints. Nil gives the endpoint its own,
+	// configured by PollerConfig and closed with it.
+	Poller *cq.Poller
+	// PollerConfig configures the endpoint's own poller.
+	PollerConfig cq.Config
+	// Logger receives connection messages. The zero value logs nothing.
+	Logger zerolog.Logger
+}
+
+func (c *SendConfig) validate(mgr *domain.Manager) error {
+	if mgr == nil {
+		return fmt.Errorf("%w: endpoint: nil domain", netio.ErrInvalidArgument)
+	}
+	c.Params = c.Params.WithDefaults()
+	if err := c.Params.Validate(); err != nil {
+		return err
+	}
+	if c.Params.UseSharedBuffers {
+		if c.SharedBuffers == nil {
+			return fmt.Errorf("%w: endpoint: UseSharedBuffers without SharedBuffers", netio.ErrInvalidArgument)
+		}
+		if c.SharedBuffers.Domain() != mgr {
+			return fmt.Errorf("%w: endpoint: shared buffers belong to another domain", netio.ErrInvalidArgument)
+		}
+	}
+	return nil
+}
+
+// Connection states.
+const (
+	stateConnecting uint32 = iota
+	stateConnected
+	stateClosed
+)
+
+// nextHolder gives every endpoint a process-wide identity in buffer pools,
+// which may be shared by endpoints of different pollers.
+var nextHolder atomic.Uint64
+
+// SendStats counts what a send endpoint did.
+type SendStats struct {
+	Sent      uint64 // messages posted
+	Bytes     uint64 // bytes posted
+	Completed uint64 // sends completed OK
+	Failed    uint64 // sends that completed with an error or were canceled
+}
+
+// SendEndpointBuffered sends messages from registered buffers (netio3's
+// SendEndpointBuffered): GetBuffer, fill, SendBuffer; the completion returns
+// the buffer and reports its ID as the key.
+type SendEndpointBuffered struct {
+	cfg       SendConfig
+	mgr       *domain.Manager
+	addr      string
+	poller    *cq.Poller
+	ownPoller bool
+	owner     cq.Owner
+	holder    uint64 // identity in the buffer pool, unique in the process
+	pool      *sendbuf.Pool
+	ownPool   bool
+	log       zerolog.Logger
+
+	// mu orders posts against teardown: SendBuffer holds it shared while it
+	// posts, teardown holds it exclusively while it closes the endpoint.
+	mu     sync.RWMutex
+	ep     *fabric.Endpoint
+	closed bool
+
+	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
+	connected chan error    // Dial's outcome, written once by HandleEvent
+	ended     atomic.Bool   // no more GetBuffer
+	closeOnce sync.Once
+	closeErr  error
+
+	sent, bytes, completed, failed atomic.Uint64
+}
+
+// Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
+// and returns a buffered send endpoint. It honours ctx's deadline and
+// cancellation, and applies DefaultDialTimeout when ctx has no deadline. A
+// refused connection matches netio.ErrConnectionRefused.
+func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig) (*SendEndpointBuffered, error) {
+	if err := cfg.validate(mgr); err != nil {
+		return nil, err
+	}
+	host, port, err := splitAddr(addr, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
+		defer cancel()
+	}
+	s := &SendEndpointBuffered{cfg: cfg, mgr: mgr, addr: addr, log: cfg.Logger, connected: make(chan error, 1)}
+	if err := s.open(host, port); err != nil {
+		_ = s.release()
+		return nil, connectError(addr, err)
+	}
+	select {
+	case err = <-s.connected:
+	case <-ctx.Done():
+		select {
+		case err = <-s.connected: // connected just as the context ended
+		default:
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		s.state.Store(stateClosed)
+		_ = s.release()
+		return nil, connectError(addr, err)
+	}
+	s.log.Debug().Str("peer", addr).Msg("connected")
+	return s, nil
+}
+
+// open sets up the poller, the buffers and the endpoint, and starts
+// connecting. On error the caller releases what was set up.
+func (s *SendEndpointBuffered) open(host, port string) error {
+	var err error
+	s.poller, s.ownPoller = s.cfg.Poller, s.cfg.Poller == nil
+	if s.ownPoller {
+		if s.poller, err = cq.Open(s.mgr.Fabric(), s.mgr.Domain(), s.cfg.PollerConfig); err != nil {
+			return err
+		}
+	}
+	if s.owner, err = s.poller.Register(s); err != nil {
+		return err
+	}
+	s.holder = nextHolder.Add(1)
+	if err = s.openPool(); err != nil {
+		return err
+	}
+	dest, err := fabric.GetInfo(fabric.Hints{Provider: s.mgr.Provider(), Node: host, Service: port,
+		Fabric: s.mgr.Info().FabricName(), Domain: s.mgr.Info().DomainName()})
+	if err != nil {
+		return err
+	}
+	defer dest.Free()
+	if s.ep, err = s.mgr.Domain().OpenEndpoint(dest, s.owner.EndpointContext()); err != nil {
+		return err
+	}
+	if err = s.ep.BindEQ(s.poller.EQ()); err != nil {
+		return err
+	}
+	if err = s.ep.BindCQ(s.poller.CQ(), fabric.BindTransmit|fabric.BindRecv); err != nil {
+		return err
+	}
+	if err = s.ep.Enable(); err != nil {
+		return err
+	}
+	return s.ep.Connect(dest)
+}
+
+func (s *SendEndpointBuffered) openPool() error {
+	if s.cfg.Params.UseSharedBuffers {
+		if err := s.cfg.SharedBuffers.Attach(); err != nil {
+			return err
+		}
+		s.pool = s.cfg.SharedBuffers.Pool()
+		return nil
+	}
+	pool, err := sendbuf.NewPool(s.mgr, s.cfg.Params.BufferSize, s.cfg.Params.BufferCount)
+	if err != nil {
+		return err
+	}
+	s.pool, s.ownPool = pool, true
+	return nil
+}
+
+// GetBuffer leases a free registered buffer, or returns nil when none is
+// free or the endpoint is closed. Fill buf.Bytes() and pass it to
+// SendBuffer, or give it back with ReleaseBuffer.
+func (s *SendEndpointBuffered) GetBuffer() *sendbuf.NetworkBuffer {
+	if s.ended.Load() {
+		return nil
+	}
+	return s.pool.Get(s.holder)
+}
+
+// SendBuffer sends the first size bytes of buf as one message and hands buf
+// to the endpoint until its completion. It returns OK when posted;
+// NoResources when the transmit queue is full (the caller keeps buf and may
+// retry); InvalidArgument for a buffer not leased from this endpoint or a
+// size outside 0..buf.Size(); Closed after Close or connection loss;
+// Failed when the provider refuses the post. It does not allocate.
+func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
+	if !s.pool.Owns(buf) || size < 0 || size > buf.Size() {
+		return netio.InvalidArgument
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return netio.Closed
+	}
+	if !s.pool.MarkPosted(buf, s.holder) {
+		return netio.InvalidArgument
+	}
+	errno := s.ep.Send(buf.Addr(), size, buf.Desc(), s.owner.Context(uint32(buf.ID())))
+	if errno != 0 {
+		s.pool.Unpost(buf)
+		if errno.Temporary() {
+			return netio.NoResources
+		}
+		return netio.Failed
+	}
+	s.sent.Add(1)
+	s.bytes.Add(uint64(size))
+	return netio.OK
+}
+
+// ReleaseBuffer gives back a leased buffer that was not sent and returns its
+// key (the buffer ID). It reports InvalidArgument, changing nothing, for an
+// unknown ID or a buffer not leased from this endpoint (already released,
+// or in flight).
+func (s *SendEndpointBuffered) ReleaseBuffer(id uint64) (uint64, netio.Status) {
+	return id, s.pool.Release(id, s.holder)
+}
+
+// NumAvailableBuffers returns the fewest free buffers seen since the
+// previous call (netio3's get_num_available_buffers). With shared buffers
+// it speaks for the shared pool.
+func (s *SendEndpointBuffered) NumAvailableBuffers() int { return s.pool.NumAvailable() }
+
+// PendingSends returns the keys of the sends in flight. It allocates; use it
+// for diagnostics, not on the hot path.
+func (s *SendEndpointBuffered) PendingSends() []uint64 { return s.pool.Posted(nil, s.holder) }
+
+// BufferSize returns the size of each send buffer: the largest message.
+func (s *SendEndpointBuffered) BufferSize() int { return s.pool.BufferSize() }
+
+// RemoteAddr returns the address the endpoint was dialled with.
+func (s *SendEndpointBuffered) RemoteAddr() string { return s.addr }
+
+// Stats returns the endpoint's counters.
+func (s *SendEndpointBuffered) Stats() SendStats {
+	return SendStats{Sent: s.sent.Load(), Bytes: s.bytes.Load(), Completed: s.completed.Load(), Failed: s.failed.Load()}
+}
+
+// HandleCompletion implements cq.Handler; it runs on the poller goroutine.
+func (s *SendEndpointBuffered) HandleCompletion(key uint32, r cq.Result) {
+	if !s.pool.Complete(uint64(key), s.holder) {
+		return // already reported by teardown
+	}
+	if r.Status == netio.OK {
+		s.completed.Add(1)
+	} else {
+		s.failed.Add(1)
+		s.log.Warn().Uint32("key", key).Stringer("status", r.Status).Err(r.Errno).Msg("send failed")
+	}
+	if cb := s.cfg.OnSendCompleted; cb != nil {
+		cb(uint64(key), r.Status)
+	}
+}
+
+// HandleEvent implements cq.Handler; it runs on the poller goroutine.
+func (s *SendEndpointBuffered) HandleEvent(ev fabric.Event) {
+	ev.Info.Free()
+	switch s.state.Load() {
+	case stateConnecting:
+		var err error
+		if ev.Kind == fabric.EventConnected {
+			s.state.Store(stateConnected)
+		} else {
+			err = closeReason(ev) // refused or failed while connecting
+		}
+		select {
+		case s.connected <- err:
+		default: // Dial gave up already
+		}
+	case stateConnected:
+		s.teardown(closeReason(ev))
+	}
+}
+
+// teardown ends the connection once: it closes the endpoint (the provider
+// lets go of every buffer), reports every pending key as Canceled, then
+// calls OnConnectionClosed. It runs on the poller goroutine.
+func (s *SendEndpointBuffered) teardown(reason error) {
+	if s.state.Swap(stateClosed) == stateClosed {
+		return
+	}
+	s.ended.Store(true)
+	s.closeEndpoint()
+	s.poller.Unregister(s.owner)
+	// Return every buffer first, then report: a callback that calls Close
+	// finds the pool whole.
+	pending := s.pool.Posted(nil, s.holder)
+	canceled := pending[:0]
+	for _, id := range pending {
+		if s.pool.Complete(id, s.holder) {
+			canceled = append(canceled, id)
+		}
+	}
+	s.failed.Add(uint64(len(canceled)))
+	if cb := s.cfg.OnSendCompleted; cb != nil {
+		for _, id := range canceled {
+			cb(id, netio.Canceled)
+		}
+	}
+	s.log.Debug().Str("peer", s.addr).Int("canceled", len(canceled)).Err(reason).Msg("connection closed")
+	if cb := s.cfg.OnConnectionClosed; cb != nil {
+		cb(reason)
+	}
+}
+
+// closeEndpoint shuts the connection down and closes the endpoint, once,
+// after posts in progress have finished.
+func (s *SendEndpointBuffered) closeEndpoint() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if s.ep == nil {
+		return
+	}
+	_ = s.ep.Shutdown() // fails harmlessly when the peer went first
+	if err := s.ep.Close(); err != nil {
+		s.log.Error().Err(err).Msg("closing endpoint")
+	}
+}
+
+// Close ends the connection: the peer sees it closed, every pending key is
+// reported with Canceled, every buffer goes back (buffers the caller leased
+// and did not send are reclaimed and must not be touched again), and the
+// endpoint's own poller stops. It is idempotent and may be called from a
+// callback.
+func (s *SendEndpointBuffered) Close() error {
+	s.closeOnce.Do(func() {
+		s.poller.Do(func() { s.teardown(netio.ErrClosed) })
+		s.closeErr = s.release()
+	})
+	return s.closeErr
+}
+
+// release frees what open set up, in reverse order. Dial calls it after a
+// failed connection attempt, Close after teardown.
+func (s *SendEndpointBuffered) release() error {
+	s.ended.Store(true)
+	if s.poller == nil {
+		return nil
+	}
+	s.poller.Unregister(s.owner)
+	s.closeEndpoint()
+	var errs []error
+	if s.pool != nil {
+		s.pool.Reclaim(s.holder)
+		if s.ownPool {
+			errs = append(errs, s.pool.Close())
+		} else {
+			s.cfg.SharedBuffers.Detach()
+		}
+	}
+	if s.ownPoller {
+		errs = append(errs, s.poller.Close())
+	}
+	return errors.Join(errs...)
+}
