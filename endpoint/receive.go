@@ -57,6 +57,7 @@ type Listener struct {
 	ownPoller bool
 	owner     cq.Owner
 	pep       *fabric.PassiveEndpoint
+	info      *fabric.Info // freed after pep is closed
 	addr      string
 	log       zerolog.Logger
 
@@ -107,13 +108,14 @@ func (l *Listener) open(host, port string) error {
 	if l.owner, err = l.poller.Register(l); err != nil {
 		return err
 	}
-	info, err := fabric.GetInfo(fabric.Hints{Provider: l.mgr.Provider(), Node: host, Service: port, Source: true,
+	// Like every info an endpoint is opened with, it lives as long as the
+	// passive endpoint (see SendEndpointBuffered.info).
+	l.info, err = fabric.GetInfo(fabric.Hints{Provider: l.mgr.Provider(), Node: host, Service: port, Source: true,
 		Fabric: l.mgr.Info().FabricName(), Domain: l.mgr.Info().DomainName()})
 	if err != nil {
 		return err
 	}
-	defer info.Free()
-	if l.pep, err = l.mgr.Fabric().OpenPassiveEndpoint(info, l.owner.EndpointContext()); err != nil {
+	if l.pep, err = l.mgr.Fabric().OpenPassiveEndpoint(l.info, l.owner.EndpointContext()); err != nil {
 		return err
 	}
 	if err = l.pep.Bind(l.poller.EQ()); err != nil {
@@ -151,12 +153,14 @@ func (l *Listener) HandleCompletion(uint32, cq.Result) {}
 // HandleEvent implements cq.Handler: it accepts connection requests. It
 // runs on the poller goroutine.
 func (l *Listener) HandleEvent(ev fabric.Event) {
-	defer ev.Info.Free()
 	switch ev.Kind {
 	case fabric.EventConnReq:
-		l.accept(ev.Info)
+		l.accept(ev.Info) // takes ownership of ev.Info
 	case fabric.EventError:
+		ev.Info.Free()
 		l.log.Warn().Err(ev.Err).Msg("listener error event")
+	default:
+		ev.Info.Free()
 	}
 }
 
@@ -178,8 +182,10 @@ func (l *Listener) accept(info *fabric.Info) {
 		if rerr := l.pep.Reject(info); rerr != nil {
 			l.log.Warn().Err(rerr).Msg("reject")
 		}
+		info.Free()
 		return
 	}
+	r.info = info // lives as long as the endpoint, as every info does
 	l.accepted.Add(1)
 	l.mu.Lock()
 	l.conns[r] = struct{}{}
@@ -220,6 +226,7 @@ func (l *Listener) release() error {
 	if l.pep != nil {
 		errs = append(errs, l.pep.Close())
 	}
+	l.info.Free()
 	if l.ownPoller {
 		errs = append(errs, l.poller.Close())
 	}
@@ -244,6 +251,7 @@ type ReceiveEndpoint struct {
 	region *domain.Registration
 	stride int
 	local  string // set once connected, before OnConnectionEstablished
+	info   *fabric.Info
 
 	state                   atomic.Uint32
 	messages, bytes, errors atomic.Uint64
@@ -402,6 +410,7 @@ func (r *ReceiveEndpoint) release() {
 			r.l.log.Error().Err(err).Msg("freeing receive buffers")
 		}
 	}
+	r.info.Free()
 }
 
 // Close closes this connection; the peer sees it closed and

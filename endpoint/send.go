@@ -108,6 +108,7 @@ type SendEndpointBuffered struct {
 	// posts, teardown holds it exclusively while it closes the endpoint.
 	mu     sync.RWMutex
 	ep     *fabric.Endpoint
+	info   *fabric.Info // freed after ep is closed
 	closed bool
 
 	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
@@ -176,12 +177,14 @@ func (s *SendEndpointBuffered) open(host, port string) error {
 	if err = s.openPool(); err != nil {
 		return err
 	}
-	dest, err := fabric.GetInfo(fabric.Hints{Provider: s.mgr.Provider(), Node: host, Service: port,
+	// The info lives as long as the endpoint: the sockets provider keeps
+	// pointers into it (the destination address) for its connection thread.
+	s.info, err = fabric.GetInfo(fabric.Hints{Provider: s.mgr.Provider(), Node: host, Service: port,
 		Fabric: s.mgr.Info().FabricName(), Domain: s.mgr.Info().DomainName()})
 	if err != nil {
 		return err
 	}
-	defer dest.Free()
+	dest := s.info
 	if s.ep, err = s.mgr.Domain().OpenEndpoint(dest, s.owner.EndpointContext()); err != nil {
 		return err
 	}
@@ -359,12 +362,14 @@ func (s *SendEndpointBuffered) closeEndpoint() {
 	}
 	s.closed = true
 	if s.ep == nil {
+		s.info.Free()
 		return
 	}
 	_ = s.ep.Shutdown() // fails harmlessly when the peer went first
 	if err := s.ep.Close(); err != nil {
 		s.log.Error().Err(err).Msg("closing endpoint")
 	}
+	s.info.Free()
 }
 
 // Close ends the connection: the peer sees it closed, every pending key is
