@@ -1,0 +1,436 @@
+package endpoint_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/sendbuf"
+)
+
+// pattern fills b with message k's content: byte i is (k+i)%251.
+func pattern(b []byte, k int) {
+	for i := range b {
+		b[i] = byte((k + i) % 251)
+	}
+}
+
+// mixedSize gives message k a size in 0..4096 that the receiver can
+// recompute, with small messages more frequent than large ones.
+func mixedSize(k int) int {
+	x := uint32(k)*2654435761 + 12345
+	switch x % 4 {
+	case 0:
+		return int(x>>8) % 65
+	case 1, 2:
+		return int(x>>8) % 1025
+	default:
+		return int(x>>8) % 4097
+	}
+}
+
+func TestMixedSizesContentChecked(t *testing.T) {
+	const total = 100_000
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			var next, bad atomic.Int64
+			rcv := newReceiver()
+			rcv.onData = func(_ *endpoint.ReceiveEndpoint, data []byte) {
+				k := int(next.Add(1) - 1)
+				want := make([]byte, mixedSize(k))
+				pattern(want, k)
+				if string(data) != string(want) {
+					bad.Add(1)
+				}
+			}
+			l := listen(t, mgr, rcv.config(netio.ReceiveParams{BufferSize: 4096, BufferCount: 64}))
+			snd := newSender(64)
+			s := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: 4096, BufferCount: 64}))
+
+			for k := 0; k < total; {
+				buf := s.GetBuffer()
+				if buf == nil {
+					<-snd.done // wait for a completion instead of spinning
+					continue
+				}
+				n := mixedSize(k)
+				pattern(buf.Bytes()[:n], k)
+				require.Equal(t, netio.OK, s.SendBuffer(buf, n), "message %d", k)
+				k++
+			}
+			waitFor(t, 60*time.Second, func() bool { return rcv.count.Load() == total }, "all messages")
+			waitFor(t, 10*time.Second, func() bool { return s.Stats().Completed == total }, "all completions")
+			assert.Zero(t, bad.Load(), "messages whose size or content differ")
+			st := s.Stats()
+			assert.Equal(t, uint64(total), st.Sent)
+			assert.Zero(t, st.Failed)
+			assert.Empty(t, s.PendingSends())
+			assert.Equal(t, int32(1), rcv.est.Load(), "one connection established")
+		})
+	}
+}
+
+func TestSenderClosesFirst(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			rcv := newReceiver()
+			l := listen(t, mgr, rcv.config(netio.ReceiveParams{}))
+			snd := newSender(4)
+			s := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 4}))
+			buf := s.GetBuffer()
+			copy(buf.Bytes(), "last words")
+			require.Equal(t, netio.OK, s.SendBuffer(buf, 10))
+			<-snd.done
+
+			require.NoError(t, s.Close())
+			err := recvErr(t, rcv.closed, 5*time.Second, "connection-closed on the receiver")
+			assert.ErrorIs(t, err, netio.ErrConnectionClosed)
+			assert.ErrorIs(t, recvErr(t, snd.closed, time.Second, "sender's own close"), netio.ErrClosed)
+			assert.NoError(t, s.Close(), "Close is idempotent")
+			rcv.mu.Lock()
+			assert.Equal(t, [][]byte{[]byte("last words")}, rcv.messages)
+			rcv.mu.Unlock()
+			waitFor(t, 5*time.Second, func() bool { return len(l.Connections()) == 0 }, "listener to forget the connection")
+		})
+	}
+}
+
+func TestReceiverClosesFirst(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			rcv := newReceiver()
+			l := listen(t, mgr, rcv.config(netio.ReceiveParams{}))
+			snd := newSender(4)
+			s := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 4}))
+			waitFor(t, 5*time.Second, func() bool { return len(l.Connections()) == 1 }, "the connection")
+
+			require.NoError(t, l.Close())
+			assert.ErrorIs(t, recvErr(t, rcv.closed, time.Second, "receiver's own close"), netio.ErrClosed)
+			err := recvErr(t, snd.closed, 5*time.Second, "connection-closed on the sender")
+			assert.ErrorIs(t, err, netio.ErrConnectionClosed)
+
+			assert.Nil(t, s.GetBuffer(), "no buffers after the connection ended")
+			assert.NoError(t, l.Close(), "Close is idempotent")
+		})
+	}
+}
+
+func TestDialRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // the port is now free: nobody listens
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			start := time.Now()
+			s, err := endpoint.Dial(ctx, mgr, addr, endpoint.SendConfig{})
+			assert.Nil(t, s)
+			assert.ErrorIs(t, err, netio.ErrConnectionRefused)
+			assert.Contains(t, err.Error(), addr)
+			assert.Less(t, time.Since(start), 2*time.Second, "a refusal is reported at once")
+		})
+	}
+}
+
+// A plain TCP listener accepts the socket but never speaks libfabric's
+// connection protocol: Dial must give up at the context's deadline.
+func TestDialHonoursDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := endpoint.Dial(ctx, mgr, ln.Addr().String(), endpoint.SendConfig{})
+			require.Error(t, err)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Less(t, time.Since(start), 3*time.Second)
+		})
+	}
+}
+
+func TestDialCanceled(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := endpoint.Dial(ctx, mgr, "127.0.0.1:9", endpoint.SendConfig{})
+	require.Error(t, err)
+	// Either the refusal or the cancellation wins; neither hangs.
+	assert.True(t, errors.Is(err, context.Canceled) || errors.Is(err, netio.ErrConnectionRefused), "got %v", err)
+}
+
+func TestBadAddresses(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	for _, addr := range []string{"", "nonsense", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", ":4000", "127.0.0.1:port"} {
+		_, err := endpoint.Dial(context.Background(), mgr, addr, endpoint.SendConfig{})
+		assert.ErrorIs(t, err, netio.ErrBadAddress, "dial %q", addr)
+	}
+	cfg := endpoint.ListenConfig{OnData: func(*endpoint.ReceiveEndpoint, []byte) {}}
+	for _, addr := range []string{"nonsense", "127.0.0.1:-1", "127.0.0.1:99999"} {
+		_, err := endpoint.Listen(mgr, addr, cfg)
+		assert.ErrorIs(t, err, netio.ErrBadAddress, "listen %q", addr)
+	}
+	_, err := endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "listen without OnData")
+	_, err = endpoint.Dial(context.Background(), mgr, "127.0.0.1:1", endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: -1}})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = endpoint.Dial(context.Background(), mgr, "127.0.0.1:1", endpoint.SendConfig{Params: netio.BufferedSendParams{UseSharedBuffers: true}})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "shared buffers without a manager")
+}
+
+func TestSendAfterClose(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
+			s := dial(t, mgr, l.Addr(), newSender(4).config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 4}))
+			buf := s.GetBuffer()
+			require.NotNil(t, buf)
+			require.NoError(t, s.Close())
+			assert.Equal(t, netio.Closed, s.SendBuffer(buf, 8))
+			assert.Nil(t, s.GetBuffer())
+		})
+	}
+}
+
+func TestBadSendsChangeNothing(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	rcv := newReceiver()
+	l := listen(t, mgr, rcv.config(netio.ReceiveParams{BufferSize: 256, BufferCount: 4}))
+	snd := newSender(4)
+	s := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: 128, BufferCount: 4}))
+	other := dial(t, mgr, l.Addr(), newSender(4).config(netio.BufferedSendParams{BufferSize: 128, BufferCount: 4}))
+
+	buf := s.GetBuffer()
+	require.NotNil(t, buf)
+	before := s.NumAvailableBuffers()
+	assert.Equal(t, netio.InvalidArgument, s.SendBuffer(buf, 129), "larger than the buffer")
+	assert.Equal(t, netio.InvalidArgument, s.SendBuffer(buf, -1))
+	assert.Equal(t, netio.InvalidArgument, s.SendBuffer(nil, 1))
+	assert.Equal(t, netio.InvalidArgument, other.SendBuffer(buf, 1), "another endpoint's buffer")
+	assert.Empty(t, s.PendingSends(), "nothing was posted")
+	assert.Equal(t, before, s.NumAvailableBuffers())
+
+	// The buffer is still the caller's: it can be sent, and only once.
+	require.Equal(t, netio.OK, s.SendBuffer(buf, 128))
+	assert.Equal(t, netio.InvalidArgument, s.SendBuffer(buf, 128), "already in flight")
+	<-snd.done
+	waitFor(t, 5*time.Second, func() bool { return rcv.count.Load() == 1 }, "the message")
+	assert.Equal(t, map[uint64][]netio.Status{buf.ID(): {netio.OK}}, snd.statuses)
+}
+
+func TestReleaseUnknownAndTwice(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
+	s := dial(t, mgr, l.Addr(), newSender(4).config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 4}))
+	buf := s.GetBuffer()
+	require.NotNil(t, buf)
+
+	_, st := s.ReleaseBuffer(4)
+	assert.Equal(t, netio.InvalidArgument, st, "unknown ID")
+	_, st = s.ReleaseBuffer(1 << 40)
+	assert.Equal(t, netio.InvalidArgument, st, "unknown ID")
+	_, st = s.ReleaseBuffer(buf.ID() + 1)
+	assert.Equal(t, netio.InvalidArgument, st, "a free buffer")
+
+	key, st := s.ReleaseBuffer(buf.ID())
+	assert.Equal(t, netio.OK, st)
+	assert.Equal(t, buf.ID(), key)
+	_, st = s.ReleaseBuffer(buf.ID())
+	assert.Equal(t, netio.InvalidArgument, st, "released twice")
+	assert.Equal(t, netio.InvalidArgument, s.SendBuffer(buf, 1), "sending a released buffer")
+
+	// The pool is whole: all four buffers can be leased again.
+	var got []*sendbuf.NetworkBuffer
+	for b := s.GetBuffer(); b != nil; b = s.GetBuffer() {
+		got = append(got, b)
+	}
+	assert.Len(t, got, 4)
+}
+
+func TestZeroLengthMessage(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			rcv := newReceiver()
+			l := listen(t, mgr, rcv.config(netio.ReceiveParams{}))
+			snd := newSender(4)
+			s := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 4}))
+			for _, n := range []int{0, 3, 0} {
+				buf := s.GetBuffer()
+				copy(buf.Bytes(), "abc")
+				require.Equal(t, netio.OK, s.SendBuffer(buf, n))
+			}
+			waitFor(t, 5*time.Second, func() bool { return rcv.count.Load() == 3 }, "three messages")
+			rcv.mu.Lock()
+			defer rcv.mu.Unlock()
+			assert.Equal(t, []string{"", "abc", ""}, []string{string(rcv.messages[0]), string(rcv.messages[1]), string(rcv.messages[2])})
+		})
+	}
+}
+
+// Sends stuck behind a stalled receiver are reported exactly once each when
+// the sender closes, and every buffer comes back. Only tcp keeps sends in
+// flight behind a stalled peer: sockets completes a send as soon as it has
+// copied the data into its own buffers.
+func TestPendingKeysReportedOnClose(t *testing.T) {
+	const bufs, size = 16, 1 << 20
+	for _, prov := range []string{"tcp"} {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			release := make(chan struct{})
+			rcv := newReceiver()
+			rcv.onData = func(*endpoint.ReceiveEndpoint, []byte) { <-release } // stall the receiver's poller
+			l := listen(t, mgr, rcv.config(netio.ReceiveParams{BufferSize: size, BufferCount: 2}))
+			defer close(release) // before l.Close, which waits for the poller
+			snd := newSender(bufs)
+			s := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: size, BufferCount: bufs}))
+			var leased []*sendbuf.NetworkBuffer // lease all first: each key is sent once
+			for range bufs {
+				leased = append(leased, s.GetBuffer())
+			}
+			for _, b := range leased {
+				require.Equal(t, netio.OK, s.SendBuffer(b, size))
+			}
+			time.Sleep(100 * time.Millisecond) // let what can complete, complete
+			pending := s.PendingSends()
+			require.NotEmpty(t, pending, "the stalled receiver keeps sends in flight")
+
+			require.NoError(t, s.Close())
+			snd.mu.Lock()
+			defer snd.mu.Unlock()
+			require.Len(t, snd.statuses, bufs, "every key reported")
+			canceled := 0
+			for key, sts := range snd.statuses {
+				require.Len(t, sts, 1, "key %d reported once", key)
+				if sts[0] == netio.Canceled {
+					canceled++
+				}
+			}
+			assert.Equal(t, len(pending), canceled, "exactly the pending keys were canceled")
+			st := s.Stats()
+			assert.Equal(t, st.Sent, st.Completed+st.Failed)
+		})
+	}
+}
+
+func TestNumAvailableBuffersIsMinimumSinceLastCall(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
+	s := dial(t, mgr, l.Addr(), newSender(8).config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 8}))
+	assert.Equal(t, 8, s.NumAvailableBuffers())
+	var held []*sendbuf.NetworkBuffer
+	for range 3 {
+		held = append(held, s.GetBuffer())
+	}
+	for _, b := range held {
+		_, st := s.ReleaseBuffer(b.ID())
+		require.Equal(t, netio.OK, st)
+	}
+	assert.Equal(t, 5, s.NumAvailableBuffers(), "the low point, though all are free again")
+	assert.Equal(t, 8, s.NumAvailableBuffers(), "a new interval starts at the current count")
+}
+
+func TestSharedBuffers(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	rcv := newReceiver()
+	l := listen(t, mgr, rcv.config(netio.ReceiveParams{}))
+	shared, err := sendbuf.NewSendBufferManager(mgr, netio.BufferedSendParams{BufferSize: 256, BufferCount: 4})
+	require.NoError(t, err)
+	params := netio.BufferedSendParams{UseSharedBuffers: true}
+	sa, sb := newSender(4), newSender(4)
+	cfgA, cfgB := sa.config(params), sb.config(params)
+	cfgA.SharedBuffers, cfgB.SharedBuffers = shared, shared
+	a, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfgA)
+	require.NoError(t, err)
+	b, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfgB)
+	require.NoError(t, err)
+
+	assert.Equal(t, 256, a.BufferSize())
+	ba := a.GetBuffer()
+	bb := b.GetBuffer()
+	require.NotNil(t, ba)
+	require.NotNil(t, bb)
+	assert.NotEqual(t, ba.ID(), bb.ID(), "one pool hands out distinct buffers")
+	assert.Equal(t, netio.InvalidArgument, b.SendBuffer(ba, 1), "a buffer is sent by the endpoint that leased it")
+	require.Equal(t, netio.OK, a.SendBuffer(ba, 1))
+	require.Equal(t, netio.OK, b.SendBuffer(bb, 1))
+	<-sa.done
+	<-sb.done
+	waitFor(t, 5*time.Second, func() bool { return rcv.count.Load() == 2 }, "both messages")
+
+	assert.ErrorIs(t, shared.Close(), netio.ErrNoResources, "endpoints still attached")
+	require.NoError(t, a.Close())
+	require.NoError(t, b.Close())
+	require.NoError(t, shared.Close())
+	assert.NoError(t, shared.Close(), "idempotent")
+}
+
+// Closing from inside a callback must not deadlock.
+func TestCloseFromCallback(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	var sender atomic.Pointer[endpoint.SendEndpointBuffered]
+	closedInCallback := make(chan error, 1)
+	rcv := newReceiver()
+	rcv.onData = func(ep *endpoint.ReceiveEndpoint, _ []byte) { _ = ep.Close() }
+	l := listen(t, mgr, rcv.config(netio.ReceiveParams{}))
+	cfg := endpoint.SendConfig{
+		Params:             netio.BufferedSendParams{BufferSize: 64, BufferCount: 2},
+		OnConnectionClosed: func(error) { closedInCallback <- sender.Load().Close() },
+	}
+	s, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfg)
+	require.NoError(t, err)
+	sender.Store(s)
+	require.Equal(t, netio.OK, s.SendBuffer(s.GetBuffer(), 4))
+	assert.NoError(t, recvErr(t, closedInCallback, 5*time.Second, "Close from OnConnectionClosed"))
+	assert.ErrorIs(t, recvErr(t, rcv.closed, time.Second, "receiver closed"), netio.ErrClosed)
+	assert.NoError(t, s.Close())
+}
+
+func TestManyConnectionsShareTheListenerPoller(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	rcv := newReceiver()
+	l := listen(t, mgr, rcv.config(netio.ReceiveParams{BufferSize: 64, BufferCount: 8}))
+	const conns, each = 8, 100
+	var eps []*endpoint.SendEndpointBuffered
+	for range conns {
+		eps = append(eps, dial(t, mgr, l.Addr(), newSender(8).config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 8})))
+	}
+	for i := range each {
+		for _, s := range eps {
+			var buf *sendbuf.NetworkBuffer
+			waitFor(t, 5*time.Second, func() bool { buf = s.GetBuffer(); return buf != nil }, "a buffer")
+			require.Equal(t, netio.OK, s.SendBuffer(buf, i%64))
+		}
+	}
+	waitFor(t, 20*time.Second, func() bool { return rcv.count.Load() == conns*each }, "every message")
+	assert.Equal(t, int32(conns), rcv.est.Load())
+	assert.Len(t, l.Connections(), conns)
+	assert.Equal(t, uint64(conns), l.Accepted())
+}
