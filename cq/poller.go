@@ -38,6 +38,9 @@ const (
 	BusyPoll
 )
 
+// eqEvery is how many busy loop iterations pass between event queue reads.
+const eqEvery = 32
+
 // Defaults for Config.
 const (
 	DefaultSpinBudget = 20 * time.Microsecond
@@ -333,9 +336,11 @@ func (p *Poller) run() {
 	defer p.finish()
 
 	var idleSince time.Time
-	for !p.stopping.Load() {
+	for iter := uint(0); !p.stopping.Load(); iter++ {
 		n := p.pollCQ()
-		if n < fabric.MaxBatch {
+		// Connection events are rare: read them when the CQ is idle, and
+		// now and then while completions flow.
+		if n == 0 || iter%eqEvery == 0 {
 			n += p.pollEQ()
 		}
 		if p.queued.Load() {

@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"strconv"
+	"unsafe"
 )
 
 // Fabric is an open fabric (fi_fabric).
@@ -122,9 +123,11 @@ func (m *MR) Close() error {
 	return err
 }
 
-// EQ is an event queue for connection management events (fi_eq_open).
+// EQ is an event queue for connection management events (fi_eq_open). Its
+// entry lives in C memory so that an empty Read does not allocate.
 type EQ struct {
-	c *C.struct_fid_eq
+	c     *C.struct_fid_eq
+	entry *C.struct_netio_event
 }
 
 // OpenEQ opens an event queue of the given size. With waitFD the queue has a
@@ -134,7 +137,12 @@ func (f *Fabric) OpenEQ(size int, waitFD bool) (*EQ, error) {
 	if err := opErr("fi_eq_open", C.netio_eq_open(f.c, C.size_t(size), cbool(waitFD), &q)); err != nil {
 		return nil, err
 	}
-	return &EQ{c: q}, nil
+	entry := (*C.struct_netio_event)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_netio_event{}))))
+	if entry == nil {
+		C.netio_close(&q.fid)
+		return nil, &OpError{Op: "calloc(eq entry)", Err: ENOMEM}
+	}
+	return &EQ{c: q, entry: entry}, nil
 }
 
 func (q *EQ) fid() *C.struct_fid { return &q.c.fid }
@@ -183,14 +191,14 @@ type Event struct {
 
 // Read reads one event without blocking. ok is false when none is pending.
 func (q *EQ) Read() (ev Event, ok bool, err error) {
-	var ce C.struct_netio_event
-	rc := C.netio_eq_read(q.c, &ce)
+	rc := C.netio_eq_read(q.c, q.entry)
 	if rc == -C.FI_EAGAIN {
 		return Event{}, false, nil
 	}
 	if rc < 0 {
 		return Event{}, false, &OpError{Op: "fi_eq_read", Err: errnoOfSize(rc)}
 	}
+	ce := q.entry
 	ev = Event{Kind: EventKind(ce.event), Context: uint64(ce.context)}
 	if ce.info != nil {
 		ev.Info = &Info{c: ce.info}
@@ -229,7 +237,8 @@ func (q *EQ) Close() error {
 		return nil
 	}
 	err := opErr("fi_close(eq)", C.netio_close(&q.c.fid))
-	q.c = nil
+	C.free(unsafe.Pointer(q.entry))
+	q.c, q.entry = nil, nil
 	return err
 }
 
