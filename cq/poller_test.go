@@ -1,0 +1,222 @@
+package cq_test
+
+import (
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func openManager(t *testing.T) *domain.Manager {
+	t.Helper()
+	m, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, m.Close()) })
+	return m
+}
+
+func openPoller(t *testing.T, m *domain.Manager, cfg cq.Config) *cq.Poller {
+	t.Helper()
+	p, err := cq.Open(m.Fabric(), m.Domain(), cfg)
+	require.NoError(t, err)
+	return p
+}
+
+// recorder is a Handler that keeps what it is given.
+type recorder struct {
+	mu      sync.Mutex
+	results map[uint32][]cq.Result
+	events  []fabric.Event
+	onEvent func(fabric.Event)
+}
+
+func newRecorder() *recorder { return &recorder{results: map[uint32][]cq.Result{}} }
+
+func (r *recorder) HandleCompletion(key uint32, res cq.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.results[key] = append(r.results[key], res)
+}
+
+func (r *recorder) HandleEvent(ev fabric.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	fn := r.onEvent
+	r.mu.Unlock()
+	if fn != nil {
+		fn(ev)
+	} else {
+		ev.Info.Free()
+	}
+}
+
+func (r *recorder) count(key uint32) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.results[key])
+}
+
+func eventually(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	require.Eventually(t, cond, 5*time.Second, time.Millisecond, what)
+}
+
+func TestConfigValidation(t *testing.T) {
+	m := openManager(t)
+	_, err := cq.Open(m.Fabric(), m.Domain(), cq.Config{Mode: 7})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = cq.Open(m.Fabric(), m.Domain(), cq.Config{Size: -1})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+}
+
+func TestIdlePollerSleeps(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{SpinBudget: 10 * time.Microsecond})
+	eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
+	before := p.Stats().Sleeps
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, before, p.Stats().Sleeps, "an idle poller stays blocked instead of spinning")
+	p.Do(func() {}) // a wake-up
+	assert.Greater(t, p.Stats().Sleeps, before-1)
+	require.NoError(t, p.Close())
+}
+
+func TestBusyPollNeverSleeps(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{Mode: cq.BusyPoll})
+	time.Sleep(20 * time.Millisecond)
+	ran := false
+	p.Do(func() { ran = true })
+	assert.True(t, ran)
+	assert.Zero(t, p.Stats().Sleeps)
+	require.NoError(t, p.Close())
+}
+
+func TestDoRunsOnThePollerGoroutine(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{})
+	assert.False(t, p.OnPollerGoroutine())
+	var on, nested bool
+	p.Do(func() {
+		on = p.OnPollerGoroutine()
+		p.Do(func() { nested = true }) // runs inline instead of deadlocking
+	})
+	assert.True(t, on)
+	assert.True(t, nested)
+	require.NoError(t, p.Close())
+	assert.NoError(t, p.Close(), "idempotent")
+	ran := false
+	p.Do(func() { ran = true })
+	assert.True(t, ran, "after Close, Do runs inline")
+	_, err := p.Register(newRecorder())
+	assert.ErrorIs(t, err, netio.ErrClosed)
+}
+
+func TestCloseFromThePollerGoroutine(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{})
+	var err error
+	p.Do(func() { err = p.Close() })
+	assert.NoError(t, err)
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("poller did not stop after Close from its own goroutine")
+	}
+}
+
+// TestRoutesCompletionsAndEvents connects two endpoints through one poller
+// and checks that completions reach the owner whose context they carry,
+// that connection events reach the endpoints' owners, and that completions
+// for an unregistered owner are dropped, not delivered.
+func TestRoutesCompletionsAndEvents(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{})
+	defer func() { assert.NoError(t, p.Close()) }()
+
+	lst, srv, cli := newRecorder(), newRecorder(), newRecorder()
+	lo, err := p.Register(lst)
+	require.NoError(t, err)
+	so, err := p.Register(srv)
+	require.NoError(t, err)
+	co, err := p.Register(cli)
+	require.NoError(t, err)
+	assert.Equal(t, 3, p.Owners())
+
+	linfo, err := fabric.GetInfo(fabric.Hints{Provider: "tcp", Node: "127.0.0.1", Service: "0", Source: true})
+	require.NoError(t, err)
+	defer linfo.Free()
+	pep, err := m.Fabric().OpenPassiveEndpoint(linfo, lo.EndpointContext())
+	require.NoError(t, err)
+	defer pep.Close()
+	require.NoError(t, pep.Bind(p.EQ()))
+	require.NoError(t, pep.Listen())
+	addr, err := pep.Addr()
+	require.NoError(t, err)
+
+	rmem, err := m.AllocRegistered(4096, domain.AccessRecv)
+	require.NoError(t, err)
+	defer rmem.Close()
+	var sep *fabric.Endpoint
+	accepted := make(chan error, 1)
+	lst.onEvent = func(ev fabric.Event) { // runs on the poller goroutine
+		var err error
+		if sep, err = m.Domain().OpenEndpoint(ev.Info, so.EndpointContext()); err == nil {
+			_ = sep.BindEQ(p.EQ())
+			_ = sep.BindCQ(p.CQ(), fabric.BindTransmit|fabric.BindRecv)
+			_ = sep.Enable()
+			for k := range uint32(2) {
+				sep.Recv(rmem.Addr()+uintptr(k)*1024, 1024, rmem.Desc(), so.Context(k))
+			}
+			err = sep.Accept()
+		}
+		accepted <- err
+	}
+
+	host, port, _ := net.SplitHostPort(addr)
+	dinfo, err := fabric.GetInfo(fabric.Hints{Provider: "tcp", Node: host, Service: port})
+	require.NoError(t, err)
+	defer dinfo.Free()
+	cep, err := m.Domain().OpenEndpoint(dinfo, co.EndpointContext())
+	require.NoError(t, err)
+	require.NoError(t, cep.BindEQ(p.EQ()))
+	require.NoError(t, cep.BindCQ(p.CQ(), fabric.BindTransmit|fabric.BindRecv))
+	require.NoError(t, cep.Enable())
+	require.NoError(t, cep.Connect(dinfo))
+	require.NoError(t, <-accepted)
+	eventually(t, func() bool { cli.mu.Lock(); defer cli.mu.Unlock(); return len(cli.events) == 1 }, "client connected")
+	assert.Equal(t, fabric.EventConnected, cli.events[0].Kind)
+
+	smem, err := m.AllocRegistered(4096, domain.AccessSend)
+	require.NoError(t, err)
+	defer smem.Close()
+	copy(smem.Bytes(), "hello")
+	require.Zero(t, cep.Send(smem.Addr(), 5, smem.Desc(), co.Context(42)))
+	eventually(t, func() bool { return cli.count(42) == 1 && srv.count(0) == 1 }, "send and receive completions")
+	assert.Equal(t, netio.OK, cli.results[42][0].Status)
+	assert.Equal(t, 5, srv.results[0][0].Len)
+	assert.NotZero(t, srv.results[0][0].Flags&fabric.FlagRecv)
+	assert.Zero(t, lst.count(0), "nothing reaches an owner that posted nothing")
+
+	p.Unregister(co)
+	assert.Equal(t, 2, p.Owners())
+	require.Zero(t, cep.Send(smem.Addr(), 5, smem.Desc(), co.Context(43)))
+	eventually(t, func() bool { return p.Stats().Dropped >= 1 && srv.count(1) == 1 }, "the dropped send completion")
+	assert.Zero(t, cli.count(43), "an unregistered owner gets nothing")
+
+	require.NoError(t, cep.Close())
+	var closeErr error
+	p.Do(func() { closeErr = sep.Close() })
+	assert.NoError(t, closeErr)
+}

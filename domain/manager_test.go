@@ -1,0 +1,118 @@
+package domain_test
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
+)
+
+func open(t *testing.T, cfg domain.Config) *domain.Manager {
+	t.Helper()
+	if cfg.Provider == "" {
+		cfg.Provider = "tcp"
+	}
+	if cfg.Address == "" {
+		cfg.Address = "127.0.0.1"
+	}
+	m, err := domain.Open(cfg)
+	require.NoError(t, err)
+	return m
+}
+
+func TestOpenRejectsBadConfig(t *testing.T) {
+	_, err := domain.Open(domain.Config{Address: "127.0.0.1"})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = domain.Open(domain.Config{Provider: "tcp"})
+	assert.ErrorIs(t, err, netio.ErrBadAddress)
+	_, err = domain.Open(domain.Config{Provider: "tcp", Address: "not-an-ip"})
+	assert.ErrorIs(t, err, netio.ErrBadAddress)
+	_, err = domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1", MaxRegistrations: -1})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = domain.Open(domain.Config{Provider: "no-such-provider", Address: "127.0.0.1"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no-such-provider")
+}
+
+func TestProviderLimitIsTheDefault(t *testing.T) {
+	m := open(t, domain.Config{Provider: "sockets"})
+	defer m.Close()
+	assert.Equal(t, m.Info().MRCount(), m.Stats().MaxRegistrations)
+	assert.Positive(t, m.Stats().MaxRegistrations, "sockets reports mr_cnt")
+	assert.Equal(t, "sockets", m.Provider())
+	assert.Equal(t, "127.0.0.1", m.Address())
+}
+
+func TestAccountingAndLimits(t *testing.T) {
+	m := open(t, domain.Config{MaxRegistrations: 2, MaxRegisteredBytes: 3 << 20})
+	a, err := m.AllocRegistered(1<<20, domain.AccessSend)
+	require.NoError(t, err)
+	assert.Len(t, a.Bytes(), 1<<20)
+	assert.Zero(t, a.Addr()%uintptr(unix.Getpagesize()), "page-aligned")
+	assert.NotZero(t, a.Key())
+	b, err := m.AllocRegistered(1<<20, domain.AccessRecv)
+	require.NoError(t, err)
+	assert.Equal(t, domain.AccessRecv, b.Access())
+
+	_, err = m.AllocRegistered(4096, domain.AccessSend)
+	assert.ErrorIs(t, err, netio.ErrNoResources, "count limit")
+	st := m.Stats()
+	assert.Equal(t, 2, st.Registrations, "a refused registration changes nothing")
+	assert.Equal(t, int64(2<<20), st.RegisteredBytes)
+	assert.Equal(t, int64(1), st.Refused)
+
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close(), "Close is idempotent")
+	_, err = m.AllocRegistered(2<<20+1, domain.AccessSend)
+	assert.ErrorIs(t, err, netio.ErrNoResources, "byte limit: 1 MiB + 2 MiB + 1 > 3 MiB")
+
+	st = m.Stats()
+	assert.Equal(t, 1, st.Registrations)
+	assert.Equal(t, 2, st.PeakRegistrations)
+	assert.Equal(t, int64(2<<20), st.PeakBytes)
+	require.NoError(t, b.Close())
+	assert.Zero(t, m.Stats().Registrations)
+	assert.NoError(t, m.Close())
+	assert.NoError(t, m.Close(), "Close is idempotent")
+}
+
+func TestRegisterCallerMemory(t *testing.T) {
+	m := open(t, domain.Config{})
+	defer m.Close()
+	mem, err := domain.Alloc(10000)
+	require.NoError(t, err)
+	defer unix.Munmap(mem[:cap(mem)])
+	r, err := m.Register(uintptr(unsafe.Pointer(&mem[0])), len(mem), domain.AccessSend)
+	require.NoError(t, err)
+	assert.Nil(t, r.Bytes(), "the caller owns the memory")
+	assert.Equal(t, 10000, r.Len())
+	require.NoError(t, r.Close())
+	mem[0] = 1 // still mapped: Close did not unmap caller memory
+
+	_, err = m.Register(0, 10, domain.AccessSend)
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = m.Register(uintptr(unsafe.Pointer(&mem[0])), 0, domain.AccessSend)
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = m.Register(uintptr(unsafe.Pointer(&mem[0])), 10, 0)
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "no access flags")
+	_, err = m.AllocRegistered(-1, domain.AccessSend)
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	assert.Zero(t, m.Stats().Registrations)
+}
+
+func TestCloseReportsLiveRegistrations(t *testing.T) {
+	m := open(t, domain.Config{})
+	_, err := m.AllocRegistered(8192, domain.AccessSend)
+	require.NoError(t, err)
+	err = m.Close()
+	assert.ErrorIs(t, err, domain.ErrRegistrationsAlive)
+	assert.Contains(t, err.Error(), "1 registrations, 8192 bytes")
+	assert.Zero(t, m.Stats().Registrations, "Close deregistered the leak")
+	_, err = m.AllocRegistered(8192, domain.AccessSend)
+	assert.ErrorIs(t, err, netio.ErrClosed)
+}
