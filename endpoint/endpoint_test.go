@@ -198,6 +198,9 @@ func TestBadAddresses(t *testing.T) {
 	}
 	_, err := endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "listen without OnData")
+	cfg.Params.BufferCount = mgr.Info().RxSize() + 1
+	_, err = endpoint.Listen(mgr, "127.0.0.1:0", cfg)
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "more receive buffers than the provider keeps posted")
 	_, err = endpoint.Dial(context.Background(), mgr, "127.0.0.1:1", endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: -1}})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
 	_, err = endpoint.Dial(context.Background(), mgr, "127.0.0.1:1", endpoint.SendConfig{Params: netio.BufferedSendParams{UseSharedBuffers: true}})

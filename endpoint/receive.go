@@ -84,6 +84,10 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 	if err := cfg.Params.Validate(); err != nil {
 		return nil, err
 	}
+	if rx := mgr.Info().RxSize(); rx > 0 && cfg.Params.BufferCount > rx {
+		return nil, fmt.Errorf("%w: endpoint: %d receive buffers, but %s keeps at most %d posted",
+			netio.ErrInvalidArgument, cfg.Params.BufferCount, mgr.Provider(), rx)
+	}
 	host, port, err := splitAddr(addr, true)
 	if err != nil {
 		return nil, err
