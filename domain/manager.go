@@ -17,8 +17,8 @@ import (
 	"github.com/netio-go/netio/fabric"
 )
 
-// ErrRegistrationsAlive is returned by Close when registrations were still
-// alive: Close deregistered and freed them, but the caller had leaked them.
+// ErrRegistrationsAlive is returned by Close while registrations are alive:
+// Close changed nothing.
 var ErrRegistrationsAlive = errors.New("domain: registrations still alive at Close")
 
 // Config selects the provider and the local address of a Manager.
@@ -135,40 +135,42 @@ func (m *Manager) Stats() Stats {
 	return m.stats
 }
 
-// Close deregisters and frees anything still registered (and reports it
-// with ErrRegistrationsAlive), then closes the domain and the fabric. Close
-// endpoints first. It is idempotent.
+// Close closes the domain and the fabric. While registrations are alive it
+// changes nothing and returns an error wrapping ErrRegistrationsAlive that
+// counts them: their memory may still be in use by open endpoints, so close
+// those (and the buffers they hold) first, then Close again. It is
+// idempotent once it has succeeded.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return nil
 	}
-	m.closed = true
-	alive := make([]*Registration, 0, len(m.regs))
-	for r := range m.regs {
-		alive = append(alive, r)
+	if n := len(m.regs); n > 0 {
+		bytes := m.stats.RegisteredBytes
+		m.mu.Unlock()
+		m.log.Warn().Int("registrations", n).Int64("bytes", bytes).Msg("domain close refused: registrations alive")
+		return fmt.Errorf("%w: %d registrations, %d bytes: close the endpoints and buffers that hold them first",
+			ErrRegistrationsAlive, n, bytes)
 	}
+	m.closed = true // refuses new registrations from here on
 	m.mu.Unlock()
 
-	var errs []error
-	if len(alive) > 0 {
-		var bytes int64
-		for _, r := range alive {
-			bytes += int64(r.length)
-			if err := r.Close(); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		m.log.Warn().Int("registrations", len(alive)).Int64("bytes", bytes).Msg("domain closed with live registrations")
-		errs = append(errs, fmt.Errorf("%w: %d registrations, %d bytes (deregistered and freed now)", ErrRegistrationsAlive, len(alive), bytes))
-	}
 	if err := m.dom.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("domain: %w (endpoints still open?)", err))
+		m.reopen()
+		return fmt.Errorf("domain: %w (endpoints or queues still open?)", err)
 	}
 	if err := m.fab.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("domain: %w", err))
+		return fmt.Errorf("domain: %w", err)
 	}
 	m.info.Free()
-	return errors.Join(errs...)
+	return nil
+}
+
+// reopen undoes the closed mark after a close that failed and changed
+// nothing.
+func (m *Manager) reopen() {
+	m.mu.Lock()
+	m.closed = false
+	m.mu.Unlock()
 }

@@ -128,13 +128,31 @@ func (r *Registration) Close() error {
 	}
 	err := r.mr.Close()
 	m.unreserve(nil, r.length)
-	if r.mapped != nil {
-		if uerr := unix.Munmap(r.mapped); uerr != nil && err == nil {
-			err = fmt.Errorf("domain: munmap: %w", uerr)
-		}
-		r.mapped = nil
+	if uerr := Free(r.mapped); uerr != nil && err == nil {
+		err = uerr
 	}
+	r.mapped = nil
 	return err
+}
+
+// Detach deregisters the memory and hands its mapping to the caller, who
+// unmaps it with Free once nothing can touch it any more. For memory the
+// caller registered, the result is nil. Use it when the registration must
+// go now but a caller may still hold slices of the memory.
+func (r *Registration) Detach() ([]byte, error) {
+	m := r.m
+	m.mu.Lock()
+	_, live := m.regs[r]
+	delete(m.regs, r)
+	m.mu.Unlock()
+	if !live {
+		return nil, nil
+	}
+	err := r.mr.Close()
+	m.unreserve(nil, r.length)
+	mem := r.mapped
+	r.mapped = nil
+	return mem, err
 }
 
 // AllocRegistered allocates size bytes outside the Go heap (anonymous mmap,
@@ -150,16 +168,26 @@ func (m *Manager) AllocRegistered(size int, access Access) (*Registration, error
 	}
 	r, err := m.Register(uintptr(unsafe.Pointer(&mem[0])), size, access)
 	if err != nil {
-		_ = unix.Munmap(mem[:cap(mem)])
+		_ = Free(mem)
 		return nil, err
 	}
 	r.mapped = mem[:cap(mem)]
 	return r, nil
 }
 
+// Free unmaps memory from Alloc (or Detach). A nil slice is a no-op.
+func Free(mem []byte) error {
+	if mem == nil {
+		return nil
+	}
+	if err := unix.Munmap(mem[:cap(mem)]); err != nil {
+		return fmt.Errorf("domain: munmap: %w", err)
+	}
+	return nil
+}
+
 // Alloc maps size bytes (rounded up to whole pages) of anonymous memory
-// outside the Go heap. The result has length size; release it with
-// unix.Munmap(b[:cap(b)]).
+// outside the Go heap. The result has length size; release it with Free.
 func Alloc(size int) ([]byte, error) {
 	page := os.Getpagesize()
 	n := (size + page - 1) / page * page

@@ -56,7 +56,12 @@ func (r *receiver) config(p netio.ReceiveParams) endpoint.ListenConfig {
 			r.count.Add(1)
 		},
 		OnConnectionEstablished: func(*endpoint.ReceiveEndpoint) { r.est.Add(1) },
-		OnConnectionClosed:      func(_ *endpoint.ReceiveEndpoint, err error) { r.closed <- err },
+		OnConnectionClosed: func(_ *endpoint.ReceiveEndpoint, err error) {
+			select { // callbacks must not block: keep the first few
+			case r.closed <- err:
+			default:
+			}
+		},
 	}
 }
 

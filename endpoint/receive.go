@@ -65,8 +65,7 @@ type Listener struct {
 	conns  map[*ReceiveEndpoint]struct{}
 	closed bool
 
-	closeOnce sync.Once
-	closeErr  error
+	closer    closer
 	accepted  atomic.Uint64
 	rejected  atomic.Uint64
 }
@@ -109,7 +108,7 @@ func (l *Listener) open(host, port string) error {
 			return err
 		}
 	}
-	if l.owner, err = l.poller.Register(l); err != nil {
+	if l.owner, err = l.poller.Register(listenHandler{l}); err != nil {
 		return err
 	}
 	// Like every info an endpoint is opened with, it lives as long as the
@@ -150,13 +149,16 @@ func (l *Listener) Connections() []*ReceiveEndpoint {
 // Accepted returns how many connections were accepted so far.
 func (l *Listener) Accepted() uint64 { return l.accepted.Load() }
 
-// HandleCompletion implements cq.Handler. The passive endpoint posts no
-// operations, so nothing arrives here.
-func (l *Listener) HandleCompletion(uint32, cq.Result) {}
+// listenHandler is the listener's cq.Handler, kept apart so that users
+// cannot call the handler methods. The passive endpoint posts no
+// operations, so no completion arrives.
+type listenHandler struct{ l *Listener }
 
-// HandleEvent implements cq.Handler: it accepts connection requests. It
-// runs on the poller goroutine.
-func (l *Listener) HandleEvent(ev fabric.Event) {
+func (listenHandler) HandleCompletion(uint32, cq.Result) {}
+func (h listenHandler) HandleEvent(ev fabric.Event)    { h.l.handleEvent(ev) }
+
+// handleEvent accepts connection requests. It runs on the poller goroutine.
+func (l *Listener) handleEvent(ev fabric.Event) {
 	switch ev.Kind {
 	case fabric.EventConnReq:
 		l.accept(ev.Info) // takes ownership of ev.Info
@@ -204,10 +206,12 @@ func (l *Listener) forget(r *ReceiveEndpoint) {
 
 // Close stops accepting, closes every connection (each gets its
 // OnConnectionClosed with netio.ErrClosed and the peer sees it closed), and
-// stops the listener's own poller. It is idempotent and may be called from
-// a callback.
+// stops the listener's own poller. The listening port is released when the
+// poller stops: with a shared poller, when that poller is closed (requests
+// arriving until then are rejected). It is idempotent and may be called
+// from a callback.
 func (l *Listener) Close() error {
-	l.closeOnce.Do(func() {
+	return l.closer.close(l.poller, func() error {
 		l.mu.Lock()
 		l.closed = true
 		l.mu.Unlock()
@@ -216,25 +220,29 @@ func (l *Listener) Close() error {
 				r.teardown(netio.ErrClosed)
 			}
 		})
-		l.closeErr = l.release()
+		return l.release()
 	})
-	return l.closeErr
 }
 
+// release frees what open set up. The passive endpoint is closed only once
+// the poller has stopped reading the event queue: tcp in libfabric 1.17
+// builds connection requests from freed memory when the queue is read
+// after fi_close of a listening endpoint.
 func (l *Listener) release() error {
 	if l.poller == nil {
 		return nil
 	}
 	l.poller.Unregister(l.owner)
-	var errs []error
-	if l.pep != nil {
-		errs = append(errs, l.pep.Close())
+	var pepErr error
+	l.poller.AtStop(func() {
+		pepErr = l.pep.Close()
+		l.info.Free()
+	})
+	if !l.ownPoller {
+		return nil
 	}
-	l.info.Free()
-	if l.ownPoller {
-		errs = append(errs, l.poller.Close())
-	}
-	return errors.Join(errs...)
+	err := l.poller.Close()
+	return errors.Join(pepErr, err)
 }
 
 // ReceiveStats counts what a receive endpoint did.
@@ -254,8 +262,12 @@ type ReceiveEndpoint struct {
 	ep     *fabric.Endpoint
 	region *domain.Registration
 	stride int
-	local  string // set once connected, before OnConnectionEstablished
+	local  atomic.Pointer[string] // set once connected, before OnConnectionEstablished
 	info   *fabric.Info
+
+	// Poller goroutine only: a Close from inside OnData must not unmap the
+	// slice OnData is still looking at, so the memory goes after it returns.
+	inOnData, freeAfterOnData bool
 
 	state                   atomic.Uint32
 	messages, bytes, errors atomic.Uint64
@@ -267,7 +279,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	l := r.l
 	p := l.cfg.Params
 	var err error
-	if r.owner, err = l.poller.Register(r); err != nil {
+	if r.owner, err = l.poller.Register(receiveHandler{r}); err != nil {
 		return err
 	}
 	r.stride = (p.BufferSize + 63) / 64 * 64
@@ -316,17 +328,30 @@ func (r *ReceiveEndpoint) postAll() error {
 // ID returns the connection's number within its listener, from 1.
 func (r *ReceiveEndpoint) ID() uint64 { return r.id }
 
-// LocalAddr returns the connection's local address.
-func (r *ReceiveEndpoint) LocalAddr() string { return r.local }
+// LocalAddr returns the connection's local address, or "" before the
+// connection is established.
+func (r *ReceiveEndpoint) LocalAddr() string {
+	if p := r.local.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // Stats returns the endpoint's counters.
 func (r *ReceiveEndpoint) Stats() ReceiveStats {
 	return ReceiveStats{Messages: r.messages.Load(), Bytes: r.bytes.Load(), Errors: r.errors.Load()}
 }
 
-// HandleCompletion implements cq.Handler: it passes the message to OnData
-// and posts the buffer again. It runs on the poller goroutine.
-func (r *ReceiveEndpoint) HandleCompletion(key uint32, res cq.Result) {
+// receiveHandler is the endpoint's cq.Handler, kept apart so that users
+// cannot call the handler methods.
+type receiveHandler struct{ r *ReceiveEndpoint }
+
+func (h receiveHandler) HandleCompletion(key uint32, res cq.Result) { h.r.handleCompletion(key, res) }
+func (h receiveHandler) HandleEvent(ev fabric.Event)                 { h.r.handleEvent(ev) }
+
+// handleCompletion passes the message to OnData and posts the buffer again.
+// It runs on the poller goroutine.
+func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
 		return
 	}
@@ -338,7 +363,13 @@ func (r *ReceiveEndpoint) HandleCompletion(key uint32, res cq.Result) {
 	data := r.region.Bytes()[off : off+res.Len : off+res.Len]
 	r.messages.Add(1)
 	r.bytes.Add(uint64(res.Len))
+	r.inOnData = true
 	r.l.cfg.OnData(r, data)
+	r.inOnData = false
+	if r.freeAfterOnData {
+		r.freeRegion() // OnData closed the endpoint
+		return
+	}
 	r.repost(key)
 }
 
@@ -367,14 +398,15 @@ func (r *ReceiveEndpoint) repost(key uint32) {
 	}
 }
 
-// HandleEvent implements cq.Handler. It runs on the poller goroutine.
-func (r *ReceiveEndpoint) HandleEvent(ev fabric.Event) {
+// handleEvent runs on the poller goroutine.
+func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 	ev.Info.Free()
 	switch {
 	case ev.Kind == fabric.EventConnected && r.state.CompareAndSwap(stateConnecting, stateConnected):
 		// Only now: fi_getname on a sockets endpoint that is not yet
 		// connected crashes the provider's progress thread (libfabric 1.17).
-		r.local, _ = r.ep.Addr()
+		local, _ := r.ep.Addr()
+		r.local.Store(&local)
 		r.l.log.Debug().Uint64("conn", r.id).Msg("connection established")
 		if cb := r.l.cfg.OnConnectionEstablished; cb != nil {
 			cb(r)
@@ -391,10 +423,7 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	if prev == stateClosed {
 		return
 	}
-	if r.ep != nil {
-		_ = r.ep.Shutdown()
-	}
-	r.release()
+	r.release() // closing the endpoint tells the peer; see closeEndpoint
 	r.l.forget(r)
 	r.l.log.Debug().Uint64("conn", r.id).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
@@ -409,17 +438,28 @@ func (r *ReceiveEndpoint) release() {
 	if err := r.ep.Close(); err != nil {
 		r.l.log.Error().Err(err).Msg("closing endpoint")
 	}
-	if r.region != nil {
-		if err := r.region.Close(); err != nil {
-			r.l.log.Error().Err(err).Msg("freeing receive buffers")
-		}
-	}
 	r.info.Free()
+	if r.inOnData {
+		r.freeAfterOnData = true
+		return
+	}
+	r.freeRegion()
+}
+
+func (r *ReceiveEndpoint) freeRegion() {
+	if r.region == nil {
+		return
+	}
+	if err := r.region.Close(); err != nil {
+		r.l.log.Error().Err(err).Msg("freeing receive buffers")
+	}
+	r.region = nil
 }
 
 // Close closes this connection; the peer sees it closed and
 // OnConnectionClosed runs with netio.ErrClosed. It is idempotent and may be
-// called from a callback.
+// called from a callback; called from OnData, the data slice stays valid
+// until OnData returns.
 func (r *ReceiveEndpoint) Close() error {
 	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
 	return nil

@@ -112,10 +112,9 @@ type SendEndpointBuffered struct {
 	closed bool
 
 	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
-	connected chan error    // Dial's outcome, written once by HandleEvent
+	connected chan error    // Dial's outcome, written once by handleEvent
 	ended     atomic.Bool   // no more GetBuffer
-	closeOnce sync.Once
-	closeErr  error
+	closer    closer
 
 	sent, bytes, completed, failed atomic.Uint64
 }
@@ -170,7 +169,7 @@ func (s *SendEndpointBuffered) open(host, port string) error {
 			return err
 		}
 	}
-	if s.owner, err = s.poller.Register(s); err != nil {
+	if s.owner, err = s.poller.Register(sendHandler{s}); err != nil {
 		return err
 	}
 	s.holder = nextHolder.Add(1)
@@ -285,8 +284,16 @@ func (s *SendEndpointBuffered) Stats() SendStats {
 	return SendStats{Sent: s.sent.Load(), Bytes: s.bytes.Load(), Completed: s.completed.Load(), Failed: s.failed.Load()}
 }
 
-// HandleCompletion implements cq.Handler; it runs on the poller goroutine.
-func (s *SendEndpointBuffered) HandleCompletion(key uint32, r cq.Result) {
+// sendHandler is the endpoint's cq.Handler, kept apart so that users cannot
+// call the handler methods.
+type sendHandler struct{ s *SendEndpointBuffered }
+
+func (h sendHandler) HandleCompletion(key uint32, r cq.Result) { h.s.handleCompletion(key, r) }
+func (h sendHandler) HandleEvent(ev fabric.Event)               { h.s.handleEvent(ev) }
+
+// handleCompletion returns the buffer and reports its key. It runs on the
+// poller goroutine.
+func (s *SendEndpointBuffered) handleCompletion(key uint32, r cq.Result) {
 	if !s.pool.Complete(uint64(key), s.holder) {
 		return // already reported by teardown
 	}
@@ -301,8 +308,9 @@ func (s *SendEndpointBuffered) HandleCompletion(key uint32, r cq.Result) {
 	}
 }
 
-// HandleEvent implements cq.Handler; it runs on the poller goroutine.
-func (s *SendEndpointBuffered) HandleEvent(ev fabric.Event) {
+// handleEvent completes Dial or ends the connection. It runs on the poller
+// goroutine.
+func (s *SendEndpointBuffered) handleEvent(ev fabric.Event) {
 	ev.Info.Free()
 	switch s.state.Load() {
 	case stateConnecting:
@@ -352,8 +360,11 @@ func (s *SendEndpointBuffered) teardown(reason error) {
 	}
 }
 
-// closeEndpoint shuts the connection down and closes the endpoint, once,
-// after posts in progress have finished.
+// closeEndpoint closes the endpoint, once, after posts in progress have
+// finished; the peer sees the connection closed. It runs on the poller
+// goroutine, so that no queue read races with the close. There is no
+// fi_shutdown first: shutdown followed at once by close corrupts the heap
+// of the sockets provider (libfabric 1.17), and close alone tells the peer.
 func (s *SendEndpointBuffered) closeEndpoint() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -361,11 +372,6 @@ func (s *SendEndpointBuffered) closeEndpoint() {
 		return
 	}
 	s.closed = true
-	if s.ep == nil {
-		s.info.Free()
-		return
-	}
-	_ = s.ep.Shutdown() // fails harmlessly when the peer went first
 	if err := s.ep.Close(); err != nil {
 		s.log.Error().Err(err).Msg("closing endpoint")
 	}
@@ -373,16 +379,16 @@ func (s *SendEndpointBuffered) closeEndpoint() {
 }
 
 // Close ends the connection: the peer sees it closed, every pending key is
-// reported with Canceled, every buffer goes back (buffers the caller leased
-// and did not send are reclaimed and must not be touched again), and the
-// endpoint's own poller stops. It is idempotent and may be called from a
-// callback.
+// reported with Canceled, every buffer goes back, and the endpoint's own
+// poller stops. Buffers the caller leased and did not send are taken back
+// too: SendBuffer refuses them, and their memory stays mapped while the
+// caller holds them, so a late write is harmless. It is idempotent and may
+// be called from a callback.
 func (s *SendEndpointBuffered) Close() error {
-	s.closeOnce.Do(func() {
+	return s.closer.close(s.poller, func() error {
 		s.poller.Do(func() { s.teardown(netio.ErrClosed) })
-		s.closeErr = s.release()
+		return s.release()
 	})
-	return s.closeErr
 }
 
 // release frees what open set up, in reverse order. Dial calls it after a
@@ -393,13 +399,17 @@ func (s *SendEndpointBuffered) release() error {
 		return nil
 	}
 	s.poller.Unregister(s.owner)
-	s.closeEndpoint()
+	if s.ep != nil {
+		s.poller.Do(s.closeEndpoint)
+	} else {
+		s.info.Free()
+	}
 	var errs []error
 	if s.pool != nil {
-		s.pool.Reclaim(s.holder)
 		if s.ownPool {
 			errs = append(errs, s.pool.Close())
 		} else {
+			s.pool.Reclaim(s.holder)
 			s.cfg.SharedBuffers.Detach()
 		}
 	}

@@ -101,8 +101,10 @@ func (q *CQ) Close() error {
 	if q == nil || q.c == nil {
 		return nil
 	}
-	err := opErr("fi_close(cq)", C.netio_close(&q.c.fid))
+	if err := opErr("fi_close(cq)", C.netio_close(&q.c.fid)); err != nil {
+		return err // still open: close what uses it first, then retry
+	}
 	C.free(unsafe.Pointer(q.entries))
 	q.c, q.entries = nil, nil
-	return err
+	return nil
 }

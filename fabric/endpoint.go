@@ -47,9 +47,11 @@ func (p *PassiveEndpoint) Close() error {
 	if p == nil || p.c == nil {
 		return nil
 	}
-	err := opErr("fi_close(pep)", C.netio_close(&p.c.fid))
+	if err := opErr("fi_close(pep)", C.netio_close(&p.c.fid)); err != nil {
+		return err // still open: close what uses it first, then retry
+	}
 	p.c = nil
-	return err
+	return nil
 }
 
 func getName(fid *C.struct_fid) (string, error) {
@@ -110,9 +112,11 @@ func (e *Endpoint) Close() error {
 	if e == nil || e.c == nil {
 		return nil
 	}
-	err := opErr("fi_close(ep)", C.netio_close(&e.c.fid))
+	if err := opErr("fi_close(ep)", C.netio_close(&e.c.fid)); err != nil {
+		return err // still open: close what uses it first, then retry
+	}
 	e.c = nil
-	return err
+	return nil
 }
 
 // Send posts one message of length bytes at addr (registered memory with

@@ -30,9 +30,11 @@ func (f *Fabric) Close() error {
 	if f == nil || f.c == nil {
 		return nil
 	}
-	err := opErr("fi_close(fabric)", C.netio_close(&f.c.fid))
+	if err := opErr("fi_close(fabric)", C.netio_close(&f.c.fid)); err != nil {
+		return err // still open: close what uses it first, then retry
+	}
 	f.c = nil
-	return err
+	return nil
 }
 
 // TryWait reports whether the caller may block on the wait file descriptors
@@ -82,9 +84,11 @@ func (d *Domain) Close() error {
 	if d == nil || d.c == nil {
 		return nil
 	}
-	err := opErr("fi_close(domain)", C.netio_close(&d.c.fid))
+	if err := opErr("fi_close(domain)", C.netio_close(&d.c.fid)); err != nil {
+		return err // still open: close what uses it first, then retry
+	}
 	d.c = nil
-	return err
+	return nil
 }
 
 // MR is a memory registration (fi_mr_reg).
@@ -118,9 +122,11 @@ func (m *MR) Close() error {
 	if m == nil || m.c == nil {
 		return nil
 	}
-	err := opErr("fi_close(mr)", C.netio_close(&m.c.fid))
+	if err := opErr("fi_close(mr)", C.netio_close(&m.c.fid)); err != nil {
+		return err // still open: close what uses it first, then retry
+	}
 	m.c = nil
-	return err
+	return nil
 }
 
 // EQ is an event queue for connection management events (fi_eq_open). Its
@@ -236,10 +242,12 @@ func (q *EQ) Close() error {
 	if q == nil || q.c == nil {
 		return nil
 	}
-	err := opErr("fi_close(eq)", C.netio_close(&q.c.fid))
+	if err := opErr("fi_close(eq)", C.netio_close(&q.c.fid)); err != nil {
+		return err // still open: close what uses it first, then retry
+	}
 	C.free(unsafe.Pointer(q.entry))
 	q.c, q.entry = nil, nil
-	return err
+	return nil
 }
 
 func cbool(b bool) C.int {

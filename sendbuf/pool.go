@@ -4,7 +4,9 @@
 package sendbuf
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -222,18 +224,31 @@ func (p *Pool) Len() int { return p.capacity }
 // BufferSize returns the size of each buffer.
 func (p *Pool) BufferSize() int { return len(p.bufs[0].data) }
 
-// Close deregisters and unmaps the buffers. Buffers still leased or posted
-// make Close fail with netio.ErrNoResources and change nothing: the memory
-// may still be in use. It is idempotent.
+// Close deregisters the buffers. Buffers still posted make Close fail with
+// netio.ErrNoResources and change nothing: the provider may still read them.
+// Buffers a caller still holds stay mapped (no longer registered) until the
+// pool and every buffer are unreachable, so a late write never faults; the
+// rest is unmapped at once. It is idempotent.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil
 	}
-	if out := p.capacity - len(p.free); out > 0 {
-		return fmt.Errorf("%w: sendbuf: %d of %d buffers still leased or posted", netio.ErrNoResources, out, p.capacity)
+	leased := 0
+	for i := range p.bufs {
+		switch p.bufs[i].state.Load() {
+		case statePosted:
+			return fmt.Errorf("%w: sendbuf: buffer %d still posted", netio.ErrNoResources, i)
+		case stateLeased:
+			leased++
+		}
 	}
 	p.closed = true
-	return p.reg.Close()
+	mem, err := p.reg.Detach()
+	if leased == 0 {
+		return errors.Join(err, domain.Free(mem))
+	}
+	runtime.AddCleanup(p, func(mem []byte) { _ = domain.Free(mem) }, mem)
+	return err
 }

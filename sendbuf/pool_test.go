@@ -58,7 +58,7 @@ func TestPoolOwnership(t *testing.T) {
 	assert.Equal(t, netio.InvalidArgument, p.Release(b.ID(), me), "posted buffers are not released")
 	assert.Equal(t, []uint64{b.ID()}, p.Posted(nil, me))
 	assert.Empty(t, p.Posted(nil, other))
-	assert.ErrorIs(t, p.Close(), netio.ErrNoResources, "buffers out")
+	assert.ErrorIs(t, p.Close(), netio.ErrNoResources, "a posted buffer")
 	assert.True(t, p.Complete(b.ID(), me))
 	assert.False(t, p.Complete(b.ID(), me), "never twice")
 	assert.Equal(t, 2, p.Free())
@@ -113,4 +113,20 @@ func BenchmarkGetPostComplete(b *testing.B) {
 		p.MarkPosted(buf, me)
 		p.Complete(buf.ID(), me)
 	}
+}
+
+// A buffer a caller still holds when the pool closes stays writable: the
+// registration goes, the mapping stays while the buffer is reachable.
+func TestCloseWithLeasedBufferKeepsMemory(t *testing.T) {
+	m, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, m.Close()) }()
+	p, err := sendbuf.NewPool(m, 4096, 2)
+	require.NoError(t, err)
+	b := p.Get(me)
+	require.NoError(t, p.Close())
+	assert.Zero(t, m.Stats().Registrations, "deregistered at Close")
+	b.Bytes()[4095] = 7 // would fault if Close had unmapped it
+	assert.Nil(t, p.Get(me), "a closed pool hands out nothing")
+	assert.Equal(t, netio.OK, p.Release(b.ID(), me), "the holder can still give it back")
 }
