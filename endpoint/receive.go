@@ -65,9 +65,9 @@ type Listener struct {
 	conns  map[*ReceiveEndpoint]struct{}
 	closed bool
 
-	closer    closer
-	accepted  atomic.Uint64
-	rejected  atomic.Uint64
+	closer   closer
+	accepted atomic.Uint64
+	rejected atomic.Uint64
 }
 
 // Listen starts accepting connections on addr ("HOST:PORT"; port 0 picks a
@@ -155,7 +155,7 @@ func (l *Listener) Accepted() uint64 { return l.accepted.Load() }
 type listenHandler struct{ l *Listener }
 
 func (listenHandler) HandleCompletion(uint32, cq.Result) {}
-func (h listenHandler) HandleEvent(ev fabric.Event)    { h.l.handleEvent(ev) }
+func (h listenHandler) HandleEvent(ev fabric.Event)      { h.l.handleEvent(ev) }
 
 // handleEvent accepts connection requests. It runs on the poller goroutine.
 func (l *Listener) handleEvent(ev fabric.Event) {
@@ -347,7 +347,7 @@ func (r *ReceiveEndpoint) Stats() ReceiveStats {
 type receiveHandler struct{ r *ReceiveEndpoint }
 
 func (h receiveHandler) HandleCompletion(key uint32, res cq.Result) { h.r.handleCompletion(key, res) }
-func (h receiveHandler) HandleEvent(ev fabric.Event)                 { h.r.handleEvent(ev) }
+func (h receiveHandler) HandleEvent(ev fabric.Event)                { h.r.handleEvent(ev) }
 
 // handleCompletion passes the message to OnData and posts the buffer again.
 // It runs on the poller goroutine.

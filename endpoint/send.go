@@ -289,7 +289,7 @@ func (s *SendEndpointBuffered) Stats() SendStats {
 type sendHandler struct{ s *SendEndpointBuffered }
 
 func (h sendHandler) HandleCompletion(key uint32, r cq.Result) { h.s.handleCompletion(key, r) }
-func (h sendHandler) HandleEvent(ev fabric.Event)               { h.s.handleEvent(ev) }
+func (h sendHandler) HandleEvent(ev fabric.Event)              { h.s.handleEvent(ev) }
 
 // handleCompletion returns the buffer and reports its key. It runs on the
 // poller goroutine.
