@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -268,6 +269,11 @@ type ReceiveEndpoint struct {
 	// Poller goroutine only: a Close from inside OnData must not unmap the
 	// slice OnData is still looking at, so the memory goes after it returns.
 	inOnData, freeAfterOnData bool
+	// Poller goroutine only: delivering what is left after the peer's
+	// shutdown (see drain).
+	draining                bool
+	drainStart, lastMessage time.Time
+	drainTimer              *time.Timer
 
 	state                   atomic.Uint32
 	messages, bytes, errors atomic.Uint64
@@ -363,6 +369,9 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 	data := r.region.Bytes()[off : off+res.Len : off+res.Len]
 	r.messages.Add(1)
 	r.bytes.Add(uint64(res.Len))
+	if r.draining {
+		r.lastMessage = time.Now()
+	}
 	r.inOnData = true
 	r.l.cfg.OnData(r, data)
 	r.inOnData = false
@@ -403,17 +412,53 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 	ev.Info.Free()
 	switch {
 	case ev.Kind == fabric.EventConnected && r.state.CompareAndSwap(stateConnecting, stateConnected):
-		// Only now: fi_getname on a sockets endpoint that is not yet
-		// connected crashes the provider's progress thread (libfabric 1.17).
-		local, _ := r.ep.Addr()
+		local, _ := r.ep.Addr() // final once connected
 		r.local.Store(&local)
 		r.l.log.Debug().Uint64("conn", r.id).Msg("connection established")
 		if cb := r.l.cfg.OnConnectionEstablished; cb != nil {
 			cb(r)
 		}
+	case ev.Kind == fabric.EventShutdown && r.state.Load() == stateConnected:
+		r.drain()
 	case ev.Kind != fabric.EventConnected:
 		r.teardown(closeReason(ev))
 	}
+}
+
+// How long a receive endpoint keeps delivering after the peer shut down.
+const (
+	drainQuiet = 20 * time.Millisecond // close after this long without a message
+	drainMax   = 2 * time.Second       // and in any case after this long
+)
+
+// drain starts closing after the peer's shutdown without losing what the
+// provider already holds: the sockets provider reports the shutdown while
+// messages it has accepted still wait for posted buffers. The endpoint keeps
+// delivering and closes once no message has come for drainQuiet. It runs
+// on the poller goroutine.
+func (r *ReceiveEndpoint) drain() {
+	if r.draining {
+		return
+	}
+	now := time.Now()
+	r.draining, r.drainStart, r.lastMessage = true, now, now
+	r.drainTimer = time.AfterFunc(drainQuiet, r.checkDrain)
+}
+
+// checkDrain runs on the drain timer; the decision runs on the poller
+// goroutine.
+func (r *ReceiveEndpoint) checkDrain() {
+	r.l.poller.Do(func() {
+		if r.state.Load() == stateClosed {
+			return
+		}
+		now := time.Now()
+		if now.Sub(r.lastMessage) >= drainQuiet || now.Sub(r.drainStart) >= drainMax {
+			r.teardown(netio.ErrConnectionClosed)
+			return
+		}
+		r.drainTimer.Reset(drainQuiet)
+	})
 }
 
 // teardown ends the connection once and frees its buffers; an established
@@ -422,6 +467,9 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	prev := r.state.Swap(stateClosed)
 	if prev == stateClosed {
 		return
+	}
+	if r.drainTimer != nil {
+		r.drainTimer.Stop()
 	}
 	r.release() // closing the endpoint tells the peer; see closeEndpoint
 	r.l.forget(r)

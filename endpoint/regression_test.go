@@ -148,3 +148,45 @@ func TestLocalAddrWhileConnecting(t *testing.T) {
 		return len(c) == 1 && c[0].LocalAddr() == l.Addr()
 	}, "the connection's local address")
 }
+
+// A sender that closes as soon as its sends complete loses nothing: the
+// sockets provider completes sends once it holds the data and reports the
+// peer's shutdown while that data still waits for posted buffers.
+func TestCloseRightAfterCompletionsLosesNothing(t *testing.T) {
+	const total, size = 20_000, 4096
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			rcv := newReceiver()
+			// On sockets, hold the receiver until the sender has closed, so
+			// the shutdown is reported while sockets still holds the data.
+			// tcp completes no send behind a stalled receiver, so it runs free.
+			senderClosed := make(chan struct{})
+			var stalled atomic.Bool
+			rcv.onData = func(*endpoint.ReceiveEndpoint, []byte) {
+				if prov == "sockets" && stalled.CompareAndSwap(false, true) {
+					<-senderClosed
+				}
+			}
+			l := listen(t, mgr, rcv.config(netio.ReceiveParams{BufferSize: size, BufferCount: 64}))
+			snd := newSender(64)
+			s, err := endpoint.Dial(context.Background(), mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: size, BufferCount: 64}))
+			require.NoError(t, err)
+			for k := 0; k < total; {
+				if buf := s.GetBuffer(); buf != nil {
+					require.Equal(t, netio.OK, s.SendBuffer(buf, size))
+					k++
+				} else {
+					<-snd.done
+				}
+			}
+			waitFor(t, 60*time.Second, func() bool { return s.Stats().Completed == total }, "all completions")
+			require.NoError(t, s.Close())
+			time.Sleep(50 * time.Millisecond) // the shutdown reaches the receiver's queue
+			close(senderClosed)
+			err = recvErr(t, rcv.closed, 30*time.Second, "connection-closed on the receiver")
+			assert.ErrorIs(t, err, netio.ErrConnectionClosed)
+			assert.Equal(t, int64(total), rcv.count.Load(), "messages delivered before the close was reported")
+		})
+	}
+}
