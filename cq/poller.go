@@ -155,7 +155,7 @@ type Poller struct {
 
 	stopping  atomic.Bool
 	done      chan struct{}
-	tid       atomic.Int64
+	goid      atomic.Uint64 // the poller goroutine's ID while it runs
 	closeOnce sync.Once
 	closeErr  error
 
@@ -262,10 +262,31 @@ func (p *Poller) Unregister(o Owner) {
 func (p *Poller) Owners() int { return len(*p.owners.Load()) }
 
 // OnPollerGoroutine reports whether the caller runs on the poller goroutine,
-// that is, inside one of its callbacks.
+// that is, inside one of its callbacks. It costs about a microsecond; it is
+// meant for Close and Do, not for hot paths.
 func (p *Poller) OnPollerGoroutine() bool {
-	tid := p.tid.Load()
-	return tid != 0 && int64(unix.Gettid()) == tid
+	id := p.goid.Load()
+	return id != 0 && goroutineID() == id
+}
+
+// goroutineID returns the calling goroutine's ID, read from the header of
+// its stack trace ("goroutine 123 [running]:"). Go has no API for it; the
+// poller needs it only to let a callback call Close and Do without waiting
+// for itself. (Locking the poller to an OS thread and comparing thread IDs
+// would avoid this, but makes every runtime.Gosched a thread hand-off that
+// costs ~30 µs of latency.)
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = b[len("goroutine "):]
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
 }
 
 // Do runs fn on the poller goroutine, between two batches, and returns when
@@ -351,9 +372,7 @@ func (p *Poller) wakeLocked() {
 }
 
 func (p *Poller) run() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	p.tid.Store(int64(unix.Gettid()))
+	p.goid.Store(goroutineID())
 	defer p.finish()
 
 	var idleSince time.Time
@@ -401,7 +420,7 @@ func (p *Poller) finish() {
 	for _, fn := range atStop {
 		fn()
 	}
-	p.tid.Store(0)
+	p.goid.Store(0)
 	err := p.closeQueues()
 	p.queueMu.Lock()
 	p.closeWakeFD()
@@ -539,9 +558,11 @@ func (p *Poller) block() {
 	}
 }
 
-// yield gives the core to other threads (a provider's progress thread, the
-// peer's poller) between empty polls: on two cores a poller that spins
-// without yielding starves them.
+// yield lets others run between empty polls: runtime.Gosched the
+// application's goroutines (a spinning poller holds one of GOMAXPROCS
+// slots; on two cores two pollers would leave the sender none), and
+// sched_yield the provider's own threads (the sockets progress thread).
 func yield() {
+	runtime.Gosched()
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }
