@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/endpoint"
+)
+
+const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--json] [--timeout D] [--local IP]"
+
+// defaultTimeout bounds a client run and a server run with --count.
+const defaultTimeout = 120 * time.Second
+
+// clientOptions are the client's flags.
+type clientOptions struct {
+	commonFlags
+	connect hostPort
+	local   string
+	size    int
+	count   uint64
+	bufs    int
+	verify  bool
+	timeout time.Duration // 0: none
+}
+
+// parseClientFlags parses the client's command line.
+func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
+	o := clientOptions{size: 4096, count: 100000, bufs: 128}
+	fs := newCmdLine("client", clientSynopsis, stderr)
+	o.register(fs.FlagSet)
+	connect := fs.String("connect", "", "server address, IP:PORT (required)")
+	fs.StringVar(&o.local, "local", "", "local IP address to open the domain on (default: 127.0.0.1 for a loopback server, else the address routed to it)")
+	fs.Var(sizeFlag{&o.size}, "size", "message size in bytes, e.g. 4096 or 64K")
+	fs.Uint64Var(&o.count, "count", o.count, "messages to send")
+	fs.IntVar(&o.bufs, "bufs", o.bufs, "send buffers: the most messages in flight")
+	fs.BoolVar(&o.verify, "verify", false, "fill byte i of message k with (k+i)%251")
+	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
+	if err := fs.parse(args); err != nil {
+		return o, err
+	}
+	if *connect == "" {
+		return o, fs.fail(errors.New("--connect is required"))
+	}
+	var err error
+	if o.connect, err = parseHostPort(*connect, false); err != nil {
+		return o, fs.fail(fmt.Errorf("--connect: %w", err))
+	}
+	if o.local != "" && net.ParseIP(o.local) == nil {
+		return o, fs.fail(fmt.Errorf("--local: %q is not an IP address", o.local))
+	}
+	if o.bufs < 1 {
+		return o, fs.fail(errors.New("--bufs must be at least 1"))
+	}
+	if o.timeout < 0 {
+		return o, fs.fail(errors.New("--timeout must not be negative"))
+	}
+	return o, nil
+}
+
+// localFor returns the local address to reach the server from: 127.0.0.1
+// for a loopback server, else the source address the kernel routes to it
+// by (a UDP "connect" sends nothing).
+func localFor(server hostPort) (string, error) {
+	if ip := net.ParseIP(server.IP); ip.IsLoopback() {
+		return ip.String(), nil
+	}
+	c, err := net.Dial("udp", server.String())
+	if err != nil {
+		return "", fmt.Errorf("no local address routes to %s: %w", server, err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+}
+
+// runClient is the client mode: it sends --count messages, waits for every
+// completion and closes.
+func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
+		defer cancel()
+	}
+	local := o.local
+	if local == "" {
+		var err error
+		if local, err = localFor(o.connect); err != nil {
+			return err
+		}
+	}
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	var pat pattern
+	if o.verify {
+		pat = newPattern(o.size)
+	}
+	s := newSender(o.size, pat)
+	ep, err := endpoint.Dial(ctx, mgr, o.connect.String(), s.config(o.bufs, o.poll.config()))
+	if err != nil {
+		return err
+	}
+	s.attach(ep)
+	start := time.Now()
+	_, sendErr := s.run(ctx, o.count, time.Time{})
+	drainErr := s.drain(ctx)
+	elapsed := time.Since(start)
+	closeErr := ep.Close()
+	r := s.report(o.provider, elapsed)
+	if err := r.print(stdout, o.json); err != nil {
+		return err
+	}
+	return firstError(sendErr, drainErr, closeErr)
+}
+
+// report summarises what the sender did: messages and bytes are the sends
+// that completed successfully.
+func (s *sender) report(provider string, elapsed time.Duration) report {
+	r := report{
+		Role: "client", Provider: provider, Size: s.size,
+		Messages: s.completed.Load(), Bytes: s.completed.Load() * uint64(s.size),
+		Verify: s.pat != nil, FailedSends: s.failed.Load(),
+	}
+	r.setRates(elapsed)
+	return r
+}
+
+// firstError returns the first non-nil error.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

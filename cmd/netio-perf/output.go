@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// report is the outcome of a server or client run. Its JSON form is the
+// last line printed with --json; the field names match the C peer's
+// (tests/cpeer), so scripts can compare the two. MB are 10^6 bytes.
+type report struct {
+	Role          string  `json:"role"`
+	Provider      string  `json:"provider"`
+	Size          int     `json:"size,omitempty"`
+	Connections   uint64  `json:"connections,omitempty"`
+	Messages      uint64  `json:"messages"`
+	Bytes         uint64  `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+	MBPerS        float64 `json:"mb_per_s"`
+	MsgsPerS      float64 `json:"msgs_per_s"`
+	Verify        bool    `json:"verify"`
+	VerifyErrors  uint64  `json:"verify_errors"`
+	ReceiveErrors uint64  `json:"receive_errors,omitempty"`
+	FailedSends   uint64  `json:"failed_sends,omitempty"`
+}
+
+// setRates fills Seconds, MBPerS and MsgsPerS from the counters and the
+// elapsed time. A zero elapsed time gives zero rates, never Inf or NaN
+// (which JSON cannot carry).
+func (r *report) setRates(elapsed time.Duration) {
+	r.Seconds = elapsed.Seconds()
+	r.MBPerS, r.MsgsPerS = rates(r.Messages, r.Bytes, elapsed)
+}
+
+// rates returns MB/s (10^6 bytes) and messages/s, or zeros for a zero
+// elapsed time.
+func rates(messages, bytes uint64, elapsed time.Duration) (mbPerS, msgsPerS float64) {
+	s := elapsed.Seconds()
+	if s <= 0 {
+		return 0, 0
+	}
+	return float64(bytes) / 1e6 / s, float64(messages) / s
+}
+
+// print writes the report as one JSON line, or as a human-readable summary.
+func (r report) print(w io.Writer, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, r)
+	}
+	verify := "off"
+	if r.Verify {
+		verify = fmt.Sprintf("%d errors", r.VerifyErrors)
+	}
+	_, err := fmt.Fprintf(w, "%s (%s): %d messages, %.3f MB in %.3f s: %.1f MB/s, %.4f Mmsg/s, verify %s",
+		r.Role, r.Provider, r.Messages, float64(r.Bytes)/1e6, r.Seconds, r.MBPerS, r.MsgsPerS/1e6, verify)
+	if err != nil {
+		return err
+	}
+	if r.Connections > 0 {
+		fmt.Fprintf(w, ", %d connections", r.Connections)
+	}
+	if r.ReceiveErrors > 0 {
+		fmt.Fprintf(w, ", %d receive errors", r.ReceiveErrors)
+	}
+	if r.FailedSends > 0 {
+		fmt.Fprintf(w, ", %d failed sends", r.FailedSends)
+	}
+	_, err = fmt.Fprintln(w)
+	return err
+}
+
+// printJSON writes v as one line of JSON.
+func printJSON(w io.Writer, v any) error {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", line)
+	return err
+}
+
+// sweepRow is one message size of the loopback sweep.
+type sweepRow struct {
+	Size       int     `json:"size"`
+	Messages   uint64  `json:"messages"`
+	Bytes      uint64  `json:"bytes"`
+	Seconds    float64 `json:"seconds"`
+	MBPerS     float64 `json:"mb_per_s"`
+	MsgsPerS   float64 `json:"msgs_per_s"`
+	RoundTrips int     `json:"round_trips"`
+	LatP50us   float64 `json:"latency_p50_us"`
+	LatP99us   float64 `json:"latency_p99_us"`
+}
+
+// sweepReport is the JSON form of a sweep.
+type sweepReport struct {
+	Role     string     `json:"role"`
+	Provider string     `json:"provider"`
+	Rows     []sweepRow `json:"rows"`
+}
+
+// printTable writes the sweep as an aligned table.
+func printTable(w io.Writer, provider string, rows []sweepRow) error {
+	fmt.Fprintf(w, "netio-perf loopback sweep, provider %s (MB = 10^6 bytes; latency is one-way = RTT/2)\n", provider)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tmessages\tMB/s\tMmsg/s\tround trips\tlat p50 µs\tlat p99 µs\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.4f\t%d\t%.1f\t%.1f\t\n",
+			formatSize(r.Size), r.Messages, r.MBPerS, r.MsgsPerS/1e6, r.RoundTrips, r.LatP50us, r.LatP99us)
+	}
+	return tw.Flush()
+}

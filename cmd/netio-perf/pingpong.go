@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/endpoint"
+)
+
+// Ping-pong parameters.
+const (
+	pingPongBufs   = 8  // buffers per endpoint; one message is in flight at a time
+	pingPongWarmup = 10 // round trips left out of the statistics
+)
+
+// pingPong bounces one message between two connections, one each way
+// (endpoints are one-directional): the client sends a ping on ping, the
+// server's listener echoes it on pong, and the client's listener times the
+// round trip and sends the next ping. Everything happens in callbacks, on
+// the client's and the server's poller goroutines, so no goroutine hand-off
+// adds to the latency.
+type pingPong struct {
+	size      int
+	budget    time.Duration
+	maxSample int
+
+	ping, pong atomic.Pointer[endpoint.SendEndpointBuffered]
+
+	// Client side, owned by the client's poller goroutine.
+	deadline time.Time
+	sentAt   time.Time
+	trips    int
+	rtts     []time.Duration
+	over     bool
+
+	done chan error // capacity 1: the first outcome
+}
+
+func newPingPong(size int, b budget) *pingPong {
+	return &pingPong{size: size, budget: b.pingPong, maxSample: b.maxRoundTrips,
+		rtts: make([]time.Duration, 0, b.maxRoundTrips), done: make(chan error, 1)}
+}
+
+// finish reports the outcome, once.
+func (p *pingPong) finish(err error) {
+	select {
+	case p.done <- err:
+	default:
+	}
+}
+
+// start sends the first ping. It runs on the client's poller goroutine.
+func (p *pingPong) start() {
+	now := time.Now()
+	p.deadline = now.Add(p.budget)
+	p.sendPing(now)
+}
+
+// sendPing sends the next ping on the client's connection.
+func (p *pingPong) sendPing(now time.Time) {
+	p.sentAt = now
+	if err := sendOne(p.ping.Load(), p.size); err != nil {
+		p.over = true
+		p.finish(fmt.Errorf("ping %d: %w", p.trips, err))
+	}
+}
+
+// onPing echoes a ping back. It runs on the server's poller goroutine.
+func (p *pingPong) onPing(_ *endpoint.ReceiveEndpoint, data []byte) {
+	if err := sendOne(p.pong.Load(), len(data)); err != nil {
+		p.finish(fmt.Errorf("echo: %w", err))
+	}
+}
+
+// onPong records a round trip and sends the next ping, or ends the run. It
+// runs on the client's poller goroutine.
+func (p *pingPong) onPong(_ *endpoint.ReceiveEndpoint, _ []byte) {
+	now := time.Now()
+	if p.over {
+		return
+	}
+	p.trips++
+	if p.trips > pingPongWarmup {
+		p.rtts = append(p.rtts, now.Sub(p.sentAt))
+	}
+	if len(p.rtts) >= p.maxSample || now.After(p.deadline) {
+		p.over = true
+		p.finish(nil)
+		return
+	}
+	p.sendPing(now)
+}
+
+// sendOne sends one message of size bytes from a free buffer, as it is (the
+// content does not matter for timing).
+func sendOne(ep *endpoint.SendEndpointBuffered, size int) error {
+	buf := ep.GetBuffer()
+	if buf == nil {
+		return errors.New("no free send buffer")
+	}
+	if st := ep.SendBuffer(buf, size); st != netio.OK {
+		ep.ReleaseBuffer(buf.ID())
+		return st.Err()
+	}
+	return nil
+}
+
+// latency runs the ping-pong for one size and fills the round-trip count and
+// the one-way latency percentiles (RTT/2) of row.
+func (w *sweeper) latency(ctx context.Context, size int, row *sweepRow) error {
+	mgr, b := w.mgr, w.budget
+	pc := w.poll.latencyConfig()
+	client, err := cq.Open(mgr.Fabric(), mgr.Domain(), pc)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	server, err := cq.Open(mgr.Fabric(), mgr.Domain(), pc)
+	if err != nil {
+		return err
+	}
+	defer server.Close()
+	p := newPingPong(size, b)
+	var l links
+	defer l.close()
+	if err := p.connect(ctx, mgr, client, server, &l); err != nil {
+		return err
+	}
+	client.Do(p.start)
+	limit := time.NewTimer(b.pingPong + 5*time.Second)
+	defer limit.Stop()
+	select {
+	case err = <-p.done:
+	case <-limit.C:
+		err = fmt.Errorf("no outcome after %v: a message was lost?", b.pingPong+5*time.Second)
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	row.RoundTrips = len(p.rtts)
+	row.LatP50us, row.LatP99us = oneWayPercentiles(p.rtts)
+	return nil
+}
+
+// links are the four objects of a ping-pong: a listener and a send endpoint
+// on each side.
+type links struct {
+	atClient, atServer *endpoint.Listener
+	ping, pong         *endpoint.SendEndpointBuffered
+}
+
+// connect sets up both directions, the client's listener and send endpoint
+// on the client poller, the server's on the server poller. On error the
+// caller still closes what was set up.
+func (p *pingPong) connect(ctx context.Context, mgr *domain.Manager, client, server *cq.Poller, l *links) error {
+	params := netio.ReceiveParams{BufferSize: p.size, BufferCount: pingPongBufs}
+	var err error
+	if l.atClient, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPong, Poller: client}); err != nil {
+		return err
+	}
+	if l.atServer, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPing, Poller: server}); err != nil {
+		return err
+	}
+	sendParams := netio.BufferedSendParams{BufferSize: p.size, BufferCount: pingPongBufs}
+	if l.ping, err = endpoint.Dial(ctx, mgr, l.atServer.Addr(), endpoint.SendConfig{Params: sendParams, Poller: client}); err != nil {
+		return err
+	}
+	if l.pong, err = endpoint.Dial(ctx, mgr, l.atClient.Addr(), endpoint.SendConfig{Params: sendParams, Poller: server}); err != nil {
+		return err
+	}
+	p.ping.Store(l.ping)
+	p.pong.Store(l.pong)
+	return nil
+}
+
+// close closes what connect set up, send endpoints first.
+func (l *links) close() {
+	for _, ep := range []*endpoint.SendEndpointBuffered{l.pong, l.ping} {
+		if ep != nil {
+			_ = ep.Close()
+		}
+	}
+	for _, ln := range []*endpoint.Listener{l.atServer, l.atClient} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}
+
+// oneWayPercentiles returns the 50th and 99th percentile of the one-way
+// latency (half the round trip) in microseconds. It sorts rtts.
+func oneWayPercentiles(rtts []time.Duration) (p50, p99 float64) {
+	if len(rtts) == 0 {
+		return 0, 0
+	}
+	slices.Sort(rtts)
+	oneWay := func(q float64) float64 {
+		i := min(len(rtts)-1, int(q*float64(len(rtts))))
+		return float64(rtts[i]) / 2 / float64(time.Microsecond)
+	}
+	return oneWay(0.50), oneWay(0.99)
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/sendbuf"
+)
+
+// waitBackoff bounds every wait of the sending goroutine, so that it looks
+// again even if no completion signals it (a transmit queue that was full
+// for another reason than our own sends).
+const waitBackoff = time.Millisecond
+
+// sender streams messages of one size through a buffered send endpoint,
+// keeping up to the endpoint's buffer count in flight. Its run and drain
+// methods belong to one goroutine; its callbacks run on the endpoint's
+// poller goroutine and never block.
+//
+// When the window is full the sending goroutine sleeps until the messages
+// in flight have dropped to a low-water mark (a quarter of the window gone),
+// not until the next completion: waking a goroutine costs microseconds, so
+// it should come back to refill many buffers, not one.
+type sender struct {
+	ep       *endpoint.SendEndpointBuffered
+	size     int
+	pat      pattern // nil: buffers are sent as they are, not filled
+	lowWater uint64  // wake the sender when at most this many are in flight
+
+	sent  atomic.Uint64 // messages posted; written by the sending goroutine only
+	freed chan struct{} // capacity 1: in-flight messages reached lowWater
+	timer *time.Timer
+
+	completed, failed atomic.Uint64
+
+	goneOnce sync.Once
+	gone     chan struct{} // closed when the connection has ended
+	goneErr  error         // why; written before gone is closed
+}
+
+// newSender returns a sender for messages of size bytes; with pat non-nil
+// message k carries the pattern of message k. Dial with its config, then
+// attach the endpoint.
+func newSender(size int, pat pattern) *sender {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &sender{size: size, pat: pat, freed: make(chan struct{}, 1), gone: make(chan struct{}), timer: t}
+}
+
+// config returns the endpoint configuration: bufs buffers of the message
+// size, its own poller configured by pc, completions and connection loss
+// routed to the sender.
+func (s *sender) config(bufs int, pc cq.Config) endpoint.SendConfig {
+	s.lowWater = uint64(bufs - max(1, bufs/4))
+	return endpoint.SendConfig{
+		Params:             netio.BufferedSendParams{BufferSize: s.size, BufferCount: bufs},
+		OnSendCompleted:    s.onCompleted,
+		OnConnectionClosed: s.onClosed,
+		PollerConfig:       pc,
+	}
+}
+
+// attach sets the endpoint the sender sends on.
+func (s *sender) attach(ep *endpoint.SendEndpointBuffered) { s.ep = ep }
+
+// onCompleted counts a completion and wakes the sending goroutine when the
+// messages in flight have dropped to the low-water mark. It runs on the
+// poller goroutine and does not block.
+func (s *sender) onCompleted(_ uint64, st netio.Status) {
+	if st == netio.OK {
+		s.completed.Add(1)
+	} else {
+		s.failed.Add(1)
+	}
+	if s.sent.Load()-s.done() > s.lowWater {
+		return
+	}
+	select {
+	case s.freed <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// onClosed records that the connection ended. It runs on the poller
+// goroutine.
+func (s *sender) onClosed(err error) {
+	s.goneOnce.Do(func() {
+		s.goneErr = err
+		close(s.gone)
+	})
+}
+
+// done returns how many sends have completed, successfully or not.
+func (s *sender) done() uint64 { return s.completed.Load() + s.failed.Load() }
+
+// run sends messages until count were posted, the deadline (if not zero)
+// passed, the context ended or the connection failed. It returns how many
+// it posted in total.
+func (s *sender) run(ctx context.Context, count uint64, deadline time.Time) (uint64, error) {
+	for k := s.sent.Load(); k < count; k = s.sent.Load() {
+		if k%64 == 0 && !deadline.IsZero() && time.Now().After(deadline) {
+			break
+		}
+		buf := s.ep.GetBuffer()
+		if buf == nil {
+			if err := s.wait(ctx); err != nil {
+				return k, err
+			}
+			continue
+		}
+		if s.pat != nil {
+			s.pat.fill(buf.Bytes()[:s.size], k)
+		}
+		if err := s.post(ctx, buf); err != nil {
+			s.ep.ReleaseBuffer(buf.ID())
+			return k, err
+		}
+	}
+	return s.sent.Load(), nil
+}
+
+// post sends buf until the endpoint accepts it, waiting for a completion
+// whenever the transmit queue is full, and counts it as sent. The count
+// goes up before the send, so that its completion never sees more
+// completed than sent.
+func (s *sender) post(ctx context.Context, buf *sendbuf.NetworkBuffer) error {
+	for {
+		s.sent.Add(1)
+		st := s.ep.SendBuffer(buf, s.size)
+		if st == netio.OK {
+			return nil
+		}
+		s.sent.Add(^uint64(0))
+		switch st {
+		case netio.NoResources:
+			if err := s.wait(ctx); err != nil {
+				return err
+			}
+		case netio.Closed:
+			return fmt.Errorf("send of message %d: %w", s.sent.Load(), s.closedErr())
+		default:
+			return fmt.Errorf("send of message %d (buffer %d): %w", s.sent.Load(), buf.ID(), st.Err())
+		}
+	}
+}
+
+// wait blocks until a completion returned a buffer, waitBackoff passed, the
+// connection ended or the context ended.
+func (s *sender) wait(ctx context.Context) error {
+	s.timer.Reset(waitBackoff)
+	defer s.timer.Stop()
+	select {
+	case <-s.freed:
+	case <-s.timer.C:
+	case <-s.gone:
+		return s.closedErr()
+	case <-ctx.Done():
+		return fmt.Errorf("after %d messages: %w", s.sent.Load(), context.Cause(ctx))
+	}
+	return nil
+}
+
+// closedErr returns why the connection ended.
+func (s *sender) closedErr() error {
+	select {
+	case <-s.gone:
+		return fmt.Errorf("connection closed: %w", s.goneErr)
+	default:
+		return fmt.Errorf("connection closed")
+	}
+}
+
+// drain waits until every posted message has completed, then reports the
+// sends that failed.
+func (s *sender) drain(ctx context.Context) error {
+	sent := s.sent.Load()
+	for s.done() < sent {
+		if err := s.wait(ctx); err != nil {
+			if s.done() < sent {
+				return fmt.Errorf("%d of %d sends still pending: %w", sent-s.done(), sent, err)
+			}
+			break // the teardown reported every send before closing
+		}
+	}
+	if f := s.failed.Load(); f > 0 {
+		return fmt.Errorf("%d of %d sends failed", f, sent)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/endpoint"
+)
+
+const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--json] [--timeout D]"
+
+// closeGrace is how long a server that received its --count messages waits
+// for the clients to close their connections before it closes them itself:
+// closing first could cancel sends whose completions the clients have not
+// read yet.
+const closeGrace = time.Second
+
+// serverOptions are the server's flags.
+type serverOptions struct {
+	commonFlags
+	listen  hostPort
+	bufSize int
+	bufs    int
+	count   uint64
+	verify  bool
+	timeout time.Duration // 0: none
+}
+
+// parseServerFlags parses the server's command line.
+func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
+	o := serverOptions{bufSize: mib, bufs: 64}
+	fs := newCmdLine("server", serverSynopsis, stderr)
+	o.register(fs.FlagSet)
+	listen := fs.String("listen", "127.0.0.1:0", "address to listen on, IP:PORT (port 0 picks a free port)")
+	fs.Var(sizeFlag{&o.bufSize}, "buf-size", "size of each receive buffer: the largest message")
+	fs.IntVar(&o.bufs, "bufs", o.bufs, "receive buffers kept posted per connection")
+	fs.Uint64Var(&o.count, "count", 0, "exit after this many messages over all connections (0: run until SIGINT/SIGTERM)")
+	fs.BoolVar(&o.verify, "verify", false, "check that byte i of message k of each connection is (k+i)%251")
+	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long; 0: never (without --count the default is never)")
+	if err := fs.parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	if o.listen, err = parseHostPort(*listen, true); err != nil {
+		return o, fs.fail(fmt.Errorf("--listen: %w", err))
+	}
+	if o.bufs < 1 {
+		return o, fs.fail(errors.New("--bufs must be at least 1"))
+	}
+	if o.timeout < 0 {
+		return o, fs.fail(errors.New("--timeout must not be negative"))
+	}
+	if o.count == 0 && !fs.isSet("timeout") {
+		o.timeout = 0 // a server without --count runs until a signal
+	}
+	return o, nil
+}
+
+// runServer is the server mode: it receives until --count messages arrived,
+// the context ends (a signal: a clean exit) or the timeout passes (exit 1).
+func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	var pat pattern
+	if o.verify {
+		pat = newPattern(o.bufSize)
+	}
+	s := newSink(pat, o.count)
+	l, err := endpoint.Listen(mgr, o.listen.String(), s.listenConfig(o.bufSize, o.bufs, o.poll.config()))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "LISTENING %s\n", l.Addr())
+	fmt.Fprintf(stderr, "listening on %s\n", l.Addr())
+	waitErr := waitServer(ctx, s, o.timeout)
+	closeErr := l.Close()
+	r := s.report(o.provider)
+	if err := r.print(stdout, o.json); err != nil {
+		return err
+	}
+	switch {
+	case waitErr != nil:
+		return waitErr
+	case closeErr != nil:
+		return closeErr
+	case r.VerifyErrors > 0:
+		return fmt.Errorf("%d messages failed verification", r.VerifyErrors)
+	}
+	return nil
+}
+
+// waitServer waits until the sink reached its target (then for the peers to
+// close, up to closeGrace) or the context ends; it fails when the timeout
+// (0: none) passes first.
+func waitServer(ctx context.Context, s *sink, timeout time.Duration) error {
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-s.reached:
+		waitPeersClosed(s, closeGrace)
+		return nil
+	case <-ctx.Done():
+		return nil
+	case <-expired:
+		return fmt.Errorf("timeout after %v: received %d messages (--count %d)", timeout, s.messages.Load(), s.target)
+	}
+}
+
+// waitPeersClosed waits until no connection is open, or grace passed.
+func waitPeersClosed(s *sink, grace time.Duration) {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	for s.open.Load() > 0 {
+		select {
+		case <-s.closed:
+		case <-deadline.C:
+			return
+		}
+	}
+}

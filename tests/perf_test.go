@@ -1,0 +1,324 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Integration tests of cmd/netio-perf: they build the binary and run real
+// processes on loopback (and, for interop, the plain libfabric peer in
+// tests/cpeer). Every process gets a --timeout of its own and is killed
+// when its test's context ends, so nothing outlives a test.
+
+// perfTestTimeout bounds each test.
+const perfTestTimeout = 4 * time.Minute
+
+// perfReport is the JSON line netio-perf and cpeer print last.
+type perfReport struct {
+	Role         string  `json:"role"`
+	Provider     string  `json:"provider"`
+	Messages     uint64  `json:"messages"`
+	Bytes        uint64  `json:"bytes"`
+	Seconds      float64 `json:"seconds"`
+	MBPerS       float64 `json:"mb_per_s"`
+	MsgsPerS     float64 `json:"msgs_per_s"`
+	VerifyErrors uint64  `json:"verify_errors"`
+	FailedSends  uint64  `json:"failed_sends"`
+}
+
+// perfBuild builds cmd/netio-perf into a temporary directory.
+func perfBuild(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go tool is needed to build netio-perf")
+	bin := filepath.Join(t.TempDir(), "netio-perf")
+	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/netio-go/netio/cmd/netio-perf")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build netio-perf: %s", out)
+	return bin
+}
+
+// perfBuildCPeer builds the C peer, or skips the test when gcc or
+// pkg-config is missing.
+func perfBuildCPeer(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"gcc", "pkg-config"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("interop test needs %s to build tests/cpeer/cpeer.c: %v", tool, err)
+		}
+	}
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "libfabric").Output()
+	require.NoError(t, err, "pkg-config libfabric")
+	bin := filepath.Join(t.TempDir(), "cpeer")
+	args := append([]string{"-O2", "-o", bin, filepath.Join("cpeer", "cpeer.c")}, strings.Fields(string(flags))...)
+	out, err := exec.Command("gcc", args...).CombinedOutput()
+	require.NoError(t, err, "gcc cpeer.c: %s", out)
+	return bin
+}
+
+// perfProc is a running process whose stdout is collected line by line.
+type perfProc struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr perfBuffer
+	first  chan string // the first stdout line, or closed without one
+	done   chan error  // cmd.Wait's result, after stdout was read to the end
+
+	mu    sync.Mutex
+	lines []string
+}
+
+// perfStart starts bin with args; ctx's end kills it.
+func perfStart(t *testing.T, ctx context.Context, bin string, args ...string) *perfProc {
+	t.Helper()
+	p := &perfProc{name: filepath.Base(bin) + " " + strings.Join(args, " "), first: make(chan string, 1), done: make(chan error, 1)}
+	p.cmd = exec.CommandContext(ctx, bin, args...)
+	p.cmd.Stderr = &p.stderr
+	p.cmd.WaitDelay = 5 * time.Second
+	stdout, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start(), p.name)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			n := len(p.lines)
+			p.mu.Unlock()
+			if n == 1 {
+				p.first <- sc.Text()
+			}
+		}
+		close(p.first)
+		p.done <- p.cmd.Wait()
+	}()
+	return p
+}
+
+// listening waits for the "LISTENING ip:port" line and returns the address.
+func (p *perfProc) listening(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	select {
+	case line, ok := <-p.first:
+		require.True(t, ok, "%s exited before listening; stderr: %s", p.name, p.stderrText())
+		addr, found := strings.CutPrefix(line, "LISTENING ")
+		require.True(t, found, "%s: first line %q is not LISTENING ip:port", p.name, line)
+		_, _, err := net.SplitHostPort(addr)
+		require.NoError(t, err, "%s: first line %q", p.name, line)
+		return addr
+	case <-ctx.Done():
+		require.FailNow(t, "no LISTENING line", "%s", p.name)
+		return ""
+	}
+}
+
+// wait waits for the process to exit and returns its exit status.
+func (p *perfProc) wait(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		require.NoError(t, err, p.name)
+		return 0
+	case <-ctx.Done():
+		require.FailNow(t, "process did not exit in time", "%s; stderr: %s", p.name, p.stderrText())
+		return -1
+	}
+}
+
+// stdoutLines returns the stdout lines read so far.
+func (p *perfProc) stdoutLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// stderrText returns what the process wrote to stderr so far.
+func (p *perfProc) stderrText() string { return p.stderr.String() }
+
+// perfBuffer is a bytes.Buffer that a process may write while a test reads.
+type perfBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *perfBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *perfBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// report decodes the last stdout line as the JSON report; call it after
+// wait.
+func (p *perfProc) report(t *testing.T) perfReport {
+	t.Helper()
+	lines := p.stdoutLines()
+	require.NotEmpty(t, lines, "%s printed nothing; stderr: %s", p.name, p.stderrText())
+	var r perfReport
+	last := lines[len(lines)-1]
+	require.NoError(t, json.Unmarshal([]byte(last), &r), "%s: last line %q", p.name, last)
+	return r
+}
+
+// perfExchange runs a receiver that prints LISTENING, then a sender against
+// it; both must exit 0. It returns both reports and the elapsed time.
+func perfExchange(t *testing.T, ctx context.Context, recvBin string, recvArgs []string, sendBin string, sendArgs []string) (recv, send perfReport, took time.Duration) {
+	t.Helper()
+	start := time.Now()
+	r := perfStart(t, ctx, recvBin, recvArgs...)
+	addr := r.listening(t, ctx)
+	s := perfStart(t, ctx, sendBin, append(sendArgs, "--connect", addr)...)
+	sendCode := s.wait(t, ctx)
+	recvCode := r.wait(t, ctx)
+	took = time.Since(start)
+	require.Equal(t, 0, sendCode, "sender %s failed; stderr: %s", s.name, s.stderrText())
+	require.Equal(t, 0, recvCode, "receiver %s failed; stderr: %s", r.name, r.stderrText())
+	recv, send = r.report(t), s.report(t)
+	t.Logf("receiver: %s", r.stdoutLines()[len(r.stdoutLines())-1])
+	t.Logf("sender:   %s", s.stdoutLines()[len(s.stdoutLines())-1])
+	t.Logf("took %v", took.Round(time.Millisecond))
+	return recv, send, took
+}
+
+// TestPerfServerClient streams 100000 verified 4 KiB messages from a
+// netio-perf client to a netio-perf server on each provider.
+func TestPerfServerClient(t *testing.T) {
+	bin := perfBuild(t)
+	const count = 100000
+	for _, provider := range []string{"tcp", "sockets"} {
+		t.Run(provider, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+			defer cancel()
+			n := strconv.Itoa(count)
+			server := []string{"server", "--provider", provider, "--listen", "127.0.0.1:0", "--count", n,
+				"--buf-size", "4096", "--verify", "--json", "--timeout", "3m"}
+			client := []string{"client", "--provider", provider, "--size", "4096", "--count", n,
+				"--verify", "--json", "--timeout", "3m"}
+			srv, cli, _ := perfExchange(t, ctx, bin, server, bin, client)
+
+			assert.Equal(t, "server", srv.Role)
+			assert.Equal(t, provider, srv.Provider)
+			assert.Equal(t, uint64(count), srv.Messages)
+			assert.Equal(t, uint64(count*4096), srv.Bytes)
+			assert.Zero(t, srv.VerifyErrors)
+			assert.Positive(t, srv.MBPerS)
+
+			assert.Equal(t, "client", cli.Role)
+			assert.Equal(t, uint64(count), cli.Messages)
+			assert.Zero(t, cli.FailedSends)
+			assert.Zero(t, cli.VerifyErrors)
+			assert.Positive(t, cli.MBPerS)
+		})
+	}
+}
+
+// TestPerfInteropCPeer checks the wire against a plain libfabric program in
+// both directions: cpeer send feeds netio-perf server, netio-perf client
+// feeds cpeer recv.
+func TestPerfInteropCPeer(t *testing.T) {
+	cpeer := perfBuildCPeer(t)
+	bin := perfBuild(t)
+	const count = 20000
+	n := strconv.Itoa(count)
+	t.Run("cpeer-send-to-server", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+		defer cancel()
+		srv, snd, _ := perfExchange(t, ctx,
+			bin, []string{"server", "--provider", "tcp", "--listen", "127.0.0.1:0", "--count", n, "--buf-size", "4096", "--verify", "--json", "--timeout", "2m"},
+			cpeer, []string{"send", "--provider", "tcp", "--size", "4096", "--count", n, "--verify", "--timeout", "120"})
+		assert.Equal(t, uint64(count), snd.Messages)
+		assert.Equal(t, uint64(count), srv.Messages)
+		assert.Equal(t, uint64(count*4096), srv.Bytes)
+		assert.Zero(t, srv.VerifyErrors)
+	})
+	t.Run("client-to-cpeer-recv", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+		defer cancel()
+		rcv, cli, _ := perfExchange(t, ctx,
+			cpeer, []string{"recv", "--provider", "tcp", "--listen", "127.0.0.1:0", "--size", "4096", "--count", n, "--verify", "--timeout", "120"},
+			bin, []string{"client", "--provider", "tcp", "--size", "4096", "--count", n, "--verify", "--json", "--timeout", "2m"})
+		assert.Equal(t, uint64(count), cli.Messages)
+		assert.Zero(t, cli.FailedSends)
+		assert.Equal(t, "recv", rcv.Role)
+		assert.Equal(t, uint64(count), rcv.Messages)
+		assert.Equal(t, uint64(count*4096), rcv.Bytes)
+		assert.Zero(t, rcv.VerifyErrors)
+	})
+}
+
+// TestPerfSweepQuick runs the loopback sweep with short budgets and checks
+// that the table has one row per size, in order, with positive MB/s.
+func TestPerfSweepQuick(t *testing.T) {
+	bin := perfBuild(t)
+	ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+	defer cancel()
+	p := perfStart(t, ctx, bin, "--quick")
+	require.Equal(t, 0, p.wait(t, ctx), "stderr: %s", p.stderrText())
+	t.Logf("sweep:\n%s", strings.Join(p.stdoutLines(), "\n"))
+
+	var rows [][]string
+	for _, line := range p.stdoutLines() {
+		if f := strings.Fields(line); len(f) == 8 && (f[1] == "B" || f[1] == "KiB" || f[1] == "MiB") {
+			rows = append(rows, f)
+		}
+	}
+	want := []string{"64 B", "1 KiB", "4 KiB", "64 KiB", "1 MiB"}
+	require.Len(t, rows, len(want), "table rows in:\n%s", strings.Join(p.stdoutLines(), "\n"))
+	for i, f := range rows {
+		assert.Equal(t, want[i], f[0]+" "+f[1])
+		mbps, err := strconv.ParseFloat(f[3], 64)
+		if assert.NoError(t, err, "MB/s of %v", f) {
+			assert.Positive(t, mbps, "MB/s of %v", f)
+		}
+		p50, err := strconv.ParseFloat(f[6], 64)
+		if assert.NoError(t, err, "p50 of %v", f) {
+			assert.Positive(t, p50, "latency p50 of %v", f)
+		}
+	}
+	assert.Contains(t, p.stderrText(), "sweep: 1 MiB ping-pong")
+}
+
+// TestPerfExitStatus checks the documented exit statuses: 2 for a bad
+// command line, 1 for a refused connection.
+func TestPerfExitStatus(t *testing.T) {
+	bin := perfBuild(t)
+	ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+	defer cancel()
+
+	bad := perfStart(t, ctx, bin, "client", "--connect", "not-an-address")
+	assert.Equal(t, 2, bad.wait(t, ctx))
+	assert.Contains(t, bad.stderrText(), "usage:")
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	refused := perfStart(t, ctx, bin, "client", "--connect", addr, "--count", "1", "--timeout", "30s")
+	assert.Equal(t, 1, refused.wait(t, ctx))
+	assert.Contains(t, refused.stderrText(), "refused")
+}
