@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"unsafe"
@@ -118,21 +119,8 @@ func (r *Registration) Bytes() []byte { return r.mapped }
 // Close deregisters the memory (and unmaps it if the Manager allocated it).
 // It is idempotent.
 func (r *Registration) Close() error {
-	m := r.m
-	m.mu.Lock()
-	_, live := m.regs[r]
-	delete(m.regs, r)
-	m.mu.Unlock()
-	if !live {
-		return nil
-	}
-	err := r.mr.Close()
-	m.unreserve(nil, r.length)
-	if uerr := Free(r.mapped); uerr != nil && err == nil {
-		err = uerr
-	}
-	r.mapped = nil
-	return err
+	mem, err := r.Detach()
+	return errors.Join(err, Free(mem))
 }
 
 // Detach deregisters the memory and hands its mapping to the caller, who

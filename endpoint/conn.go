@@ -5,8 +5,44 @@ import (
 	"fmt"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 )
+
+// attachPoller returns the shared poller, or opens one the caller owns (and
+// closes) when shared is nil.
+func attachPoller(mgr *domain.Manager, shared *cq.Poller, cfg cq.Config) (p *cq.Poller, own bool, err error) {
+	if shared != nil {
+		return shared, false, nil
+	}
+	p, err = cq.Open(mgr.Fabric(), mgr.Domain(), cfg)
+	return p, err == nil, err
+}
+
+// infoFor describes host:port in mgr's fabric and domain: the local address
+// to listen on with source, the peer to connect to without.
+func infoFor(mgr *domain.Manager, host, port string, source bool) (*fabric.Info, error) {
+	return fabric.GetInfo(fabric.Hints{Provider: mgr.Provider(), Node: host, Service: port, Source: source,
+		Fabric: mgr.Info().FabricName(), Domain: mgr.Info().DomainName()})
+}
+
+// openEndpoint opens an endpoint for info whose events reach owner, binds it
+// to the poller's queues and enables it. A non-nil endpoint comes back even
+// with an error, for the caller to close.
+func openEndpoint(mgr *domain.Manager, p *cq.Poller, info *fabric.Info, owner cq.Owner) (*fabric.Endpoint, error) {
+	ep, err := mgr.Domain().OpenEndpoint(info, owner.EndpointContext())
+	if err != nil {
+		return nil, err
+	}
+	if err = ep.BindEQ(p.EQ()); err != nil {
+		return ep, err
+	}
+	if err = ep.BindCQ(p.CQ(), fabric.BindTransmit|fabric.BindRecv); err != nil {
+		return ep, err
+	}
+	return ep, ep.Enable()
+}
 
 // closeReason turns a connection event into the error OnConnectionClosed
 // receives.

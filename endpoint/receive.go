@@ -103,20 +103,16 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 
 func (l *Listener) open(host, port string) error {
 	var err error
-	l.poller, l.ownPoller = l.cfg.Poller, l.cfg.Poller == nil
-	if l.ownPoller {
-		if l.poller, err = cq.Open(l.mgr.Fabric(), l.mgr.Domain(), l.cfg.PollerConfig); err != nil {
-			return err
-		}
+	if l.poller, l.ownPoller, err = attachPoller(l.mgr, l.cfg.Poller, l.cfg.PollerConfig); err != nil {
+		l.poller = nil
+		return err
 	}
 	if l.owner, err = l.poller.Register(listenHandler{l}); err != nil {
 		return err
 	}
 	// Like every info an endpoint is opened with, it lives as long as the
 	// passive endpoint (see SendEndpointBuffered.info).
-	l.info, err = fabric.GetInfo(fabric.Hints{Provider: l.mgr.Provider(), Node: host, Service: port, Source: true,
-		Fabric: l.mgr.Info().FabricName(), Domain: l.mgr.Info().DomainName()})
-	if err != nil {
+	if l.info, err = infoFor(l.mgr, host, port, true); err != nil {
 		return err
 	}
 	if l.pep, err = l.mgr.Fabric().OpenPassiveEndpoint(l.info, l.owner.EndpointContext()); err != nil {
@@ -292,16 +288,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if r.region, err = l.mgr.AllocRegistered(r.stride*p.BufferCount, domain.AccessRecv); err != nil {
 		return err
 	}
-	if r.ep, err = l.mgr.Domain().OpenEndpoint(info, r.owner.EndpointContext()); err != nil {
-		return err
-	}
-	if err = r.ep.BindEQ(l.poller.EQ()); err != nil {
-		return err
-	}
-	if err = r.ep.BindCQ(l.poller.CQ(), fabric.BindTransmit|fabric.BindRecv); err != nil {
-		return err
-	}
-	if err = r.ep.Enable(); err != nil {
+	if r.ep, err = openEndpoint(l.mgr, l.poller, info, r.owner); err != nil {
 		return err
 	}
 	if err = r.postAll(); err != nil {

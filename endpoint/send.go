@@ -163,11 +163,9 @@ func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig)
 // connecting. On error the caller releases what was set up.
 func (s *SendEndpointBuffered) open(host, port string) error {
 	var err error
-	s.poller, s.ownPoller = s.cfg.Poller, s.cfg.Poller == nil
-	if s.ownPoller {
-		if s.poller, err = cq.Open(s.mgr.Fabric(), s.mgr.Domain(), s.cfg.PollerConfig); err != nil {
-			return err
-		}
+	if s.poller, s.ownPoller, err = attachPoller(s.mgr, s.cfg.Poller, s.cfg.PollerConfig); err != nil {
+		s.poller = nil
+		return err
 	}
 	if s.owner, err = s.poller.Register(sendHandler{s}); err != nil {
 		return err
@@ -178,25 +176,13 @@ func (s *SendEndpointBuffered) open(host, port string) error {
 	}
 	// The info lives as long as the endpoint: the sockets provider keeps
 	// pointers into it (the destination address) for its connection thread.
-	s.info, err = fabric.GetInfo(fabric.Hints{Provider: s.mgr.Provider(), Node: host, Service: port,
-		Fabric: s.mgr.Info().FabricName(), Domain: s.mgr.Info().DomainName()})
-	if err != nil {
+	if s.info, err = infoFor(s.mgr, host, port, false); err != nil {
 		return err
 	}
-	dest := s.info
-	if s.ep, err = s.mgr.Domain().OpenEndpoint(dest, s.owner.EndpointContext()); err != nil {
+	if s.ep, err = openEndpoint(s.mgr, s.poller, s.info, s.owner); err != nil {
 		return err
 	}
-	if err = s.ep.BindEQ(s.poller.EQ()); err != nil {
-		return err
-	}
-	if err = s.ep.BindCQ(s.poller.CQ(), fabric.BindTransmit|fabric.BindRecv); err != nil {
-		return err
-	}
-	if err = s.ep.Enable(); err != nil {
-		return err
-	}
-	return s.ep.Connect(dest)
+	return s.ep.Connect(s.info)
 }
 
 func (s *SendEndpointBuffered) openPool() error {
