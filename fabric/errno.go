@@ -81,6 +81,7 @@ type OpError struct {
 	Err error  // an Errno, or a more specific error
 }
 
+// Error returns "fabric: <call>: <reason>".
 func (e *OpError) Error() string { return "fabric: " + e.Op + ": " + e.Err.Error() }
 
 // Unwrap returns the underlying error.

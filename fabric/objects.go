@@ -167,6 +167,7 @@ const (
 	EventShutdown  EventKind = EventKind(C.FI_SHUTDOWN)
 )
 
+// String names the event kind, e.g. "connected".
 func (k EventKind) String() string {
 	switch k {
 	case EventError:
@@ -227,6 +228,8 @@ type ProviderError struct {
 	Text      string
 }
 
+// Error returns libfabric's text, with the provider's own when it adds
+// something.
 func (e *ProviderError) Error() string {
 	if e.Text == "" || e.Text == e.Errno.Error() {
 		return e.Errno.Error()
