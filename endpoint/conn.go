@@ -65,3 +65,12 @@ func connectError(addr string, err error) error {
 	}
 	return fmt.Errorf("endpoint: dial %s: %w", addr, err)
 }
+
+// postStatus maps a refused post to its status: a full queue is
+// NoResources (retry later), anything else Failed.
+func postStatus(errno fabric.Errno) netio.Status {
+	if errno.Temporary() {
+		return netio.NoResources
+	}
+	return netio.Failed
+}

@@ -1,0 +1,226 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
+)
+
+// DefaultDialTimeout bounds a dial when its context has no deadline, so that
+// an unreachable peer is an error, not a hang.
+const DefaultDialTimeout = 10 * time.Second
+
+// Connection states.
+const (
+	stateConnecting uint32 = iota
+	stateConnected
+	stateClosed
+)
+
+// sendKind is what a send endpoint adds to the connection it shares with
+// the other kinds. Every method runs on the poller goroutine except
+// releaseResources.
+type sendKind interface {
+	// handleCompletion hands back what the operation with this key held and
+	// reports it, unless cancelPending already did.
+	handleCompletion(key uint32, r cq.Result)
+	// cancelPending reports every pending operation as Canceled. The
+	// endpoint is closed, so the provider holds nothing any more.
+	cancelPending()
+	// releaseResources frees the kind's memory once the endpoint is closed.
+	releaseResources() error
+}
+
+// sendConn is the connection half of a send endpoint: the poller, the
+// libfabric endpoint, the connection state, and the order in which a
+// connection ends (endpoint closed, pending operations reported, then
+// OnConnectionClosed).
+type sendConn struct {
+	mgr       *domain.Manager
+	addr      string
+	kind      sendKind
+	onClosed  func(error)
+	poller    *cq.Poller
+	ownPoller bool
+	owner     cq.Owner
+	log       zerolog.Logger
+
+	// mu orders posts against teardown: posts hold it shared, teardown
+	// holds it exclusively while it closes the endpoint.
+	mu     sync.RWMutex
+	ep     *fabric.Endpoint
+	info   *fabric.Info // freed after ep is closed: sockets keeps pointers into it
+	closed bool
+
+	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
+	connected chan error    // the dial's outcome, written once by handleEvent
+	ended     atomic.Bool   // the connection is over: hand out nothing new
+	closer    closer
+}
+
+// connOptions are the connection settings every send endpoint config has.
+type connOptions struct {
+	poller       *cq.Poller
+	pollerConfig cq.Config
+	log          zerolog.Logger
+	onClosed     func(error)
+}
+
+// dial connects to host:port. prepare sets up the kind's resources once the
+// poller and owner exist. On error everything set up is released.
+func (c *sendConn) dial(ctx context.Context, host, port string, o connOptions, prepare func() error) error {
+	c.log, c.onClosed, c.connected = o.log, o.onClosed, make(chan error, 1)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
+		defer cancel()
+	}
+	err := c.open(host, port, o, prepare)
+	if err == nil {
+		err = c.wait(ctx)
+	}
+	if err != nil {
+		c.state.Store(stateClosed)
+		_ = c.release()
+		return connectError(c.addr, err)
+	}
+	c.log.Debug().Str("peer", c.addr).Msg("connected")
+	return nil
+}
+
+func (c *sendConn) open(host, port string, o connOptions, prepare func() error) error {
+	var err error
+	if c.poller, c.ownPoller, err = attachPoller(c.mgr, o.poller, o.pollerConfig); err != nil {
+		c.poller = nil
+		return err
+	}
+	if c.owner, err = c.poller.Register(connHandler{c}); err != nil {
+		return err
+	}
+	if err = prepare(); err != nil {
+		return err
+	}
+	if c.info, err = infoFor(c.mgr, host, port, false); err != nil {
+		return err
+	}
+	if c.ep, err = openEndpoint(c.mgr, c.poller, c.info, c.owner); err != nil {
+		return err
+	}
+	return c.ep.Connect(c.info)
+}
+
+// wait returns the connection's outcome, or the context's error.
+func (c *sendConn) wait(ctx context.Context) error {
+	select {
+	case err := <-c.connected:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-c.connected: // connected just as the context ended
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// connHandler is the connection's cq.Handler, kept apart so that users
+// cannot call the handler methods.
+type connHandler struct{ c *sendConn }
+
+func (h connHandler) HandleCompletion(key uint32, r cq.Result) { h.c.kind.handleCompletion(key, r) }
+func (h connHandler) HandleEvent(ev fabric.Event)              { h.c.handleEvent(ev) }
+
+// handleEvent completes the dial or ends the connection. It runs on the
+// poller goroutine.
+func (c *sendConn) handleEvent(ev fabric.Event) {
+	ev.Info.Free()
+	switch c.state.Load() {
+	case stateConnecting:
+		var err error
+		if ev.Kind == fabric.EventConnected {
+			c.state.Store(stateConnected)
+		} else {
+			err = closeReason(ev) // refused or failed while connecting
+		}
+		select {
+		case c.connected <- err:
+		default: // the dial gave up already
+		}
+	case stateConnected:
+		c.teardown(closeReason(ev))
+	}
+}
+
+// teardown ends the connection once: it closes the endpoint (the provider
+// lets go of all memory), reports every pending operation as Canceled,
+// then calls OnConnectionClosed. It runs on the poller goroutine.
+func (c *sendConn) teardown(reason error) {
+	if c.state.Swap(stateClosed) == stateClosed {
+		return
+	}
+	c.ended.Store(true)
+	c.closeEndpoint()
+	c.poller.Unregister(c.owner)
+	c.kind.cancelPending()
+	c.log.Debug().Str("peer", c.addr).Err(reason).Msg("connection closed")
+	if c.onClosed != nil {
+		c.onClosed(reason)
+	}
+}
+
+// closeEndpoint closes the endpoint, once, after posts in progress have
+// finished; the peer sees the connection closed. It runs on the poller
+// goroutine, so that no queue read races with the close. There is no
+// fi_shutdown first: shutdown followed at once by close corrupts the heap
+// of the sockets provider (libfabric 1.17), and close alone tells the peer.
+func (c *sendConn) closeEndpoint() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if err := c.ep.Close(); err != nil {
+		c.log.Error().Err(err).Msg("closing endpoint")
+	}
+	c.info.Free()
+}
+
+// close is the endpoints' Close: teardown on the poller goroutine, then
+// release. It is idempotent and may be called from a callback.
+func (c *sendConn) close() error {
+	return c.closer.close(c.poller, func() error {
+		c.poller.Do(func() { c.teardown(netio.ErrClosed) })
+		return c.release()
+	})
+}
+
+// release frees what open set up, in reverse order: after a failed dial, or
+// after teardown.
+func (c *sendConn) release() error {
+	c.ended.Store(true)
+	if c.poller == nil {
+		return nil
+	}
+	c.poller.Unregister(c.owner)
+	if c.ep != nil {
+		c.poller.Do(c.closeEndpoint)
+	} else {
+		c.info.Free()
+	}
+	errs := []error{c.kind.releaseResources()}
+	if c.ownPoller {
+		errs = append(errs, c.poller.Close())
+	}
+	return errors.Join(errs...)
+}
