@@ -1,0 +1,377 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/rs/zerolog"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/headerbuf"
+)
+
+// Defaults for ZeroCopyConfig.
+const (
+	DefaultHeaderSize  = 64
+	DefaultHeaderCount = 128
+	// maxPieces bounds the iovecs of one send (header included), whatever
+	// the provider's iov_limit.
+	maxPieces = 8
+)
+
+// ZeroCopyConfig configures a zero-copy send endpoint.
+//
+// # Which memory is safe
+//
+// Data may lie in a declared region (Region, or SharedRegion registered
+// once per domain), used with its registration, or anywhere in Go memory:
+// each piece is pinned with runtime.Pinner from post to completion and
+// registered through a RegistrationCache. On providers that register in
+// software (tcp, sockets, udp, shm: no physical pages are pinned) a cached
+// registration may outlive the pin, so the cache keeps it for reuse. On
+// NICs that pin physical pages, Go heap memory that is unpinned and freed
+// can be given other pages while a stale registration still points at the
+// old ones: there the endpoint invalidates the range when the send
+// completes (KeepGoRegistrations false), and only declared regions are
+// cached across sends.
+type ZeroCopyConfig struct {
+	// HeaderSize is the size of a header slot: the largest header. 0
+	// selects DefaultHeaderSize.
+	HeaderSize int
+	// HeaderCount is the number of header slots, and so the largest number
+	// of sends in flight. 0 selects DefaultHeaderCount.
+	HeaderCount int
+	// Region is memory the caller declares up front (a DMA buffer, say),
+	// registered once for this connection; sends whose data lies inside it
+	// use that registration. Go memory given here stays pinned until Close.
+	Region []byte
+	// SharedRegion is memory registered once per domain by the caller and
+	// shared by endpoints; the caller closes it after them.
+	SharedRegion *domain.Registration
+	// Cache registers data outside the regions. Nil gives the endpoint its
+	// own, closed with it; share one between endpoints of a domain to reuse
+	// registrations across them.
+	Cache *domain.RegistrationCache
+	// KeepGoRegistrations keeps registrations of Go memory cached after the
+	// send completes. Nil selects true on software-registration providers
+	// (tcp, sockets, udp, shm) and false elsewhere; see the type comment.
+	KeepGoRegistrations *bool
+	// OnSendCompleted is called once per send with the caller's key and the
+	// outcome (OK, Failed, or Canceled when the endpoint closed first).
+	// From then on the caller may reuse the data. It runs on the poller
+	// goroutine and must not block. May be nil.
+	OnSendCompleted func(key uint64, status netio.Status)
+	// OnConnectionClosed is called once when the connection ends, as for
+	// SendConfig. May be nil.
+	OnConnectionClosed func(err error)
+	// Poller, PollerConfig and Logger are as for SendConfig.
+	Poller       *cq.Poller
+	PollerConfig cq.Config
+	Logger       zerolog.Logger
+}
+
+// zcSlot is what one send in flight holds, indexed by its header slot.
+type zcSlot struct {
+	posted atomic.Bool
+	pinner runtime.Pinner
+	regs   [maxPieces]*domain.CachedRegistration
+	iov    [maxPieces]fabric.IOVec
+	desc   [maxPieces]uintptr
+	bytes  int
+}
+
+// SendEndpointZeroCopy sends a small header copied into a registered slot
+// followed by the caller's data, not copied, as one libfabric message
+// (fi_sendv). The completion reports the caller's key; until then the data
+// must not change.
+type SendEndpointZeroCopy struct {
+	c        sendConn
+	cfg      ZeroCopyConfig
+	headers  *headerbuf.HeaderBuffer
+	slots    []zcSlot
+	cache    *domain.RegistrationCache
+	ownCache bool
+	keepGo   bool
+	maxIOV   int
+
+	region       *domain.Registration // Region's registration, or SharedRegion
+	regionPinner runtime.Pinner       // pins a Go Region until Close
+
+	sent, bytes, completed, failed atomic.Uint64
+}
+
+// DialZeroCopy connects to the listener at addr like Dial and returns a
+// zero-copy send endpoint.
+func DialZeroCopy(ctx context.Context, mgr *domain.Manager, addr string, cfg ZeroCopyConfig) (*SendEndpointZeroCopy, error) {
+	if mgr == nil {
+		return nil, fmt.Errorf("%w: endpoint: nil domain", netio.ErrInvalidArgument)
+	}
+	if err := cfg.withDefaults(mgr); err != nil {
+		return nil, err
+	}
+	host, port, err := splitAddr(addr, false)
+	if err != nil {
+		return nil, err
+	}
+	z := &SendEndpointZeroCopy{cfg: cfg, keepGo: *cfg.KeepGoRegistrations}
+	z.maxIOV = min(maxPieces, max(mgr.Info().IOVLimit(), 1))
+	z.c = sendConn{mgr: mgr, addr: addr, kind: z}
+	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed}
+	if err := z.c.dial(ctx, host, port, opts, z.prepare); err != nil {
+		return nil, err
+	}
+	return z, nil
+}
+
+func (c *ZeroCopyConfig) withDefaults(mgr *domain.Manager) error {
+	if c.HeaderSize == 0 {
+		c.HeaderSize = DefaultHeaderSize
+	}
+	if c.HeaderCount == 0 {
+		c.HeaderCount = DefaultHeaderCount
+	}
+	if c.HeaderSize < 0 || c.HeaderCount < 0 || c.HeaderCount > netio.MaxBufferCount {
+		return fmt.Errorf("%w: endpoint: %d header slots of %d bytes", netio.ErrInvalidArgument, c.HeaderCount, c.HeaderSize)
+	}
+	if c.Region != nil && len(c.Region) == 0 {
+		return fmt.Errorf("%w: endpoint: empty zero-copy region", netio.ErrInvalidArgument)
+	}
+	if c.Region != nil && c.SharedRegion != nil {
+		return fmt.Errorf("%w: endpoint: both Region and SharedRegion", netio.ErrInvalidArgument)
+	}
+	if c.KeepGoRegistrations == nil {
+		keep := softwareRegistration(mgr.Provider())
+		c.KeepGoRegistrations = &keep
+	}
+	return nil
+}
+
+// softwareRegistration reports whether the provider registers memory
+// without pinning physical pages.
+func softwareRegistration(provider string) bool {
+	for _, p := range strings.Split(provider, ";") {
+		switch p {
+		case "tcp", "sockets", "udp", "shm", "ofi_rxm", "ofi_rxd":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// prepare sets up the header slots, the region and the cache.
+func (z *SendEndpointZeroCopy) prepare() error {
+	mgr := z.c.mgr
+	var err error
+	if z.headers, err = headerbuf.New(mgr, z.cfg.HeaderSize, z.cfg.HeaderCount); err != nil {
+		return err
+	}
+	z.slots = make([]zcSlot, z.cfg.HeaderCount)
+	switch {
+	case z.cfg.SharedRegion != nil:
+		z.region = z.cfg.SharedRegion
+	case z.cfg.Region != nil:
+		z.regionPinner.Pin(&z.cfg.Region[0])
+		if z.region, err = mgr.Register(uintptr(unsafe.Pointer(&z.cfg.Region[0])), len(z.cfg.Region), domain.AccessSend); err != nil {
+			return err
+		}
+	}
+	if z.cache = z.cfg.Cache; z.cache == nil {
+		if z.cache, err = mgr.NewRegistrationCache(domain.CacheConfig{Access: domain.AccessSend}); err != nil {
+			return err
+		}
+		z.ownCache = true
+	}
+	return nil
+}
+
+// Send sends header (copied into a slot) followed by data (not copied) as
+// one message. It returns OK when posted; NoResources when no header slot
+// or queue entry is free or the registration limit is reached (retry after
+// completions); Failed for a header larger than a slot; Closed after Close
+// or connection loss. The data must not change until OnSendCompleted
+// reports key.
+func (z *SendEndpointZeroCopy) Send(header, data []byte, key uint64) netio.Status {
+	pieces := [1][]byte{data}
+	return z.SendV(header, pieces[:], key)
+}
+
+// SendV is Send with the data in several pieces, gathered into one message
+// after the header. Up to MaxPieces pieces; more is InvalidArgument.
+func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) netio.Status {
+	if len(data) > z.MaxPieces() {
+		return netio.InvalidArgument
+	}
+	c := &z.c
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return netio.Closed
+	}
+	h := z.headers.GetHeader(header, key)
+	if h.Status != netio.OK {
+		return h.Status
+	}
+	slot := &z.slots[h.Index]
+	n := 0
+	if len(header) > 0 {
+		slot.iov[0], slot.desc[0] = fabric.IOVec{Base: h.Addr, Len: uint64(len(header))}, z.headers.Desc()
+		n = 1
+	}
+	for _, piece := range data {
+		if len(piece) == 0 {
+			continue
+		}
+		if st := z.attach(slot, n, piece); st != netio.OK {
+			z.detach(slot, h.Index)
+			return st
+		}
+		n++
+	}
+	if n == 0 { // an empty message still is one message
+		slot.iov[0], slot.desc[0] = fabric.IOVec{Base: h.Addr}, z.headers.Desc()
+		n = 1
+	}
+	slot.bytes = 0
+	for i := range n {
+		slot.bytes += int(slot.iov[i].Len)
+	}
+	slot.posted.Store(true)
+	if errno := c.ep.Sendv(slot.iov[:n], slot.desc[:n], c.owner.Context(h.Index)); errno != 0 {
+		slot.posted.Store(false)
+		z.detach(slot, h.Index)
+		return postStatus(errno)
+	}
+	z.sent.Add(1)
+	z.bytes.Add(uint64(slot.bytes))
+	return netio.OK
+}
+
+// attach puts piece into iovec i of slot: through the declared region's
+// registration when it lies inside it, else pinned and registered through
+// the cache.
+func (z *SendEndpointZeroCopy) attach(slot *zcSlot, i int, piece []byte) netio.Status {
+	addr := uintptr(unsafe.Pointer(&piece[0]))
+	slot.iov[i] = fabric.IOVec{Base: addr, Len: uint64(len(piece))}
+	if r := z.region; r != nil && addr >= r.Addr() && addr+uintptr(len(piece)) <= r.Addr()+uintptr(r.Len()) {
+		slot.desc[i] = r.Desc()
+		return netio.OK
+	}
+	slot.pinner.Pin(&piece[0]) // no-op for memory outside the Go heap
+	reg, err := z.cache.Acquire(addr, len(piece))
+	if err != nil {
+		if errors.Is(err, netio.ErrNoResources) {
+			return netio.NoResources
+		}
+		return netio.Failed
+	}
+	slot.regs[i], slot.desc[i] = reg, reg.Desc()
+	return netio.OK
+}
+
+// detach lets go of what a slot holds, unpins its Go memory and frees the
+// header slot, returning the caller's key. Registrations go back to the
+// cache, or are invalidated when they must not outlive the pin.
+func (z *SendEndpointZeroCopy) detach(slot *zcSlot, idx uint32) uint64 {
+	for i, reg := range slot.regs {
+		if reg == nil {
+			continue
+		}
+		z.cache.Release(reg)
+		if !z.keepGo {
+			z.cache.Invalidate(slot.iov[i].Base, int(slot.iov[i].Len))
+		}
+		slot.regs[i] = nil
+	}
+	slot.pinner.Unpin()
+	key, _ := z.headers.ReturnHeader(idx)
+	return key
+}
+
+// MaxPieces returns the largest number of data pieces SendV accepts: the
+// provider's iov_limit less the header's, at most 7.
+func (z *SendEndpointZeroCopy) MaxPieces() int { return z.maxIOV - 1 }
+
+// NumAvailableHeaders returns the fewest free header slots seen since the
+// previous call.
+func (z *SendEndpointZeroCopy) NumAvailableHeaders() int { return z.headers.NumAvailable() }
+
+// PendingSends returns the keys of the sends in flight. It allocates.
+func (z *SendEndpointZeroCopy) PendingSends() []uint64 { return z.headers.PendingSends() }
+
+// RemoteAddr returns the address the endpoint was dialled with.
+func (z *SendEndpointZeroCopy) RemoteAddr() string { return z.c.addr }
+
+// Stats returns the endpoint's counters.
+func (z *SendEndpointZeroCopy) Stats() SendStats {
+	return SendStats{Sent: z.sent.Load(), Bytes: z.bytes.Load(), Completed: z.completed.Load(), Failed: z.failed.Load()}
+}
+
+// Close ends the connection as SendEndpointBuffered.Close does: every
+// pending key is reported with Canceled, after which the caller may reuse
+// its data.
+func (z *SendEndpointZeroCopy) Close() error { return z.c.close() }
+
+// handleCompletion runs on the poller goroutine.
+func (z *SendEndpointZeroCopy) handleCompletion(idx uint32, r cq.Result) {
+	if int(idx) >= len(z.slots) || !z.slots[idx].posted.CompareAndSwap(true, false) {
+		return // already reported by cancelPending
+	}
+	key := z.detach(&z.slots[idx], idx)
+	z.count(r.Status, 1)
+	if r.Status != netio.OK {
+		z.c.log.Warn().Uint64("key", key).Stringer("status", r.Status).Err(r.Errno).Msg("send failed")
+	}
+	if cb := z.cfg.OnSendCompleted; cb != nil {
+		cb(key, r.Status)
+	}
+}
+
+// cancelPending frees every slot in flight, then reports the keys.
+func (z *SendEndpointZeroCopy) cancelPending() {
+	var keys []uint64
+	for i := range z.slots {
+		if z.slots[i].posted.CompareAndSwap(true, false) {
+			keys = append(keys, z.detach(&z.slots[i], uint32(i)))
+		}
+	}
+	z.count(netio.Canceled, len(keys))
+	if cb := z.cfg.OnSendCompleted; cb != nil {
+		for _, k := range keys {
+			cb(k, netio.Canceled)
+		}
+	}
+}
+
+func (z *SendEndpointZeroCopy) count(st netio.Status, n int) {
+	if st == netio.OK {
+		z.completed.Add(uint64(n))
+	} else {
+		z.failed.Add(uint64(n))
+	}
+}
+
+// releaseResources frees the header slots, the endpoint's own cache and
+// region; the endpoint is closed and every slot detached.
+func (z *SendEndpointZeroCopy) releaseResources() error {
+	var errs []error
+	if z.headers != nil {
+		errs = append(errs, z.headers.Close())
+	}
+	if z.ownCache && z.cache != nil {
+		errs = append(errs, z.cache.Close())
+	}
+	if z.region != nil && z.region != z.cfg.SharedRegion {
+		errs = append(errs, z.region.Close())
+	}
+	z.regionPinner.Unpin()
+	return errors.Join(errs...)
+}

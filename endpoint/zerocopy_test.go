@@ -1,0 +1,228 @@
+package endpoint_test
+
+import (
+	"context"
+	"encoding/binary"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/endpoint"
+)
+
+// zcHeader is the test's message header: sequence number, offset of the
+// data in the sender's memory, and its length.
+func zcHeader(buf []byte, k, off, n int) []byte {
+	binary.LittleEndian.PutUint64(buf[0:], uint64(k))
+	binary.LittleEndian.PutUint32(buf[8:], uint32(off))
+	binary.LittleEndian.PutUint32(buf[12:], uint32(n))
+	return buf[:16]
+}
+
+// zcChecker counts messages whose header or data do not match: data byte i
+// must be (seed + i) % 251, with seed from the header.
+type zcChecker struct {
+	next, bad atomic.Int64
+	seedOf    func(k, off int) int
+}
+
+func (c *zcChecker) onData(_ *endpoint.ReceiveEndpoint, msg []byte) {
+	k := int(c.next.Add(1) - 1)
+	if len(msg) < 16 || int(binary.LittleEndian.Uint64(msg)) != k {
+		c.bad.Add(1)
+		return
+	}
+	off, n := int(binary.LittleEndian.Uint32(msg[8:])), int(binary.LittleEndian.Uint32(msg[12:]))
+	data := msg[16:]
+	if len(data) != n {
+		c.bad.Add(1)
+		return
+	}
+	seed := c.seedOf(k, off)
+	for i, b := range data {
+		if b != byte((seed+i)%251) {
+			c.bad.Add(1)
+			return
+		}
+	}
+}
+
+func dialZeroCopy(t *testing.T, mgr *domain.Manager, addr string, cfg endpoint.ZeroCopyConfig) *endpoint.SendEndpointZeroCopy {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	z, err := endpoint.DialZeroCopy(ctx, mgr, addr, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, z.Close()) })
+	return z
+}
+
+// 100000 messages whose data lies anywhere in a declared region (one
+// registration for the connection), content checked on the receiver.
+func TestZeroCopyStreamFromRegion(t *testing.T) {
+	const total, region = 100_000, 1 << 20
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			mem, err := domain.Alloc(region) // outside the Go heap, like a DMA buffer
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, domain.Free(mem)) }()
+			for i := range mem {
+				mem[i] = byte(i % 251)
+			}
+			chk := &zcChecker{seedOf: func(_, off int) int { return off }}
+			l := listen(t, mgr, endpoint.ListenConfig{Params: netio.ReceiveParams{BufferSize: 4096 + 16, BufferCount: 64}, OnData: chk.onData})
+			freed := make(chan struct{}, 64)
+			var done atomic.Int64
+			z := dialZeroCopy(t, mgr, l.Addr(), endpoint.ZeroCopyConfig{
+				Region:      mem,
+				HeaderCount: 64,
+				OnSendCompleted: func(uint64, netio.Status) {
+					done.Add(1)
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				},
+			})
+			regsBefore := mgr.Stats().Registrations
+			var hdr [16]byte
+			for k := 0; k < total; {
+				n := mixedSize(k)
+				off := (k * 4093) % (region - 4096)
+				switch st := z.Send(zcHeader(hdr[:], k, off, n), mem[off:off+n], uint64(k)); st {
+				case netio.OK:
+					k++
+				case netio.NoResources:
+					<-freed
+				default:
+					require.Failf(t, "send", "message %d: %v", k, st)
+				}
+			}
+			waitFor(t, 60*time.Second, func() bool { return chk.next.Load() == total }, "all messages")
+			waitFor(t, 10*time.Second, func() bool { return done.Load() == total }, "all completions")
+			assert.Zero(t, chk.bad.Load(), "messages with a wrong header or content")
+			assert.Equal(t, regsBefore, mgr.Stats().Registrations, "region sends register nothing")
+			assert.Empty(t, z.PendingSends())
+		})
+	}
+}
+
+// 100000 messages from ordinary Go slices, pinned and registered through
+// the cache, reused only after their completion.
+func TestZeroCopyStreamFromGoSlices(t *testing.T) {
+	const total, window, size = 100_000, 32, 4096
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			chk := &zcChecker{seedOf: func(k, _ int) int { return k }}
+			l := listen(t, mgr, endpoint.ListenConfig{Params: netio.ReceiveParams{BufferSize: size + 16, BufferCount: 64}, OnData: chk.onData})
+			free := make(chan int, window) // indexes of slices not in flight
+			slices := make([][]byte, window)
+			for i := range slices {
+				slices[i] = make([]byte, size)
+				free <- i
+			}
+			z := dialZeroCopy(t, mgr, l.Addr(), endpoint.ZeroCopyConfig{
+				HeaderCount:     window,
+				OnSendCompleted: func(key uint64, _ netio.Status) { free <- int(key) },
+			})
+			var hdr [16]byte
+			for k := range total {
+				i := <-free
+				n := mixedSize(k)
+				data := slices[i][:n]
+				for j := range data {
+					data[j] = byte((k + j) % 251)
+				}
+				require.Equal(t, netio.OK, z.Send(zcHeader(hdr[:], k, 0, n), data, uint64(i)), "message %d", k)
+			}
+			waitFor(t, 60*time.Second, func() bool { return chk.next.Load() == total }, "all messages")
+			assert.Zero(t, chk.bad.Load(), "messages with a wrong header or content")
+			waitFor(t, 10*time.Second, func() bool { return len(free) == window }, "all completions")
+		})
+	}
+}
+
+// With every header slot in flight behind a stalled receiver, Send reports
+// NoResources; after completions it works again. Closing reports what is
+// still pending as Canceled. tcp only: sockets completes sends it buffers.
+func TestZeroCopyHeaderSlotsExhausted(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	release := make(chan struct{})
+	var stalled atomic.Bool
+	rcv := newReceiver()
+	rcv.onData = func(*endpoint.ReceiveEndpoint, []byte) {
+		if stalled.CompareAndSwap(false, true) {
+			<-release
+		}
+	}
+	const size = 8 << 20 // far more than the kernel buffers between the two sockets
+	l := listen(t, mgr, rcv.config(netio.ReceiveParams{BufferSize: size + 1, BufferCount: 2}))
+	statuses := make(chan netio.Status, 32)
+	z := dialZeroCopy(t, mgr, l.Addr(), endpoint.ZeroCopyConfig{
+		HeaderSize: 16, HeaderCount: 4,
+		OnSendCompleted: func(_ uint64, st netio.Status) { statuses <- st },
+	})
+	data := make([]byte, size)
+	sent, st := 0, netio.OK
+	for ; sent < 12; sent++ { // a send that reached the kernel completes and frees its slot
+		if st = z.Send([]byte("h"), data, uint64(sent)); st != netio.OK {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, netio.NoResources, st, "all header slots in flight behind the stalled receiver")
+	assert.Len(t, z.PendingSends(), 4)
+	assert.Zero(t, z.NumAvailableHeaders())
+	close(release)
+	assert.Equal(t, netio.OK, <-statuses)
+	require.Eventually(t, func() bool { return z.Send([]byte("h"), data[:10], 99) == netio.OK }, 5*time.Second, time.Millisecond, "recovery")
+	sent++
+	waitFor(t, 20*time.Second, func() bool { return rcv.count.Load() == int64(sent) }, "every message")
+}
+
+func TestZeroCopyOversizeHeader(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
+	z := dialZeroCopy(t, mgr, l.Addr(), endpoint.ZeroCopyConfig{HeaderSize: 16, HeaderCount: 2})
+	assert.Equal(t, netio.Failed, z.Send(make([]byte, 17), []byte("data"), 1), "header larger than a slot")
+	assert.Empty(t, z.PendingSends(), "nothing taken")
+	assert.Equal(t, 2, z.NumAvailableHeaders())
+}
+
+func TestZeroCopyPiecesAndEmptyMessages(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			rcv := newReceiver()
+			l := listen(t, mgr, rcv.config(netio.ReceiveParams{}))
+			z := dialZeroCopy(t, mgr, l.Addr(), endpoint.ZeroCopyConfig{})
+			require.GreaterOrEqual(t, z.MaxPieces(), 2)
+			assert.Equal(t, netio.OK, z.SendV([]byte("H:"), [][]byte{[]byte("one,"), nil, []byte("two")}, 1))
+			assert.Equal(t, netio.OK, z.Send(nil, nil, 2), "an empty message")
+			assert.Equal(t, netio.OK, z.Send([]byte("only a header"), nil, 3))
+			assert.Equal(t, netio.InvalidArgument, z.SendV(nil, make([][]byte, z.MaxPieces()+1), 4))
+			waitFor(t, 5*time.Second, func() bool { return rcv.count.Load() == 3 }, "three messages")
+			rcv.mu.Lock()
+			defer rcv.mu.Unlock()
+			assert.Equal(t, []string{"H:one,two", "", "only a header"},
+				[]string{string(rcv.messages[0]), string(rcv.messages[1]), string(rcv.messages[2])})
+		})
+	}
+}
+
+func TestZeroCopySendAfterClose(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
+	z, err := endpoint.DialZeroCopy(context.Background(), mgr, l.Addr(), endpoint.ZeroCopyConfig{})
+	require.NoError(t, err)
+	require.NoError(t, z.Close())
+	assert.Equal(t, netio.Closed, z.Send([]byte("h"), []byte("data"), 1))
+	assert.NoError(t, z.Close())
+}
