@@ -210,8 +210,11 @@ func perfExchange(t *testing.T, ctx context.Context, recvBin string, recvArgs []
 func TestPerfServerClient(t *testing.T) {
 	bin := perfBuild(t)
 	const count = 100000
-	for _, provider := range []string{"tcp", "sockets"} {
-		t.Run(provider, func(t *testing.T) {
+	for _, run := range []struct{ provider, path string }{
+		{"tcp", "buffered"}, {"sockets", "buffered"}, {"tcp", "zero-copy"}, {"sockets", "zero-copy"},
+	} {
+		provider := run.provider
+		t.Run(provider+"/"+run.path, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
 			defer cancel()
 			n := strconv.Itoa(count)
@@ -219,6 +222,9 @@ func TestPerfServerClient(t *testing.T) {
 				"--buf-size", "4096", "--verify", "--json", "--timeout", "3m"}
 			client := []string{"client", "--provider", provider, "--size", "4096", "--count", n,
 				"--verify", "--json", "--timeout", "3m"}
+			if run.path == "zero-copy" {
+				client = append(client, "--zero-copy")
+			}
 			srv, cli, _ := perfExchange(t, ctx, bin, server, bin, client)
 
 			assert.Equal(t, "server", srv.Role)

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/domain"
-	"github.com/netio-go/netio/endpoint"
 )
 
-const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--json] [--timeout D] [--local IP]"
+const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--json] [--timeout D] [--local IP]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -20,13 +19,14 @@ const defaultTimeout = 120 * time.Second
 // clientOptions are the client's flags.
 type clientOptions struct {
 	commonFlags
-	connect hostPort
-	local   string
-	size    int
-	count   uint64
-	bufs    int
-	verify  bool
-	timeout time.Duration // 0: none
+	connect  hostPort
+	local    string
+	size     int
+	count    uint64
+	bufs     int
+	verify   bool
+	zeroCopy bool
+	timeout  time.Duration // 0: none
 }
 
 // parseClientFlags parses the client's command line.
@@ -40,6 +40,7 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs.Uint64Var(&o.count, "count", o.count, "messages to send")
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "send buffers: the most messages in flight")
 	fs.BoolVar(&o.verify, "verify", false, "fill byte i of message k with (k+i)%251")
+	fs.BoolVar(&o.zeroCopy, "zero-copy", false, "send from the client's own memory (a declared region) instead of copying into send buffers")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
 	if err := fs.parse(args); err != nil {
 		return o, err
@@ -103,16 +104,15 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		pat = newPattern(o.size)
 	}
 	s := newSender(o.size, pat)
-	ep, err := endpoint.Dial(ctx, mgr, o.connect.String(), s.config(o.bufs, o.poll.config()))
+	closeEndpoint, err := s.dial(ctx, mgr, o.connect.String(), o.bufs, o.poll.config(), o.zeroCopy)
 	if err != nil {
 		return err
 	}
-	s.attach(ep)
 	start := time.Now()
 	_, sendErr := s.run(ctx, o.count, time.Time{})
 	drainErr := s.drain(ctx)
 	elapsed := time.Since(start)
-	closeErr := ep.Close()
+	closeErr := closeEndpoint()
 	r := s.report(o.provider, elapsed)
 	if err := r.print(stdout, o.json); err != nil {
 		return err

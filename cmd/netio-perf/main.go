@@ -8,7 +8,7 @@
 // latency taken as half the round trip. It prints a table, or one JSON
 // object with --json.
 //
-//	netio-perf [--provider P] [--sizes LIST] [--quick] [--json]
+//	netio-perf [--provider P] [--sizes LIST] [--quick] [--zero-copy] [--json]
 //
 // The server and client modes run on their own, against each other or
 // against any plain libfabric peer: the wire carries exactly the

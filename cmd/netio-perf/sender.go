@@ -9,6 +9,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/sendbuf"
 )
@@ -29,6 +30,9 @@ const waitBackoff = time.Millisecond
 // it should come back to refill many buffers, not one.
 type sender struct {
 	ep       *endpoint.SendEndpointBuffered
+	zc       *endpoint.SendEndpointZeroCopy // set instead of ep for --zero-copy
+	window   []byte                         // zero-copy: one message slot per buffer, the declared region
+	slots    chan int                       // zero-copy: window slots not in flight
 	size     int
 	pat      pattern // nil: buffers are sent as they are, not filled
 	lowWater uint64  // wake the sender when at most this many are in flight
@@ -66,8 +70,41 @@ func (s *sender) config(bufs int, pc cq.Config) endpoint.SendConfig {
 	}
 }
 
-// attach sets the endpoint the sender sends on.
-func (s *sender) attach(ep *endpoint.SendEndpointBuffered) { s.ep = ep }
+// dial connects the sender with bufs messages in flight at most: through
+// send buffers (a copy per message), or with zeroCopy straight from a
+// window of its own memory declared as the endpoint's region. It returns
+// the endpoint's Close.
+func (s *sender) dial(ctx context.Context, mgr *domain.Manager, addr string, bufs int, pc cq.Config, zeroCopy bool) (func() error, error) {
+	if !zeroCopy {
+		ep, err := endpoint.Dial(ctx, mgr, addr, s.config(bufs, pc))
+		if err != nil {
+			return nil, err
+		}
+		s.ep = ep
+		return ep.Close, nil
+	}
+	s.lowWater = uint64(bufs - max(1, bufs/4))
+	s.window = make([]byte, bufs*max(s.size, 1))
+	s.slots = make(chan int, bufs)
+	for i := range bufs {
+		s.slots <- i
+	}
+	zc, err := endpoint.DialZeroCopy(ctx, mgr, addr, endpoint.ZeroCopyConfig{
+		HeaderCount: bufs,
+		Region:      s.window,
+		OnSendCompleted: func(key uint64, st netio.Status) {
+			s.slots <- int(key) // never blocks: one entry per slot
+			s.onCompleted(key, st)
+		},
+		OnConnectionClosed: s.onClosed,
+		PollerConfig:       pc,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.zc = zc
+	return zc.Close, nil
+}
 
 // onCompleted counts a completion and wakes the sending goroutine when the
 // messages in flight have dropped to the low-water mark. It runs on the
@@ -106,6 +143,12 @@ func (s *sender) run(ctx context.Context, count uint64, deadline time.Time) (uin
 	for k := s.sent.Load(); k < count; k = s.sent.Load() {
 		if k%64 == 0 && !deadline.IsZero() && time.Now().After(deadline) {
 			break
+		}
+		if s.zc != nil {
+			if err := s.postZeroCopy(ctx, k); err != nil {
+				return k, err
+			}
+			continue
 		}
 		buf := s.ep.GetBuffer()
 		if buf == nil {
@@ -146,6 +189,40 @@ func (s *sender) post(ctx context.Context, buf *sendbuf.NetworkBuffer) error {
 			return fmt.Errorf("send of message %d: %w", s.sent.Load(), s.closedErr())
 		default:
 			return fmt.Errorf("send of message %d (buffer %d): %w", s.sent.Load(), buf.ID(), st.Err())
+		}
+	}
+}
+
+// postZeroCopy sends message k from a free window slot, or waits for a
+// completion when none is free.
+func (s *sender) postZeroCopy(ctx context.Context, k uint64) error {
+	var slot int
+	select {
+	case slot = <-s.slots:
+	default:
+		return s.wait(ctx)
+	}
+	data := s.window[slot*s.size : (slot+1)*s.size]
+	if s.pat != nil {
+		s.pat.fill(data, k)
+	}
+	for {
+		s.sent.Add(1)
+		st := s.zc.Send(nil, data, uint64(slot))
+		if st == netio.OK {
+			return nil
+		}
+		s.sent.Add(^uint64(0))
+		if st != netio.NoResources {
+			s.slots <- slot
+			if st == netio.Closed {
+				return fmt.Errorf("send of message %d: %w", k, s.closedErr())
+			}
+			return fmt.Errorf("send of message %d: %w", k, st.Err())
+		}
+		if err := s.wait(ctx); err != nil {
+			s.slots <- slot
+			return err
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-const sweepSynopsis = "netio-perf [--provider P] [--sizes LIST] [--quick] [--json]"
+const sweepSynopsis = "netio-perf [--provider P] [--sizes LIST] [--quick] [--zero-copy] [--json]"
 
 // defaultSweepSizes are the message sizes of the sweep.
 var defaultSweepSizes = []int{64, kib, 4 * kib, 64 * kib, mib}
@@ -18,8 +18,9 @@ var defaultSweepSizes = []int{64, kib, 4 * kib, 64 * kib, mib}
 // sweepOptions are the sweep's flags.
 type sweepOptions struct {
 	commonFlags
-	sizes []int
-	quick bool
+	sizes    []int
+	quick    bool
+	zeroCopy bool
 }
 
 // budget bounds one part of the sweep for one size, by time and by count.
@@ -49,6 +50,7 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 	o.register(fs.FlagSet)
 	sizes := fs.String("sizes", "", "comma-separated message sizes (default 64,1K,4K,64K,1M)")
 	fs.BoolVar(&o.quick, "quick", false, "short budgets (≈0.3 s per size), for tests")
+	fs.BoolVar(&o.zeroCopy, "zero-copy", false, "throughput part: send from the sender's own memory instead of copying into send buffers")
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
@@ -73,7 +75,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	defer mgr.Close()
-	w := sweeper{mgr: mgr, budget: b, poll: o.poll, progress: stderr}
+	w := sweeper{mgr: mgr, budget: b, poll: o.poll, zeroCopy: o.zeroCopy, progress: stderr}
 	rows := make([]sweepRow, 0, len(o.sizes))
 	for _, size := range o.sizes {
 		row, err := w.measure(ctx, size)
@@ -93,6 +95,7 @@ type sweeper struct {
 	mgr      *domain.Manager
 	budget   budget
 	poll     pollMode
+	zeroCopy bool
 	progress io.Writer // progress lines
 }
 
@@ -128,12 +131,11 @@ func (w *sweeper) throughput(ctx context.Context, size int, row *sweepRow) error
 	}
 	defer l.Close()
 	s := newSender(size, nil)
-	ep, err := endpoint.Dial(ctx, w.mgr, l.Addr(), s.config(window, w.poll.config()))
+	closeEndpoint, err := s.dial(ctx, w.mgr, l.Addr(), window, w.poll.config(), w.zeroCopy)
 	if err != nil {
 		return err
 	}
-	defer ep.Close()
-	s.attach(ep)
+	defer closeEndpoint()
 	start := time.Now()
 	sent, err := s.run(ctx, w.budget.messages(size), start.Add(w.budget.throughput))
 	if err == nil {
