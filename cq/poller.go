@@ -48,6 +48,7 @@ const eqEvery = 32
 // Defaults for Config.
 const (
 	DefaultSpinBudget = 20 * time.Microsecond
+	DefaultMaxBlock   = 50 * time.Millisecond
 	DefaultSize       = 4096
 	DefaultEQSize     = 256
 )
@@ -60,6 +61,12 @@ type Config struct {
 	// completion before it blocks. 0 selects DefaultSpinBudget; a negative
 	// value blocks at once.
 	SpinBudget time.Duration
+	// MaxBlock bounds one blocking wait. Providers here (sockets, tcp) also
+	// make progress when their queues are read; a poller that blocked
+	// forever would leave progress to the provider's own thread alone, which
+	// stalls a stream under CPU load. 0 selects DefaultMaxBlock; an idle
+	// poller wakes this often and goes back to sleep.
+	MaxBlock time.Duration
 	// Size is the number of entries of the completion queue. It should be at
 	// least the number of operations that can be outstanding on all
 	// endpoints bound to it. 0 selects DefaultSize.
@@ -78,6 +85,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SpinBudget == 0 {
 		c.SpinBudget = DefaultSpinBudget
+	}
+	if c.MaxBlock < 0 {
+		return c, fmt.Errorf("%w: cq: negative MaxBlock", netio.ErrInvalidArgument)
+	}
+	if c.MaxBlock == 0 {
+		c.MaxBlock = DefaultMaxBlock
 	}
 	if c.Size == 0 {
 		c.Size = DefaultSize
@@ -547,7 +560,7 @@ func (p *Poller) block() {
 		return
 	}
 	p.sleeps.Add(1)
-	if _, err := unix.Poll(p.pollFDs, -1); err != nil && err != unix.EINTR {
+	if _, err := unix.Poll(p.pollFDs, int(p.cfg.MaxBlock.Milliseconds())); err != nil && err != unix.EINTR {
 		p.log.Error().Err(err).Msg("cq: poll failed")
 		time.Sleep(errorBackoff)
 		return

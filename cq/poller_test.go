@@ -82,7 +82,7 @@ func TestConfigValidation(t *testing.T) {
 
 func TestIdlePollerSleeps(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{SpinBudget: 10 * time.Microsecond})
+	p := openPoller(t, m, cq.Config{SpinBudget: 10 * time.Microsecond, MaxBlock: time.Minute})
 	eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
 	before := p.Stats().Sleeps
 	time.Sleep(50 * time.Millisecond)
@@ -90,6 +90,20 @@ func TestIdlePollerSleeps(t *testing.T) {
 	p.Do(func() {}) // a wake-up
 	assert.Greater(t, p.Stats().Sleeps, before-1)
 	require.NoError(t, p.Close())
+}
+
+// MaxBlock bounds each wait, so an idle poller reads its queues (driving
+// provider progress) a few times a second and no more.
+func TestMaxBlockBoundsTheWait(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{MaxBlock: 10 * time.Millisecond})
+	time.Sleep(200 * time.Millisecond)
+	sleeps := p.Stats().Sleeps
+	assert.GreaterOrEqual(t, sleeps, uint64(5), "woke up at the bound")
+	assert.LessOrEqual(t, sleeps, uint64(40), "and no more often")
+	require.NoError(t, p.Close())
+	_, err := cq.Open(m.Fabric(), m.Domain(), cq.Config{MaxBlock: -1})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
 }
 
 func TestBusyPollNeverSleeps(t *testing.T) {
