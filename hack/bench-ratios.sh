@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Prints the speed ratios the issues set as targets, each measured in one
+# benchmark run on this machine (tcp loopback), so that machine noise hits
+# both sides of a ratio alike:
+#   - registration cache hit vs plain register+deregister (target <= 0.25)
+#   - zero-copy 1 MiB send vs buffered 1 MiB send (target >= 1.0)
+# Usage: hack/bench-ratios.sh [benchtime]   (default 1s)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="${PATH}:/usr/local/go/bin"
+benchtime=${1:-1s}
+
+out=$(mktemp)
+trap 'rm -f "${out}"' EXIT
+
+go test -run '^$' -bench 'BenchmarkRegisterDeregister$|BenchmarkCacheHit$|BenchmarkCacheMiss$' \
+	-benchtime "${benchtime}" ./domain | tee -a "${out}"
+go test -run '^$' -bench 'BenchmarkZeroCopyVsBuffered/.*/1024KiB' \
+	-benchtime "${benchtime}" ./endpoint | tee -a "${out}"
+
+# field: the value before the given unit on the line of a benchmark
+value() { awk -v name="$1" -v unit="$2" '$1 ~ name { for (i = 2; i < NF; i++) if ($(i + 1) == unit) print $i }' "${out}"; }
+
+pair=$(value '^BenchmarkRegisterDeregister' 'ns/op')
+hit=$(value '^BenchmarkCacheHit-' 'ns/op')
+buffered=$(value 'buffered/1024KiB' 'MB/s')
+region=$(value 'zerocopy-region/1024KiB' 'MB/s')
+gomem=$(value 'zerocopy-go/1024KiB' 'MB/s')
+
+echo
+awk -v hit="${hit}" -v pair="${pair}" 'BEGIN { printf "cache hit / register+deregister: %.1f ns / %.1f ns = %.3f (target <= 0.25)\n", hit, pair, hit / pair }'
+awk -v z="${region}" -v b="${buffered}" 'BEGIN { printf "zero-copy region / buffered, 1 MiB: %.0f / %.0f MB/s = %.2f (target >= 1)\n", z, b, z / b }'
+awk -v z="${gomem}" -v b="${buffered}" 'BEGIN { printf "zero-copy Go memory / buffered, 1 MiB: %.0f / %.0f MB/s = %.2f (target >= 1)\n", z, b, z / b }'
