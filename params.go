@@ -51,6 +51,11 @@ func (p BufferedSendParams) Validate() error {
 // ReceiveParams configures a receive endpoint: how many buffers it keeps
 // posted and how large each is. A message larger than BufferSize cannot be
 // received. The zero value selects the defaults.
+//
+// Keep BufferCount at least the number of messages a sender keeps in flight:
+// messages that arrive before a buffer is posted wait in the provider, and
+// the sockets provider of libfabric 1.17 livelocks on that path under CPU
+// load.
 type ReceiveParams struct {
 	// BufferSize is the size of each posted receive buffer in bytes.
 	// 0 selects DefaultRecvBufferSize.

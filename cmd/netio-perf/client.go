@@ -31,7 +31,10 @@ type clientOptions struct {
 
 // parseClientFlags parses the client's command line.
 func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
-	o := clientOptions{size: 4096, count: 100000, bufs: 128}
+	// The window matches the server's default posted buffers: on sockets
+	// (libfabric 1.17) more messages in flight than the receiver has posted
+	// take the provider's buffered-receive path, which livelocks under load.
+	o := clientOptions{size: 4096, count: 100000, bufs: 64}
 	fs := newCmdLine("client", clientSynopsis, stderr)
 	o.register(fs.FlagSet)
 	connect := fs.String("connect", "", "server address, IP:PORT (required)")
