@@ -74,17 +74,40 @@ type SendStats struct {
 	Failed    uint64 // sends that completed with an error or were canceled
 }
 
+// sendCounters are the counters of both send endpoint kinds.
+type sendCounters struct {
+	sent, bytes, completed, failed atomic.Uint64
+}
+
+// posted counts a send of n bytes.
+func (c *sendCounters) posted(n int) {
+	c.sent.Add(1)
+	c.bytes.Add(uint64(n))
+}
+
+// finished counts n sends that ended with st.
+func (c *sendCounters) finished(st netio.Status, n int) {
+	if st == netio.OK {
+		c.completed.Add(uint64(n))
+	} else {
+		c.failed.Add(uint64(n))
+	}
+}
+
+func (c *sendCounters) stats() SendStats {
+	return SendStats{Sent: c.sent.Load(), Bytes: c.bytes.Load(), Completed: c.completed.Load(), Failed: c.failed.Load()}
+}
+
 // SendEndpointBuffered sends messages from registered buffers (netio3's
 // SendEndpointBuffered): GetBuffer, fill, SendBuffer; the completion returns
 // the buffer and reports its ID as the key.
 type SendEndpointBuffered struct {
-	c       sendConn
-	cfg     SendConfig
-	holder  uint64 // identity in the buffer pool, unique in the process
-	pool    *sendbuf.Pool
-	ownPool bool
-
-	sent, bytes, completed, failed atomic.Uint64
+	c        sendConn
+	cfg      SendConfig
+	holder   uint64 // identity in the buffer pool, unique in the process
+	pool     *sendbuf.Pool
+	ownPool  bool
+	counters sendCounters
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
@@ -157,8 +180,7 @@ func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) 
 		s.pool.Unpost(buf)
 		return postStatus(errno)
 	}
-	s.sent.Add(1)
-	s.bytes.Add(uint64(size))
+	s.counters.posted(size)
 	return netio.OK
 }
 
@@ -186,9 +208,7 @@ func (s *SendEndpointBuffered) BufferSize() int { return s.pool.BufferSize() }
 func (s *SendEndpointBuffered) RemoteAddr() string { return s.c.addr }
 
 // Stats returns the endpoint's counters.
-func (s *SendEndpointBuffered) Stats() SendStats {
-	return SendStats{Sent: s.sent.Load(), Bytes: s.bytes.Load(), Completed: s.completed.Load(), Failed: s.failed.Load()}
-}
+func (s *SendEndpointBuffered) Stats() SendStats { return s.counters.stats() }
 
 // Close ends the connection: the peer sees it closed, every pending key is
 // reported with Canceled, every buffer goes back, and the endpoint's own
@@ -204,7 +224,7 @@ func (s *SendEndpointBuffered) handleCompletion(key uint32, r cq.Result) {
 	if !s.pool.Complete(uint64(key), s.holder) {
 		return // already reported by cancelPending
 	}
-	s.count(r.Status, 1)
+	s.counters.finished(r.Status, 1)
 	if r.Status != netio.OK {
 		s.c.log.Warn().Uint32("key", key).Stringer("status", r.Status).Err(r.Errno).Msg("send failed")
 	}
@@ -223,19 +243,11 @@ func (s *SendEndpointBuffered) cancelPending() {
 			canceled = append(canceled, id)
 		}
 	}
-	s.count(netio.Canceled, len(canceled))
+	s.counters.finished(netio.Canceled, len(canceled))
 	if cb := s.cfg.OnSendCompleted; cb != nil {
 		for _, id := range canceled {
 			cb(id, netio.Canceled)
 		}
-	}
-}
-
-func (s *SendEndpointBuffered) count(st netio.Status, n int) {
-	if st == netio.OK {
-		s.completed.Add(uint64(n))
-	} else {
-		s.failed.Add(uint64(n))
 	}
 }
 

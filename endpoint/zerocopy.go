@@ -104,8 +104,7 @@ type SendEndpointZeroCopy struct {
 
 	region       *domain.Registration // Region's registration, or SharedRegion
 	regionPinner runtime.Pinner       // pins a Go Region until Close
-
-	sent, bytes, completed, failed atomic.Uint64
+	counters     sendCounters
 }
 
 // DialZeroCopy connects to the listener at addr like Dial and returns a
@@ -250,8 +249,7 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 		z.detach(slot, h.Index)
 		return postStatus(errno)
 	}
-	z.sent.Add(1)
-	z.bytes.Add(uint64(slot.bytes))
+	z.counters.posted(slot.bytes)
 	return netio.OK
 }
 
@@ -311,9 +309,7 @@ func (z *SendEndpointZeroCopy) PendingSends() []uint64 { return z.headers.Pendin
 func (z *SendEndpointZeroCopy) RemoteAddr() string { return z.c.addr }
 
 // Stats returns the endpoint's counters.
-func (z *SendEndpointZeroCopy) Stats() SendStats {
-	return SendStats{Sent: z.sent.Load(), Bytes: z.bytes.Load(), Completed: z.completed.Load(), Failed: z.failed.Load()}
-}
+func (z *SendEndpointZeroCopy) Stats() SendStats { return z.counters.stats() }
 
 // Close ends the connection as SendEndpointBuffered.Close does: every
 // pending key is reported with Canceled, after which the caller may reuse
@@ -326,7 +322,7 @@ func (z *SendEndpointZeroCopy) handleCompletion(idx uint32, r cq.Result) {
 		return // already reported by cancelPending
 	}
 	key := z.detach(&z.slots[idx], idx)
-	z.count(r.Status, 1)
+	z.counters.finished(r.Status, 1)
 	if r.Status != netio.OK {
 		z.c.log.Warn().Uint64("key", key).Stringer("status", r.Status).Err(r.Errno).Msg("send failed")
 	}
@@ -343,19 +339,11 @@ func (z *SendEndpointZeroCopy) cancelPending() {
 			keys = append(keys, z.detach(&z.slots[i], uint32(i)))
 		}
 	}
-	z.count(netio.Canceled, len(keys))
+	z.counters.finished(netio.Canceled, len(keys))
 	if cb := z.cfg.OnSendCompleted; cb != nil {
 		for _, k := range keys {
 			cb(k, netio.Canceled)
 		}
-	}
-}
-
-func (z *SendEndpointZeroCopy) count(st netio.Status, n int) {
-	if st == netio.OK {
-		z.completed.Add(uint64(n))
-	} else {
-		z.failed.Add(uint64(n))
 	}
 }
 
