@@ -112,6 +112,9 @@ func (r *Registration) Len() int { return r.length }
 // Access returns the access the registration was made with.
 func (r *Registration) Access() Access { return r.access }
 
+// Domain returns the Manager the memory is registered in.
+func (r *Registration) Domain() *Manager { return r.m }
+
 // Bytes returns the memory of a registration made by AllocRegistered; it is
 // nil for memory the caller registered.
 func (r *Registration) Bytes() []byte { return r.mapped }

@@ -655,6 +655,9 @@ func (c *RegistrationCache) Stats() CacheStats {
 	}
 }
 
+// Domain returns the Manager the cache registers in.
+func (c *RegistrationCache) Domain() *Manager { return c.m }
+
 // Close deregisters every stale entry and makes later Acquires fail with
 // netio.ErrClosed. While entries are in use it changes nothing and returns
 // an error wrapping ErrRegistrationsAlive: release them first. It is

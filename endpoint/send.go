@@ -85,6 +85,12 @@ func (c *sendCounters) posted(n int) {
 	c.bytes.Add(uint64(n))
 }
 
+// unposted takes back a count for a post the provider refused.
+func (c *sendCounters) unposted(n int) {
+	c.sent.Add(^uint64(0))
+	c.bytes.Add(^uint64(n - 1))
+}
+
 // finished counts n sends that ended with st.
 func (c *sendCounters) finished(st netio.Status, n int) {
 	if st == netio.OK {
@@ -94,8 +100,11 @@ func (c *sendCounters) finished(st netio.Status, n int) {
 	}
 }
 
+// stats reads the finished counters first: Sent only grows and is counted
+// before each post, so the snapshot never shows more finished than sent.
 func (c *sendCounters) stats() SendStats {
-	return SendStats{Sent: c.sent.Load(), Bytes: c.bytes.Load(), Completed: c.completed.Load(), Failed: c.failed.Load()}
+	completed, failed := c.completed.Load(), c.failed.Load()
+	return SendStats{Sent: c.sent.Load(), Bytes: c.bytes.Load(), Completed: completed, Failed: failed}
 }
 
 // SendEndpointBuffered sends messages from registered buffers (netio3's
@@ -176,11 +185,12 @@ func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) 
 	if !s.pool.MarkPosted(buf, s.holder) {
 		return netio.InvalidArgument
 	}
+	s.counters.posted(size) // before the post, so Completed never passes Sent
 	if errno := c.ep.Send(buf.Addr(), size, buf.Desc(), c.owner.Context(uint32(buf.ID()))); errno != 0 {
+		s.counters.unposted(size)
 		s.pool.Unpost(buf)
 		return postStatus(errno)
 	}
-	s.counters.posted(size)
 	return netio.OK
 }
 

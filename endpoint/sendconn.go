@@ -37,6 +37,7 @@ type sendKind interface {
 	// endpoint is closed, so the provider holds nothing any more.
 	cancelPending()
 	// releaseResources frees the kind's memory once the endpoint is closed.
+	// It runs once, from teardown or from a failed dial.
 	releaseResources() error
 }
 
@@ -65,6 +66,9 @@ type sendConn struct {
 	connected chan error    // the dial's outcome, written once by handleEvent
 	ended     atomic.Bool   // the connection is over: hand out nothing new
 	closer    closer
+
+	freeOnce sync.Once // the kind's resources and the own poller go once
+	freeErr  error
 }
 
 // connOptions are the connection settings every send endpoint config has.
@@ -176,6 +180,27 @@ func (c *sendConn) teardown(reason error) {
 	if c.onClosed != nil {
 		c.onClosed(reason)
 	}
+	// Free now, not only in Close: an endpoint dropped after its connection
+	// ended must not keep registrations, pins or a poller goroutine.
+	c.free()
+}
+
+// free releases the kind's resources and stops the endpoint's own poller,
+// once; the endpoint is closed, so the provider holds nothing. Called on
+// the poller goroutine, the poller's Close returns at once and its
+// goroutine ends after the callback.
+func (c *sendConn) free() error {
+	c.freeOnce.Do(func() {
+		errs := []error{c.kind.releaseResources()}
+		if c.ownPoller {
+			errs = append(errs, c.poller.Close())
+		}
+		c.freeErr = errors.Join(errs...)
+		if c.freeErr != nil {
+			c.log.Error().Err(c.freeErr).Msg("releasing endpoint resources")
+		}
+	})
+	return c.freeErr
 }
 
 // closeEndpoint closes the endpoint, once, after posts in progress have
@@ -218,9 +243,11 @@ func (c *sendConn) release() error {
 	} else {
 		c.info.Free()
 	}
-	errs := []error{c.kind.releaseResources()}
+	err := c.free()
 	if c.ownPoller {
-		errs = append(errs, c.poller.Close())
+		// free may have run on the poller goroutine, where Close does not
+		// wait: wait here for the goroutine to end.
+		err = errors.Join(err, c.poller.Close())
 	}
-	return errors.Join(errs...)
+	return err
 }

@@ -54,7 +54,9 @@ type ZeroCopyConfig struct {
 	// use that registration. Go memory given here stays pinned until Close.
 	Region []byte
 	// SharedRegion is memory registered once per domain by the caller and
-	// shared by endpoints; the caller closes it after them.
+	// shared by endpoints; the caller closes it after them. Its memory must
+	// be outside the Go heap (domain.Alloc) or pinned by the caller for as
+	// long as it is registered: the endpoint does not pin it.
 	SharedRegion *domain.Registration
 	// Cache registers data outside the regions. Nil gives the endpoint its
 	// own, closed with it; share one between endpoints of a domain to reuse
@@ -80,12 +82,11 @@ type ZeroCopyConfig struct {
 
 // zcSlot is what one send in flight holds, indexed by its header slot.
 type zcSlot struct {
-	posted atomic.Bool
-	pinner runtime.Pinner
-	regs   [maxPieces]*domain.CachedRegistration
-	iov    [maxPieces]fabric.IOVec
-	desc   [maxPieces]uintptr
-	bytes  int
+	posted  atomic.Bool
+	pinners [maxPieces]runtime.Pinner // one per piece: a Pinner holds 5 pins before it allocates
+	regs    [maxPieces]*domain.CachedRegistration
+	iov     [maxPieces]fabric.IOVec
+	desc    [maxPieces]uintptr
 }
 
 // SendEndpointZeroCopy sends a small header copied into a registered slot
@@ -145,6 +146,12 @@ func (c *ZeroCopyConfig) withDefaults(mgr *domain.Manager) error {
 	}
 	if c.Region != nil && c.SharedRegion != nil {
 		return fmt.Errorf("%w: endpoint: both Region and SharedRegion", netio.ErrInvalidArgument)
+	}
+	if c.SharedRegion != nil && c.SharedRegion.Domain() != mgr {
+		return fmt.Errorf("%w: endpoint: SharedRegion is registered in another domain", netio.ErrInvalidArgument)
+	}
+	if c.Cache != nil && c.Cache.Domain() != mgr {
+		return fmt.Errorf("%w: endpoint: Cache registers in another domain", netio.ErrInvalidArgument)
 	}
 	if c.KeepGoRegistrations == nil {
 		keep := softwareRegistration(mgr.Provider())
@@ -239,17 +246,20 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 		slot.iov[0], slot.desc[0] = fabric.IOVec{Base: h.Addr}, z.headers.Desc()
 		n = 1
 	}
-	slot.bytes = 0
+	total := 0
 	for i := range n {
-		slot.bytes += int(slot.iov[i].Len)
+		total += int(slot.iov[i].Len)
 	}
+	// Counted before the post: once posted, the completion may free the
+	// slot and another send reuse it, and Completed must never pass Sent.
+	z.counters.posted(total)
 	slot.posted.Store(true)
 	if errno := c.ep.Sendv(slot.iov[:n], slot.desc[:n], c.owner.Context(h.Index)); errno != 0 {
 		slot.posted.Store(false)
+		z.counters.unposted(total)
 		z.detach(slot, h.Index)
 		return postStatus(errno)
 	}
-	z.counters.posted(slot.bytes)
 	return netio.OK
 }
 
@@ -263,7 +273,7 @@ func (z *SendEndpointZeroCopy) attach(slot *zcSlot, i int, piece []byte) netio.S
 		slot.desc[i] = r.Desc()
 		return netio.OK
 	}
-	slot.pinner.Pin(&piece[0]) // no-op for memory outside the Go heap
+	slot.pinners[i].Pin(&piece[0]) // no-op for memory outside the Go heap
 	reg, err := z.cache.Acquire(addr, len(piece))
 	if err != nil {
 		if errors.Is(err, netio.ErrNoResources) {
@@ -289,7 +299,9 @@ func (z *SendEndpointZeroCopy) detach(slot *zcSlot, idx uint32) uint64 {
 		}
 		slot.regs[i] = nil
 	}
-	slot.pinner.Unpin()
+	for i := range slot.pinners {
+		slot.pinners[i].Unpin()
+	}
 	key, _ := z.headers.ReturnHeader(idx)
 	return key
 }

@@ -3,6 +3,8 @@ package endpoint_test
 import (
 	"context"
 	"encoding/binary"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,4 +227,76 @@ func TestZeroCopySendAfterClose(t *testing.T) {
 	require.NoError(t, z.Close())
 	assert.Equal(t, netio.Closed, z.Send([]byte("h"), []byte("data"), 1))
 	assert.NoError(t, z.Close())
+}
+
+// An endpoint whose peer went away and that is then dropped without Close
+// holds nothing: teardown released its registrations, the Region's pin and
+// its poller, so a GC finds no leaked pin (the runtime would abort) and the
+// domain can close.
+func TestZeroCopyDroppedAfterPeerClose(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	rcv := newReceiver()
+	l, err := endpoint.Listen(mgr, "127.0.0.1:0", rcv.config(netio.ReceiveParams{}))
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	func() {
+		z, err := endpoint.DialZeroCopy(context.Background(), mgr, l.Addr(), endpoint.ZeroCopyConfig{
+			Region:             make([]byte, 1<<16),
+			OnConnectionClosed: func(err error) { closed <- err },
+		})
+		require.NoError(t, err)
+		require.Equal(t, netio.OK, z.Send([]byte("h"), make([]byte, 100), 1))
+		waitFor(t, 5*time.Second, func() bool { return rcv.count.Load() == 1 }, "the message")
+	}() // z is dropped here, never closed
+	require.NoError(t, l.Close())
+	assert.ErrorIs(t, recvErr(t, closed, 5*time.Second, "connection-closed"), netio.ErrConnectionClosed)
+	for range 3 {
+		runtime.GC()
+	}
+	waitFor(t, 5*time.Second, func() bool { return mgr.Stats().Registrations == 0 }, "registrations freed by teardown")
+}
+
+// Concurrent senders: every byte is counted once, and Completed never
+// passes Sent.
+func TestZeroCopyConcurrentSendersCountExactly(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	l := listen(t, mgr, endpoint.ListenConfig{Params: netio.ReceiveParams{BufferSize: 256, BufferCount: 64}, OnData: func(*endpoint.ReceiveEndpoint, []byte) {}})
+	z := dialZeroCopy(t, mgr, l.Addr(), endpoint.ZeroCopyConfig{HeaderCount: 2})
+	const senders, each = 4, 500
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Go(func() {
+			data := make([]byte, 100+g)
+			for i := 0; i < each; {
+				if st := z.Send(nil, data, uint64(i)); st == netio.OK {
+					i++
+				} else if st != netio.NoResources {
+					t.Errorf("send: %v", st)
+					return
+				}
+				if s := z.Stats(); s.Completed+s.Failed > s.Sent {
+					t.Errorf("completed %d > sent %d", s.Completed, s.Sent)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, 10*time.Second, func() bool { return z.Stats().Completed == senders*each }, "all completions")
+	assert.Equal(t, uint64(each*(100+101+102+103)), z.Stats().Bytes)
+}
+
+func TestZeroCopyRejectsForeignDomain(t *testing.T) {
+	mgr, other := openDomain(t, "tcp"), openDomain(t, "tcp")
+	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
+	shared, err := other.AllocRegistered(4096, domain.AccessSend)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, shared.Close()) }()
+	cache, err := other.NewRegistrationCache(domain.CacheConfig{})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, cache.Close()) }()
+	_, err = endpoint.DialZeroCopy(context.Background(), mgr, l.Addr(), endpoint.ZeroCopyConfig{SharedRegion: shared})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = endpoint.DialZeroCopy(context.Background(), mgr, l.Addr(), endpoint.ZeroCopyConfig{Cache: cache})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
 }
