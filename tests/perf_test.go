@@ -196,7 +196,8 @@ func perfExchange(t *testing.T, ctx context.Context, recvBin string, recvArgs []
 	sendCode := s.wait(t, ctx)
 	recvCode := r.wait(t, ctx)
 	took = time.Since(start)
-	require.Equal(t, 0, sendCode, "sender %s failed; stderr: %s", s.name, s.stderrText())
+	require.Equal(t, 0, sendCode, "sender %s failed; stderr: %s; receiver stdout: %q, stderr: %s",
+		s.name, s.stderrText(), r.stdoutLines(), r.stderrText())
 	require.Equal(t, 0, recvCode, "receiver %s failed; stderr: %s", r.name, r.stderrText())
 	recv, send = r.report(t), s.report(t)
 	t.Logf("receiver: %s", r.stdoutLines()[len(r.stdoutLines())-1])
