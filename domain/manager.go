@@ -71,6 +71,7 @@ type Manager struct {
 	fab  *fabric.Fabric
 	dom  *fabric.Domain
 	addr string
+	caps uint64 // the capabilities asked for and granted
 	log  zerolog.Logger
 
 	nextKey atomic.Uint64 // requested registration keys, unique per domain
@@ -86,7 +87,15 @@ func Open(cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	info, err := fabric.GetInfo(fabric.Hints{Provider: cfg.Provider, Node: cfg.Address, Service: "0", Source: true})
+	// Ask for RMA as well when the provider has it, so that endpoints can
+	// expose memory and pull or push it; a provider that only does messages
+	// still opens, without it.
+	caps := fabric.CapMsg | fabric.CapRMA
+	info, err := fabric.GetInfo(fabric.Hints{Provider: cfg.Provider, Node: cfg.Address, Service: "0", Source: true, Caps: caps})
+	if err != nil {
+		caps = fabric.CapMsg
+		info, err = fabric.GetInfo(fabric.Hints{Provider: cfg.Provider, Node: cfg.Address, Service: "0", Source: true, Caps: caps})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("domain: no %s provider on %s: %w", cfg.Provider, cfg.Address, err)
 	}
@@ -101,14 +110,14 @@ func Open(cfg Config) (*Manager, error) {
 		info.Free()
 		return nil, fmt.Errorf("domain: %w", err)
 	}
-	m := &Manager{info: info, fab: fab, dom: dom, addr: cfg.Address, log: cfg.Logger, regs: make(map[*Registration]struct{})}
+	m := &Manager{info: info, fab: fab, dom: dom, addr: cfg.Address, caps: caps, log: cfg.Logger, regs: make(map[*Registration]struct{})}
 	m.stats.MaxRegistrations = cfg.MaxRegistrations
 	if m.stats.MaxRegistrations == 0 {
 		m.stats.MaxRegistrations = info.MRCount()
 	}
 	m.stats.MaxRegisteredBytes = cfg.MaxRegisteredBytes
 	m.log.Debug().Str("provider", info.Provider()).Str("fabric", info.FabricName()).
-		Str("domain", info.DomainName()).Int("max_registrations", m.stats.MaxRegistrations).Msg("domain opened")
+		Str("domain", info.DomainName()).Bool("rma", m.SupportsRMA()).Uint64("mr_mode", info.MRMode()).Int("max_registrations", m.stats.MaxRegistrations).Msg("domain opened")
 	return m, nil
 }
 
@@ -117,6 +126,15 @@ func (m *Manager) Provider() string { return m.info.Provider() }
 
 // Address returns the local address the domain was opened on (host only).
 func (m *Manager) Address() string { return m.addr }
+
+// Caps returns the capabilities the domain was opened with (fabric.CapMsg,
+// plus fabric.CapRMA when the provider supports it). Endpoints ask for the
+// same, so that both sides of a connection can do RMA.
+func (m *Manager) Caps() uint64 { return m.caps }
+
+// SupportsRMA reports whether memory can be exposed for remote access and
+// read or written with RMA in this domain.
+func (m *Manager) SupportsRMA() bool { return m.caps&fabric.CapRMA == fabric.CapRMA }
 
 // Info returns the provider description the domain was opened with. It is
 // owned by the Manager and valid until Close.

@@ -24,7 +24,7 @@ func attachPoller(mgr *domain.Manager, shared *cq.Poller, cfg cq.Config) (p *cq.
 // to listen on with source, the peer to connect to without.
 func infoFor(mgr *domain.Manager, host, port string, source bool) (*fabric.Info, error) {
 	return fabric.GetInfo(fabric.Hints{Provider: mgr.Provider(), Node: host, Service: port, Source: source,
-		Fabric: mgr.Info().FabricName(), Domain: mgr.Info().DomainName()})
+		Fabric: mgr.Info().FabricName(), Domain: mgr.Info().DomainName(), Caps: mgr.Caps()})
 }
 
 // openEndpoint opens an endpoint for info whose events reach owner, binds it

@@ -40,6 +40,9 @@ type ListenConfig struct {
 	// and this is how the loss is reported. It runs on the poller
 	// goroutine. May be nil; the error is logged in any case.
 	OnReceiveError func(ep *ReceiveEndpoint, err error)
+	// RMA tunes the RMA transfers (ReceiveEndpoint.Pull and Push) made on
+	// accepted connections; defaults apply to zero fields.
+	RMA RMAParams
 	// Poller is an event loop to share; the caller closes it after the
 	// listener. Nil gives the listener its own, configured by PollerConfig
 	// and closed with it. All connections of a listener share its poller.
@@ -82,6 +85,9 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 	}
 	cfg.Params = cfg.Params.WithDefaults()
 	if err := cfg.Params.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.RMA.validate(); err != nil {
 		return nil, err
 	}
 	if rx := mgr.Info().RxSize(); rx > 0 && cfg.Params.BufferCount > rx {
@@ -261,6 +267,7 @@ type ReceiveEndpoint struct {
 	stride int
 	local  atomic.Pointer[string] // set once connected, before OnConnectionEstablished
 	info   *fabric.Info
+	rma    rmaOps // Pull and Push; its completion keys have rmaKeyFlag set
 
 	// Poller goroutine only: a Close from inside OnData must not unmap the
 	// slice OnData is still looking at, so the memory goes after it returns.
@@ -291,6 +298,8 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if r.ep, err = openEndpoint(l.mgr, l.poller, info, r.owner); err != nil {
 		return err
 	}
+	r.rma.init(l.mgr, l.poller, r.owner, l.cfg.RMA, l.log)
+	r.rma.ep = r.ep
 	if err = r.postAll(); err != nil {
 		return err
 	}
@@ -345,6 +354,10 @@ func (h receiveHandler) HandleEvent(ev fabric.Event)                { h.r.handle
 // handleCompletion passes the message to OnData and posts the buffer again.
 // It runs on the poller goroutine.
 func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
+	if isRMAKey(key) {
+		r.rma.handleCompletion(key, res)
+		return
+	}
 	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
 		return
 	}
@@ -470,9 +483,11 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 // that order, so the provider has let go of them first.
 func (r *ReceiveEndpoint) release() {
 	r.l.poller.Unregister(r.owner)
+	r.rma.closing() // no RMA post may race with the close
 	if err := r.ep.Close(); err != nil {
 		r.l.log.Error().Err(err).Msg("closing endpoint")
 	}
+	r.rma.cancelPending()
 	r.info.Free()
 	if r.inOnData {
 		r.freeAfterOnData = true

@@ -175,3 +175,20 @@ func (e *Endpoint) RecvBatch(addrs []uintptr, lens []uint64, descs []uintptr, ct
 	}
 	return int(rc), 0
 }
+
+// Read posts an RMA read (fi_read): length bytes of the peer's region at
+// remoteAddr (an offset or a virtual address, as Info.MRVirtAddr says),
+// accessed with key, land at addr (registered memory with descriptor desc).
+// ctx comes back in the completion, whose flags carry FlagRead.
+func (e *Endpoint) Read(addr uintptr, length int, desc uintptr, remoteAddr, key, ctx uint64) Errno {
+	return errnoOfSize(C.netio_read(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc),
+		C.uint64_t(remoteAddr), C.uint64_t(key), C.uint64_t(ctx)))
+}
+
+// Write posts an RMA write (fi_writemsg) of length bytes at addr into the
+// peer's region at remoteAddr, accessed with key. ctx comes back in the
+// completion, whose flags carry FlagWrite.
+func (e *Endpoint) Write(addr uintptr, length int, desc uintptr, remoteAddr, key, ctx uint64) Errno {
+	return errnoOfSize(C.netio_write(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc),
+		C.uint64_t(remoteAddr), C.uint64_t(key), C.uint64_t(ctx)))
+}

@@ -36,6 +36,7 @@ const (
 	EAVAIL       = Errno(C.FI_EAVAIL)
 	ETRUNC       = Errno(C.FI_ETRUNC)
 	ENOKEY       = Errno(C.FI_ENOKEY)
+	EACCES       = Errno(C.FI_EACCES)
 )
 
 // errnoOf turns a libfabric return code (0 or a negative FI_E* value) into an

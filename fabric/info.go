@@ -17,6 +17,10 @@ const (
 	EPMsg  = int(C.FI_EP_MSG)
 	EPRDM  = int(C.FI_EP_RDM)
 	CapMsg = uint64(C.FI_MSG)
+	// CapRMA asks for one-sided reads and writes in both roles: issuing
+	// them (FI_READ, FI_WRITE) and being their target (FI_REMOTE_READ,
+	// FI_REMOTE_WRITE).
+	CapRMA = uint64(C.FI_RMA | C.FI_READ | C.FI_WRITE | C.FI_REMOTE_READ | C.FI_REMOTE_WRITE)
 )
 
 // Access flags for RegisterMemory.
@@ -31,9 +35,12 @@ const (
 
 // Completion flags found in CQ entries.
 const (
-	FlagSend = uint64(C.FI_SEND)
-	FlagRecv = uint64(C.FI_RECV)
-	FlagMsg  = uint64(C.FI_MSG)
+	FlagSend  = uint64(C.FI_SEND)
+	FlagRecv  = uint64(C.FI_RECV)
+	FlagMsg   = uint64(C.FI_MSG)
+	FlagRMA   = uint64(C.FI_RMA)
+	FlagRead  = uint64(C.FI_READ)  // an RMA read (fi_read) completed
+	FlagWrite = uint64(C.FI_WRITE) // an RMA write (fi_write) completed
 )
 
 // Binding flags for Endpoint.BindCQ.
@@ -146,6 +153,21 @@ func (i *Info) MRModeLocal() bool { return i.c.domain_attr.mr_mode&C.FI_MR_LOCAL
 
 // MRProvKey reports whether the provider picks registration keys.
 func (i *Info) MRProvKey() bool { return i.c.domain_attr.mr_mode&C.FI_MR_PROV_KEY != 0 }
+
+// Caps returns the capabilities the provider granted (CapMsg, CapRMA bits,
+// and secondary ones it adds).
+func (i *Info) Caps() uint64 { return uint64(i.c.caps) }
+
+// HasCaps reports whether every bit of caps was granted.
+func (i *Info) HasCaps(caps uint64) bool { return uint64(i.c.caps)&caps == caps }
+
+// MRVirtAddr reports whether RMA addresses are virtual addresses of the
+// target's memory (FI_MR_VIRT_ADDR). Without it they are offsets from the
+// start of the target's registration.
+func (i *Info) MRVirtAddr() bool { return i.c.domain_attr.mr_mode&C.FI_MR_VIRT_ADDR != 0 }
+
+// MRMode returns the raw mr_mode bits the domain works with.
+func (i *Info) MRMode() uint64 { return uint64(i.c.domain_attr.mr_mode) }
 
 // Version returns the libfabric library version as "major.minor".
 func Version() string {

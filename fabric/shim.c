@@ -236,6 +236,33 @@ ssize_t netio_recv_batch(struct fid_ep *ep, const uintptr_t *bufs, const uint64_
 	return (ssize_t)n;
 }
 
+ssize_t netio_read(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc,
+                   uint64_t addr, uint64_t key, uint64_t ctx)
+{
+	return fi_read(ep, (void *)buf, len, (void *)desc, 0, addr, key, (void *)(uintptr_t)ctx);
+}
+
+ssize_t netio_write(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc,
+                    uint64_t addr, uint64_t key, uint64_t ctx)
+{
+	/* FI_DELIVERY_COMPLETE: the completion means the data is in the
+	 * target's memory. The default (transmit complete) lets tcp report a
+	 * write done while the bytes are still on their way, so a peer told
+	 * "pushed" could read stale memory. */
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	void *d = (void *)desc;
+	struct fi_rma_iov rma = {.addr = addr, .len = len, .key = key};
+	struct fi_msg_rma msg = {
+		.msg_iov = &iov,
+		.desc = &d,
+		.iov_count = 1,
+		.rma_iov = &rma,
+		.rma_iov_count = 1,
+		.context = (void *)(uintptr_t)ctx,
+	};
+	return fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+}
+
 int netio_mr_reg(struct fid_domain *dom, uintptr_t buf, size_t len, uint64_t access,
                  uint64_t key, struct fid_mr **mr)
 {

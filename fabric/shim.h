@@ -12,6 +12,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 struct netio_hints {
 	const char *prov;
@@ -75,6 +76,13 @@ ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len);
 ssize_t netio_recv(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx);
 ssize_t netio_recv_batch(struct fid_ep *ep, const uintptr_t *bufs, const uint64_t *lens,
                          const uintptr_t *descs, const uint64_t *ctxs, size_t n);
+
+// RMA: one contiguous transfer between local registered memory and a peer's
+// exposed region (addr as the provider wants it, key from the peer).
+ssize_t netio_read(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc,
+                   uint64_t addr, uint64_t key, uint64_t ctx);
+ssize_t netio_write(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc,
+                    uint64_t addr, uint64_t key, uint64_t ctx);
 
 int netio_mr_reg(struct fid_domain *dom, uintptr_t buf, size_t len, uint64_t access,
                  uint64_t key, struct fid_mr **mr);
