@@ -191,3 +191,31 @@ func TestSweepInProcess(t *testing.T) {
 	assert.Contains(t, progress.String(), "sweep: 4 KiB throughput")
 	assert.Contains(t, progress.String(), "sweep: 4 KiB ping-pong")
 }
+
+// The RMA modes move data with Pull and Push of an exposed region and
+// report throughput and per-operation latency for every size.
+func TestSweepRMAModes(t *testing.T) {
+	for _, mode := range []string{modeRMARead, modeRMAWrite} {
+		t.Run(mode, func(t *testing.T) {
+			var out, progress bytes.Buffer
+			code := run(t.Context(), []string{"--quick", "--mode", mode, "--sizes", "4K,64K", "--json"}, &out, &progress)
+			require.Equal(t, exitOK, code, "stderr: %s", progress.String())
+			var r sweepReport
+			require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r))
+			assert.Equal(t, mode, r.Mode)
+			require.Len(t, r.Rows, 2)
+			for i, size := range []int{4096, 65536} {
+				row := r.Rows[i]
+				assert.Equal(t, size, row.Size)
+				assert.Positive(t, row.Messages)
+				assert.Equal(t, row.Messages*uint64(size), row.Bytes)
+				assert.Positive(t, row.MBPerS)
+				assert.Positive(t, row.RoundTrips)
+				assert.GreaterOrEqual(t, row.LatP99us, row.LatP50us)
+			}
+			assert.Contains(t, progress.String(), "sweep: 64 KiB "+mode+" throughput")
+		})
+	}
+	var out, progress bytes.Buffer
+	assert.Equal(t, exitUsage, run(t.Context(), []string{"--mode", "bogus"}, &out, &progress))
+}

@@ -99,12 +99,17 @@ type sweepRow struct {
 type sweepReport struct {
 	Role     string     `json:"role"`
 	Provider string     `json:"provider"`
+	Mode     string     `json:"mode"`
 	Rows     []sweepRow `json:"rows"`
 }
 
 // printTable writes the sweep as an aligned table.
-func printTable(w io.Writer, provider string, rows []sweepRow) error {
-	fmt.Fprintf(w, "netio-perf loopback sweep, provider %s (MB = 10^6 bytes; latency is one-way = RTT/2)\n", provider)
+func printTable(w io.Writer, provider, mode string, rows []sweepRow) error {
+	latency := "latency is one-way = RTT/2"
+	if mode != modeSend {
+		latency = "latency is one whole " + mode + " operation"
+	}
+	fmt.Fprintf(w, "netio-perf loopback sweep, provider %s, mode %s (MB = 10^6 bytes; %s)\n", provider, mode, latency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "size\tmessages\tMB/s\tMmsg/s\tround trips\tlat p50 µs\tlat p99 µs\t")
 	for _, r := range rows {

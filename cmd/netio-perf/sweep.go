@@ -10,7 +10,7 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-const sweepSynopsis = "netio-perf [--provider P] [--sizes LIST] [--quick] [--zero-copy] [--json]"
+const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write] [--sizes LIST] [--quick] [--zero-copy] [--json]"
 
 // defaultSweepSizes are the message sizes of the sweep.
 var defaultSweepSizes = []int{64, kib, 4 * kib, 64 * kib, mib}
@@ -21,6 +21,7 @@ type sweepOptions struct {
 	sizes    []int
 	quick    bool
 	zeroCopy bool
+	mode     string
 }
 
 // budget bounds one part of the sweep for one size, by time and by count.
@@ -51,8 +52,14 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 	sizes := fs.String("sizes", "", "comma-separated message sizes (default 64,1K,4K,64K,1M)")
 	fs.BoolVar(&o.quick, "quick", false, "short budgets (≈0.3 s per size), for tests")
 	fs.BoolVar(&o.zeroCopy, "zero-copy", false, "throughput part: send from the sender's own memory instead of copying into send buffers")
+	fs.StringVar(&o.mode, "mode", modeSend, "what to measure: send (messages), rma-read (Pull) or rma-write (Push) of an exposed region")
 	if err := fs.parse(args); err != nil {
 		return o, err
+	}
+	switch o.mode {
+	case modeSend, modeRMARead, modeRMAWrite:
+	default:
+		return o, fs.fail(fmt.Errorf("--mode %q: want send, rma-read or rma-write", o.mode))
 	}
 	if *sizes != "" {
 		var err error
@@ -75,7 +82,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	defer mgr.Close()
-	w := sweeper{mgr: mgr, budget: b, poll: o.poll, zeroCopy: o.zeroCopy, progress: stderr}
+	w := sweeper{mgr: mgr, budget: b, poll: o.poll, zeroCopy: o.zeroCopy, mode: o.mode, progress: stderr}
 	rows := make([]sweepRow, 0, len(o.sizes))
 	for _, size := range o.sizes {
 		row, err := w.measure(ctx, size)
@@ -85,9 +92,9 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 		rows = append(rows, row)
 	}
 	if o.json {
-		return printJSON(stdout, sweepReport{Role: "sweep", Provider: o.provider, Rows: rows})
+		return printJSON(stdout, sweepReport{Role: "sweep", Provider: o.provider, Mode: o.mode, Rows: rows})
 	}
-	return printTable(stdout, o.provider, rows)
+	return printTable(stdout, o.provider, o.mode, rows)
 }
 
 // sweeper runs the parts of the sweep in one domain.
@@ -96,11 +103,15 @@ type sweeper struct {
 	budget   budget
 	poll     pollMode
 	zeroCopy bool
+	mode     string
 	progress io.Writer // progress lines
 }
 
 // measure measures throughput, then ping-pong latency, for one size.
 func (w *sweeper) measure(ctx context.Context, size int) (sweepRow, error) {
+	if w.mode != modeSend {
+		return w.measureRMA(ctx, size, w.mode == modeRMAWrite)
+	}
 	row := sweepRow{Size: size}
 	fmt.Fprintf(w.progress, "sweep: %s throughput ...\n", formatSize(size))
 	if err := w.throughput(ctx, size, &row); err != nil {
