@@ -78,3 +78,22 @@ func BenchmarkGetOrExtendRelease(b *testing.B) {
 		buf.Release()
 	}
 }
+
+// BenchmarkRefRelease takes and gives back a second handle of a leased
+// buffer: handles are values, so Ref does not allocate either.
+func BenchmarkRefRelease(b *testing.B) {
+	p := benchPool(b, 1)
+	buf, st := p.TryGet(4096)
+	if st != netio.OK {
+		b.Fatal(st)
+	}
+	defer buf.Release()
+	b.ReportAllocs()
+	for b.Loop() {
+		r := buf.Ref()
+		if !r.Valid() {
+			b.Fatal("Ref refused")
+		}
+		r.Release()
+	}
+}

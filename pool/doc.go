@@ -27,8 +27,24 @@
 //
 // A leased Buffer is shared by reference count, like Thallium's bulk_buffer:
 // Ref returns another handle to the same memory, and the buffer goes back to
-// its tier when the last handle is released. Release is idempotent per
-// handle.
+// its tier when the last handle is released.
+//
+// # Handles and release safety
+//
+// A Buffer is a small value naming one lease of one buffer: every lease
+// bumps the buffer's generation, and each handle of the lease owns one bit
+// of a live-handle mask (at most 32 live handles per lease; Ref returns the
+// zero Buffer beyond that). Release and Ref check generation and bit in one
+// atomic step, so a second release of the same handle is a no-op, never a
+// double free, and a stale handle (a copy kept past its lease, a deferred
+// Release after an explicit one) that is released after the buffer was
+// leased again leaves the new lease alone. (Within a lease, Ref reuses the
+// bits of released handles round robin; see Buffer.Ref.) The zero Buffer is "no buffer":
+// failed Gets return it, and releasing it is a no-op.
+//
+// Accessors such as Bytes and Addr do not check the lease: touching the
+// memory after Release is a misuse, as with any pool, since it may belong
+// to another lease by then.
 //
 // # Waiting
 //
@@ -59,8 +75,8 @@
 //
 // # Hot path
 //
-// TryGet, Release and a Get that does not wait do not allocate: every buffer
-// carries a preallocated handle that is reused for each lease. Only Ref
-// allocates a handle. Each tier has its own short mutex, so borrowers of
-// different tiers do not contend.
+// TryGet, GetOrExtend and a Get that find a free buffer, Release and Ref do
+// not allocate: a handle is a value, and a buffer's lease state is one
+// atomic word. Each tier has its own short mutex, so borrowers of different
+// tiers do not contend.
 package pool

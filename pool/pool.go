@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"slices"
 	"sync"
@@ -42,10 +43,17 @@ type slot struct {
 	addr uintptr
 	reg  *domain.Registration
 	m    *mapping
-	refs atomic.Int32 // live handles
-	// h is the handle every lease starts with; reusing it keeps the hot
-	// path free of allocations.
-	h Buffer
+	// state packs the lease generation (upper 32 bits, incremented by
+	// every lease) and the mask of live handles of that lease (lower 32
+	// bits, one bit per handle). The mask is 0 exactly while the slot is
+	// free (or destroyed). Handles change it only by CAS after checking
+	// their generation and bit, so a stale handle can never touch a later
+	// lease.
+	state atomic.Uint64
+	// next is where Ref starts looking for a free handle bit: bits are
+	// handed out round robin, so a released handle's bit is reused as late
+	// as possible. Only a hint; state decides.
+	next atomic.Uint32
 	// extra marks a buffer added above the configured count: only those
 	// are shrunk after IdleTimeout.
 	extra bool
@@ -54,11 +62,18 @@ type slot struct {
 	freedAt int64
 }
 
-// lease hands the slot to a caller with one handle.
-func (s *slot) lease() *Buffer {
-	s.refs.Store(1)
-	s.h.live.Store(true)
-	return &s.h
+// Layout of slot.state.
+const (
+	genShift = 32
+	maskBits = 1<<genShift - 1
+	maxRefs  = genShift // live handles per lease
+)
+
+// lease hands the slot, which nobody holds (mask 0), to a caller: a new
+// generation with one handle (bit 0).
+func (s *slot) lease() Buffer {
+	st := s.state.Add(1<<genShift | 1)
+	return Buffer{s: s, gen: uint32(st >> genShift), bit: 1}
 }
 
 // tier holds the buffers of one size.
@@ -123,64 +138,130 @@ func (t *tier) put(s *slot) {
 	}
 }
 
-// Buffer is a handle to a leased, registered buffer. Handles of one buffer
-// share it by reference count (Ref); the buffer goes back to the pool when
-// the last handle is released. A handle is for one goroutine at a time; do
-// not use it after Release.
+// Buffer is a handle to a leased, registered buffer. It is a small value:
+// copy it freely, but a copy is the same handle, not a new reference (use
+// Ref for that). The zero Buffer is no buffer (Valid reports false); Get,
+// TryGet and GetOrExtend return it when they fail.
+//
+// A handle names one lease of one buffer (by a generation the buffer
+// bumps on every lease) and one reference within it. Handles of a lease
+// share the buffer by reference count (Ref); it goes back to the pool when
+// the last one is released. Release and Ref check the handle against the
+// buffer's current lease atomically, so a handle released twice, or one
+// kept past its lease (a stale copy, a deferred Release after an explicit
+// one), never releases or refers to the buffer's next lease: that is a
+// no-op.
+//
+// The accessors (Bytes, Size, Addr, Desc, Key, Registration) do not check
+// the lease: using the memory after Release is a misuse, as with any pool,
+// since it may belong to another lease by then. They must not be called on
+// the zero Buffer.
 type Buffer struct {
-	s    *slot
-	live atomic.Bool
+	s   *slot
+	gen uint32 // lease generation
+	bit uint32 // this handle's bit in the lease's mask
 }
+
+// Valid reports whether b is a handle, not the zero Buffer. It stays true
+// after Release; UseCount tells whether the lease is still held.
+func (b Buffer) Valid() bool { return b.s != nil }
 
 // Bytes returns the buffer's memory; its length is the tier size, which is
 // at least the size asked for.
-func (b *Buffer) Bytes() []byte { return b.s.mem }
+func (b Buffer) Bytes() []byte { return b.s.mem }
 
 // Size returns the buffer's size in bytes (its tier's size).
-func (b *Buffer) Size() int { return len(b.s.mem) }
+func (b Buffer) Size() int { return len(b.s.mem) }
 
 // Addr returns the address of the buffer's first byte.
-func (b *Buffer) Addr() uintptr { return b.s.addr }
+func (b Buffer) Addr() uintptr { return b.s.addr }
 
 // Desc returns the registration descriptor to pass with operations on the
 // buffer.
-func (b *Buffer) Desc() uintptr { return b.s.reg.Desc() }
+func (b Buffer) Desc() uintptr { return b.s.reg.Desc() }
 
 // Key returns the registration key a peer uses for remote access.
-func (b *Buffer) Key() uint64 { return b.s.reg.Key() }
+func (b Buffer) Key() uint64 { return b.s.reg.Key() }
 
 // Registration returns the buffer's own registration. Do not close it: the
 // pool does, when the buffer is shrunk or the pool closed.
-func (b *Buffer) Registration() *domain.Registration { return b.s.reg }
+func (b Buffer) Registration() *domain.Registration { return b.s.reg }
 
-// UseCount returns the number of live handles to the buffer.
-func (b *Buffer) UseCount() int { return int(b.s.refs.Load()) }
-
-// Ref returns another handle to the same buffer and counts it; release each
-// handle once. It returns nil for a handle already released. Ref allocates
-// the new handle (the hot path does not need it).
-func (b *Buffer) Ref() *Buffer {
-	if b == nil || !b.live.Load() {
-		return nil
+// UseCount returns the number of live handles of b's lease: 0 when that
+// lease has ended (the buffer is free or leased again) and for the zero
+// Buffer.
+func (b Buffer) UseCount() int {
+	if b.s == nil {
+		return 0
 	}
-	b.s.refs.Add(1)
-	nb := &Buffer{s: b.s}
-	nb.live.Store(true)
-	return nb
+	st := b.s.state.Load()
+	if uint32(st>>genShift) != b.gen {
+		return 0
+	}
+	return bits.OnesCount32(uint32(st & maskBits))
 }
 
-// Release gives up this handle. When it was the last one, the buffer goes
-// back to its tier (to the oldest waiter it fits, if any); after Close it is
-// deregistered and unmapped. Releasing a handle again is a no-op; note that
-// the handle a Get returns is reused for the buffer's next lease, so a
-// stale handle must not be released after the buffer was leased again.
-func (b *Buffer) Release() {
-	if b == nil || !b.live.CompareAndSwap(true, false) {
+// Ref returns another handle to the same buffer and counts it; release each
+// handle once. A lease has at most 32 live handles: Ref returns the zero
+// Buffer when all 32 are live, when b was released (or its lease ended),
+// and for the zero Buffer. It does not allocate.
+//
+// Handle bits are handed out round robin, and a released handle's bit is
+// reused by a later Ref of the same lease only when Ref has cycled through
+// the other free bits; releasing a handle again after that would release
+// the newer one. So release each handle once; the guarantee against stale
+// handles of earlier leases does not depend on this.
+func (b Buffer) Ref() Buffer {
+	s := b.s
+	if s == nil {
+		return Buffer{}
+	}
+	for {
+		st := s.state.Load()
+		mask := uint32(st & maskBits)
+		if uint32(st>>genShift) != b.gen || mask&b.bit == 0 || mask == maskBits {
+			return Buffer{}
+		}
+		free := ^mask
+		c := s.next.Load() % maxRefs
+		f := free &^ (1<<c - 1) // free bits at or above the cursor
+		if f == 0 {
+			f = free
+		}
+		nb := f & -f
+		if s.state.CompareAndSwap(st, st|uint64(nb)) {
+			s.next.Store(uint32(bits.TrailingZeros32(nb)) + 1)
+			return Buffer{s: s, gen: b.gen, bit: nb}
+		}
+	}
+}
+
+// Release gives up this handle. When it was the last live handle of its
+// lease, the buffer goes back to its tier (to the oldest waiter it fits, if
+// any); after Close it is deregistered and unmapped.
+//
+// Releasing a handle again is a no-op, and so is releasing a stale handle
+// whose lease has ended, even when the buffer has been leased again since:
+// it never releases another lease, never frees a buffer twice. Releasing
+// the zero Buffer is a no-op. (Generations are 32 bits: a stale handle
+// would only match again after 2^32 more leases of its buffer.)
+func (b Buffer) Release() {
+	s := b.s
+	if s == nil {
 		return
 	}
-	s := b.s
-	if s.refs.Add(-1) == 0 {
-		s.t.put(s)
+	for {
+		st := s.state.Load()
+		if uint32(st>>genShift) != b.gen || uint32(st)&b.bit == 0 {
+			return
+		}
+		nst := st &^ uint64(b.bit)
+		if s.state.CompareAndSwap(st, nst) {
+			if nst&maskBits == 0 {
+				s.t.put(s)
+			}
+			return
+		}
 	}
 }
 
@@ -318,15 +399,12 @@ func (p *Pool) register(t *tier, m *mapping, mem []byte) (*slot, error) {
 	}
 	m.live.Add(1)
 	p.registered.Add(int64(len(mem)))
-	s := &slot{t: t, mem: mem, addr: addr, reg: reg, m: m}
-	s.h.s = s
-	return s, nil
+	return &slot{t: t, mem: mem, addr: addr, reg: reg, m: m}, nil
 }
 
 // destroy deregisters a buffer nobody holds and unmaps its memory when it
 // was the last buffer of its mapping.
 func (p *Pool) destroy(s *slot) {
-	s.h.live.Store(false)
 	if err := s.reg.Close(); err != nil {
 		p.log.Error().Err(err).Int("size", len(s.mem)).Msg("pool: deregister buffer")
 	}
@@ -368,15 +446,16 @@ func fitting(ts []*tier, minSize int) int {
 // TryGet leases a free buffer of at least minSize bytes from the smallest
 // fitting tier that has one, without blocking. It returns NoResources when
 // every fitting tier is empty, InvalidArgument when minSize is negative or
-// larger than every tier, and Closed after Close. It does not allocate.
-func (p *Pool) TryGet(minSize int) (*Buffer, netio.Status) {
+// larger than every tier, and Closed after Close; the Buffer is the zero
+// Buffer unless the status is OK. It does not allocate.
+func (p *Pool) TryGet(minSize int) (Buffer, netio.Status) {
 	if p.closed.Load() {
-		return nil, netio.Closed
+		return Buffer{}, netio.Closed
 	}
 	ts := *p.tiers.Load()
 	i := fitting(ts, minSize)
 	if i == len(ts) || minSize < 0 {
-		return nil, netio.InvalidArgument
+		return Buffer{}, netio.InvalidArgument
 	}
 	for _, t := range ts[i:] {
 		t.mu.Lock()
@@ -386,7 +465,7 @@ func (p *Pool) TryGet(minSize int) (*Buffer, netio.Status) {
 			return s.lease(), netio.OK
 		}
 	}
-	return nil, netio.NoResources
+	return Buffer{}, netio.NoResources
 }
 
 // Get leases a buffer of at least minSize bytes, blocking until one is
@@ -394,21 +473,21 @@ func (p *Pool) TryGet(minSize int) (*Buffer, netio.Status) {
 // ends first (holding nothing), an error wrapping netio.ErrClosed when the
 // pool is or gets closed, and one wrapping netio.ErrInvalidArgument when no
 // tier fits minSize. Waiters are served first come, first served among
-// those a released buffer fits; see the package documentation. A Get that
-// does not wait does not allocate.
-func (p *Pool) Get(ctx context.Context, minSize int) (*Buffer, error) {
+// those a released buffer fits; see the package documentation. On error the
+// Buffer is the zero Buffer. A Get that does not wait does not allocate.
+func (p *Pool) Get(ctx context.Context, minSize int) (Buffer, error) {
 	b, st := p.TryGet(minSize)
 	switch st {
 	case netio.OK:
 		return b, nil
 	case netio.NoResources:
 	case netio.Closed:
-		return nil, errClosed
+		return Buffer{}, errClosed
 	default:
-		return nil, p.errNoFit(minSize)
+		return Buffer{}, p.errNoFit(minSize)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return Buffer{}, err
 	}
 	w := waiterPool.Get().(*waiter)
 	w.minSize = minSize
@@ -423,7 +502,7 @@ func (p *Pool) Get(ctx context.Context, minSize int) (*Buffer, error) {
 	if p.closed.Load() {
 		p.nwait.Add(-1)
 		p.waitMu.Unlock()
-		return nil, errClosed
+		return Buffer{}, errClosed
 	}
 	p.waiters = append(p.waiters, w)
 	p.waitMu.Unlock()
@@ -433,25 +512,25 @@ func (p *Pool) Get(ctx context.Context, minSize int) (*Buffer, error) {
 		return s.lease(), nil
 	} else if closed && w.state.CompareAndSwap(waitPending, waitClosed) {
 		p.dequeue(w)
-		return nil, errClosed
+		return Buffer{}, errClosed
 	}
 	select {
 	case s := <-w.ch:
 		if s == nil {
-			return nil, errClosed
+			return Buffer{}, errClosed
 		}
 		return s.lease(), nil
 	case <-ctx.Done():
 		if w.state.CompareAndSwap(waitPending, waitCanceled) {
 			p.dequeue(w)
-			return nil, ctx.Err()
+			return Buffer{}, ctx.Err()
 		}
 		// Handed a buffer (or closed) just now: give the buffer to the
 		// next waiter; the caller asked to stop waiting.
 		if s := <-w.ch; s != nil {
 			s.t.put(s)
 		}
-		return nil, ctx.Err()
+		return Buffer{}, ctx.Err()
 	}
 }
 
@@ -527,16 +606,16 @@ func (p *Pool) handoff(t *tier) {
 // or adds a tier of exactly minSize bytes when none fits (later requests
 // reuse it). It never waits for a release. Growth that would pass the
 // budget or a limit of the domain fails with an error wrapping
-// netio.ErrNoResources and registers nothing. Buffers it adds are shrunk
-// again after IdleTimeout.
-func (p *Pool) GetOrExtend(minSize int) (*Buffer, error) {
+// netio.ErrNoResources and registers nothing. On error the Buffer is the
+// zero Buffer. Buffers it adds are shrunk again after IdleTimeout.
+func (p *Pool) GetOrExtend(minSize int) (Buffer, error) {
 	if minSize < 0 || minSize > netio.MaxBufferSize {
-		return nil, invalid("buffer size %d outside 0..%d", minSize, netio.MaxBufferSize)
+		return Buffer{}, invalid("buffer size %d outside 0..%d", minSize, netio.MaxBufferSize)
 	}
 	if b, st := p.TryGet(minSize); st == netio.OK {
 		return b, nil
 	} else if st == netio.Closed {
-		return nil, errClosed
+		return Buffer{}, errClosed
 	}
 	p.growMu.Lock()
 	defer p.growMu.Unlock()
@@ -544,7 +623,7 @@ func (p *Pool) GetOrExtend(minSize int) (*Buffer, error) {
 	if b, st := p.TryGet(minSize); st == netio.OK {
 		return b, nil
 	} else if st == netio.Closed {
-		return nil, errClosed
+		return Buffer{}, errClosed
 	}
 	ts := *p.tiers.Load()
 	var t *tier
@@ -553,15 +632,15 @@ func (p *Pool) GetOrExtend(minSize int) (*Buffer, error) {
 		t = ts[i]
 		size = t.size
 	} else if size == 0 {
-		return nil, invalid("a new tier needs a size above 0")
+		return Buffer{}, invalid("a new tier needs a size above 0")
 	}
 	if reg := p.registered.Load(); p.budget > 0 && reg+int64(size) > p.budget {
-		return nil, fmt.Errorf("%w: pool: registering %d bytes would pass the budget of %d (%d registered)",
+		return Buffer{}, fmt.Errorf("%w: pool: registering %d bytes would pass the budget of %d (%d registered)",
 			netio.ErrNoResources, size, p.budget, reg)
 	}
 	mem, err := p.alloc.Alloc(size)
 	if err != nil {
-		return nil, fmt.Errorf("pool: allocate %d bytes: %w", size, err)
+		return Buffer{}, fmt.Errorf("pool: allocate %d bytes: %w", size, err)
 	}
 	m := &mapping{mem: mem}
 	p.mapped.Add(int64(cap(mem)))
@@ -574,7 +653,7 @@ func (p *Pool) GetOrExtend(minSize int) (*Buffer, error) {
 		if ferr := p.alloc.Free(mem); ferr != nil {
 			p.log.Error().Err(ferr).Msg("pool: free buffer memory")
 		}
-		return nil, err
+		return Buffer{}, err
 	}
 	s.extra = true
 	if r := p.registered.Load(); r > p.peak.Load() {
@@ -589,7 +668,7 @@ func (p *Pool) GetOrExtend(minSize int) (*Buffer, error) {
 	if p.closed.Load() {
 		t.mu.Unlock()
 		p.destroy(s)
-		return nil, errClosed
+		return Buffer{}, errClosed
 	}
 	t.count++
 	t.mu.Unlock()
@@ -679,7 +758,6 @@ func (p *Pool) sweep() error {
 	}
 	var errs []error
 	for _, s := range victims {
-		s.h.live.Store(false)
 		errs = append(errs, s.reg.Close())
 		p.registered.Add(-int64(len(s.mem)))
 		p.unmapRef(s.m)

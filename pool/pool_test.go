@@ -59,7 +59,7 @@ func tierStats(p *pool.Pool, size int) pool.TierStats {
 	return pool.TierStats{Size: -1}
 }
 
-func tryGet(t *testing.T, p *pool.Pool, minSize int) *pool.Buffer {
+func tryGet(t *testing.T, p *pool.Pool, minSize int) pool.Buffer {
 	t.Helper()
 	b, st := p.TryGet(minSize)
 	require.Equal(t, netio.OK, st, "TryGet(%d)", minSize)
@@ -74,7 +74,7 @@ func waitForWaiters(t *testing.T, p *pool.Pool, n int) {
 }
 
 type result struct {
-	b   *pool.Buffer
+	b   pool.Buffer
 	err error
 }
 
@@ -102,8 +102,8 @@ func assertStillWaiting(t *testing.T, ch <-chan result) {
 	t.Helper()
 	select {
 	case r := <-ch:
-		assert.Fail(t, "Get returned while it should wait", "buffer %v err %v", r.b != nil, r.err)
-		if r.b != nil {
+		assert.Fail(t, "Get returned while it should wait", "buffer %v err %v", r.b.Valid(), r.err)
+		if r.b.Valid() {
 			r.b.Release()
 		}
 	case <-time.After(20 * time.Millisecond):
@@ -154,7 +154,7 @@ func TestSingleTierLayout(t *testing.T) {
 	assert.Equal(t, int64(4000), st.RegisteredBytes)
 	assert.Equal(t, int64(4000), st.PeakBytes)
 
-	var held []*pool.Buffer
+	var held []pool.Buffer
 	addrs := map[uintptr]bool{}
 	for range 4 {
 		b := tryGet(t, p, 1)
@@ -229,7 +229,7 @@ func TestMultiTierLayoutAndSmallestFit(t *testing.T) {
 	a.Release()
 	g := tryGet(t, p, 10)
 	assert.Equal(t, a.Addr(), g.Addr(), "a released small buffer is found first")
-	for _, x := range []*pool.Buffer{b, c, d, e, f, g} {
+	for _, x := range []pool.Buffer{b, c, d, e, f, g} {
 		x.Release()
 	}
 	for _, ts := range p.Stats().Tiers {
@@ -339,7 +339,7 @@ func TestGetContextCancel(t *testing.T) {
 	cancel()
 	r := receive(t, ch)
 	assert.ErrorIs(t, r.err, context.Canceled)
-	assert.Nil(t, r.b)
+	assert.False(t, r.b.Valid())
 	assert.Less(t, time.Since(start), time.Second, "promptly")
 	assert.Equal(t, 0, p.Stats().Waiters, "left the queue")
 
@@ -371,7 +371,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 	require.NoError(t, p.Close())
 	r := receive(t, ch)
 	assert.ErrorIs(t, r.err, netio.ErrClosed)
-	assert.Nil(t, r.b)
+	assert.False(t, r.b.Valid())
 	held.Release()
 }
 
@@ -592,8 +592,11 @@ func TestDoubleReleaseIsNoOp(t *testing.T) {
 	assert.Equal(t, netio.NoResources, st, "no phantom third buffer")
 	x.Release()
 	y.Release()
-	var nilBuf *pool.Buffer
-	assert.NotPanics(t, nilBuf.Release)
+	var zero pool.Buffer
+	assert.False(t, zero.Valid())
+	assert.NotPanics(t, zero.Release)
+	assert.Equal(t, 0, zero.UseCount())
+	assert.False(t, zero.Ref().Valid())
 }
 
 func TestRefUseCount(t *testing.T) {
@@ -601,7 +604,7 @@ func TestRefUseCount(t *testing.T) {
 	a := tryGet(t, p, 1)
 	assert.Equal(t, 1, a.UseCount())
 	r := a.Ref()
-	require.NotNil(t, r)
+	require.True(t, r.Valid())
 	assert.Equal(t, 2, a.UseCount())
 	assert.Equal(t, 2, r.UseCount())
 	assert.Equal(t, a.Addr(), r.Addr())
@@ -613,7 +616,7 @@ func TestRefUseCount(t *testing.T) {
 	a.Release() // no-op per handle
 	assert.Equal(t, 2, r.UseCount())
 	assert.Equal(t, 0, tierStats(p, 256).Free, "still leased")
-	assert.Nil(t, a.Ref(), "no Ref from a released handle")
+	assert.False(t, a.Ref().Valid(), "no Ref from a released handle")
 	r.Release()
 	r.Release()
 	assert.Equal(t, 1, r2.UseCount())
@@ -643,7 +646,7 @@ func TestConcurrentBorrowers(t *testing.T) {
 			tag := byte(w + 1)
 			for i := range ops {
 				size := 1 + rng.IntN(2048)
-				var b *pool.Buffer
+				var b pool.Buffer
 				switch rng.IntN(4) {
 				case 0:
 					var st netio.Status
@@ -671,7 +674,7 @@ func TestConcurrentBorrowers(t *testing.T) {
 						fails.Add(1)
 					}
 				}
-				if b == nil {
+				if !b.Valid() {
 					continue
 				}
 				if b.Size() < size || b.UseCount() != 1 {
@@ -680,7 +683,7 @@ func TestConcurrentBorrowers(t *testing.T) {
 				// Exclusive ownership: nobody else writes while we hold it.
 				buf := b.Bytes()
 				buf[0], buf[len(buf)-1] = tag, tag
-				var r *pool.Buffer
+				var r pool.Buffer
 				if i%5 == 0 {
 					r = b.Ref()
 				}
@@ -691,7 +694,7 @@ func TestConcurrentBorrowers(t *testing.T) {
 					collisions.Add(1)
 				}
 				b.Release()
-				if r != nil {
+				if r.Valid() {
 					// A second Release of a handle is a no-op; r keeps the
 					// buffer leased, so b's handle cannot have been reused.
 					b.Release()
@@ -754,4 +757,223 @@ func TestHugePageAllocator(t *testing.T) {
 	t.Logf("hugetlb mappings %d, fallback mappings %d", huge, fallback)
 	b.Release()
 	e.Release()
+}
+
+// A stale copy of a handle, released after its buffer was leased again,
+// must not release the new lease. With a handle reused for every lease
+// this released b2.
+func TestStaleHandleDoesNotReleaseNextLease(t *testing.T) {
+	p, _ := newPool(t, pool.Config{Size: 256, Count: 1})
+	b := tryGet(t, p, 1)
+	stale := b
+	b.Release()
+	b2 := tryGet(t, p, 1) // the only buffer: the same one, leased again
+	require.Equal(t, b.Addr(), b2.Addr())
+
+	stale.Release()
+	b.Release()
+	assert.Equal(t, 1, b2.UseCount(), "b2 is still leased")
+	_, st := p.TryGet(1)
+	assert.Equal(t, netio.NoResources, st, "the buffer was not given back")
+	assert.Equal(t, 1, tierStats(p, 256).InUse)
+	assert.Equal(t, 0, stale.UseCount(), "a stale handle sees no lease")
+	assert.False(t, stale.Ref().Valid(), "no Ref into another lease")
+	assert.Equal(t, 1, b2.UseCount())
+	assert.True(t, stale.Valid(), "still a handle, just a dead one")
+
+	b2.Release()
+	s := tierStats(p, 256)
+	assert.Equal(t, 1, s.Free, "b2's release returns it")
+	assert.Equal(t, 0, s.InUse)
+	b2.Release()
+	stale.Release()
+	assert.Equal(t, 1, tierStats(p, 256).Free, "counted once")
+	b3 := tryGet(t, p, 1)
+	_, st = p.TryGet(1)
+	assert.Equal(t, netio.NoResources, st, "no phantom second buffer")
+	b3.Release()
+}
+
+// The defer pattern: a deferred Release after an explicit one, running
+// while another borrower (here a waiting Get) holds the buffer.
+func TestDeferredReleaseAfterHandoff(t *testing.T) {
+	p, _ := newPool(t, pool.Config{Size: 256, Count: 1})
+	var r result
+	func() {
+		b := tryGet(t, p, 1)
+		defer b.Release()
+		ch := getAsync(p, context.Background(), 1)
+		waitForWaiters(t, p, 1)
+		b.Release() // hands the buffer to the waiter
+		r = receive(t, ch)
+		require.NoError(t, r.err)
+		require.Equal(t, b.Addr(), r.b.Addr())
+	}() // the deferred Release runs during the waiter's lease
+	assert.Equal(t, 1, r.b.UseCount(), "the waiter's lease survives the deferred Release")
+	_, st := p.TryGet(1)
+	assert.Equal(t, netio.NoResources, st)
+	r.b.Release()
+	assert.Equal(t, 1, tierStats(p, 256).Free)
+}
+
+func TestRefHandlesReleasedTwice(t *testing.T) {
+	p, _ := newPool(t, pool.Config{Size: 256, Count: 1})
+	a := tryGet(t, p, 1)
+	r := a.Ref()
+	require.True(t, r.Valid())
+	r.Release()
+	r.Release()
+	assert.Equal(t, 1, a.UseCount(), "one release counted")
+
+	// A new Ref after r's release does not take r's identity: r's
+	// second release cannot drop it.
+	r2 := a.Ref()
+	require.True(t, r2.Valid())
+	r.Release()
+	assert.Equal(t, 2, a.UseCount())
+	a.Release()
+	a.Release()
+	assert.Equal(t, 1, r2.UseCount())
+	assert.Equal(t, 0, tierStats(p, 256).Free, "r2 holds it")
+
+	// A Ref kept from this lease is stale in the next one.
+	r3 := r2.Ref()
+	r2.Release()
+	r3.Release()
+	assert.Equal(t, 1, tierStats(p, 256).Free)
+	b := tryGet(t, p, 1)
+	for _, h := range []pool.Buffer{a, r, r2, r3} {
+		h.Release()
+		assert.False(t, h.Ref().Valid())
+	}
+	assert.Equal(t, 1, b.UseCount(), "stale Refs leave the new lease alone")
+	b.Release()
+	assert.Equal(t, 1, tierStats(p, 256).Free)
+}
+
+func TestRefLimit(t *testing.T) {
+	p, _ := newPool(t, pool.Config{Size: 256, Count: 1})
+	a := tryGet(t, p, 1)
+	hs := []pool.Buffer{a}
+	for i := range 31 {
+		r := hs[i].Ref()
+		require.True(t, r.Valid(), "Ref %d", i+1)
+		hs = append(hs, r)
+	}
+	assert.Equal(t, 32, a.UseCount())
+	for _, h := range hs {
+		assert.False(t, h.Ref().Valid(), "the 33rd handle is refused")
+	}
+	assert.Equal(t, 32, a.UseCount(), "a refused Ref counts nothing")
+
+	// A released handle makes room again.
+	hs[5].Release()
+	r := a.Ref()
+	require.True(t, r.Valid())
+	assert.Equal(t, 32, a.UseCount())
+	hs[5] = r
+	for _, h := range hs {
+		h.Release()
+		h.Release()
+	}
+	s := tierStats(p, 256)
+	assert.Equal(t, 1, s.Free)
+	assert.Equal(t, 0, s.InUse)
+}
+
+// Borrowers release their handles twice, from copies, concurrently with
+// each other, and keep stale copies that other goroutines release at random
+// later, while the buffers are leased by somebody else. No lease may be cut
+// short: every borrower keeps its buffer to itself until it releases it.
+func TestConcurrentStaleAndDoubleReleases(t *testing.T) {
+	const workers, ops = 6, 2000
+	p, _ := newPool(t, pool.Config{NumTiers: 2, PerTier: 2, FirstSize: 256, SizeMultiple: 2})
+
+	var mu sync.Mutex
+	var graveyard []pool.Buffer // released handles, fair game for anyone
+	bury := func(b pool.Buffer) {
+		mu.Lock()
+		graveyard = append(graveyard, b)
+		if len(graveyard) > 64 {
+			graveyard = graveyard[len(graveyard)-64:]
+		}
+		mu.Unlock()
+	}
+	dig := func(rng *rand.Rand) pool.Buffer {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(graveyard) == 0 {
+			return pool.Buffer{}
+		}
+		return graveyard[rng.IntN(len(graveyard))]
+	}
+
+	var collisions, fails atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			tag := byte(w + 1)
+			for i := range ops {
+				b, err := p.Get(context.Background(), 1+rng.IntN(512))
+				if err != nil {
+					fails.Add(1)
+					continue
+				}
+				if b.UseCount() != 1 {
+					fails.Add(1)
+				}
+				buf := b.Bytes()
+				buf[0], buf[len(buf)-1] = tag, tag
+				// Stale handles of earlier leases, released now, while
+				// this worker (or another) holds their buffer.
+				for range 1 + rng.IntN(3) {
+					dig(rng).Release()
+				}
+				var r pool.Buffer
+				if i%3 == 0 {
+					r = b.Ref()
+				}
+				if i%32 == 0 {
+					time.Sleep(20 * time.Microsecond)
+				}
+				if buf[0] != tag || buf[len(buf)-1] != tag || b.UseCount() != 1+btoi(r.Valid()) {
+					collisions.Add(1)
+				}
+				// Two releases of one handle at once, from copies.
+				var rel sync.WaitGroup
+				c := b
+				rel.Go(c.Release)
+				b.Release()
+				rel.Wait()
+				b.Release()
+				if r.Valid() {
+					if r.UseCount() != 1 || buf[0] != tag {
+						collisions.Add(1)
+					}
+					r.Release()
+					r.Release()
+					bury(r)
+				}
+				bury(b)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Zero(t, collisions.Load(), "a lease was cut short or shared")
+	assert.Zero(t, fails.Load(), "unexpected results")
+	for _, h := range graveyard {
+		h.Release()
+	}
+	for _, ts := range p.Stats().Tiers {
+		assert.Equal(t, 2, ts.Free, "tier %d", ts.Size)
+		assert.Equal(t, 0, ts.InUse, "tier %d", ts.Size)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
