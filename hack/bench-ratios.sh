@@ -27,9 +27,9 @@ value() { awk -v name="$1" -v unit="$2" '$1 ~ name { for (i = 2; i < NF; i++) if
 
 pair=$(value '^BenchmarkRegisterDeregister' 'ns/op')
 hit=$(value '^BenchmarkCacheHit-' 'ns/op')
-buffered=$(value 'buffered/1024KiB' 'MB/s')
-region=$(value 'zerocopy-region/1024KiB' 'MB/s')
-gomem=$(value 'zerocopy-go/1024KiB' 'MB/s')
+buffered=$(value 'ZeroCopyVsBuffered/buffered/1024KiB' 'MB/s')
+region=$(value 'ZeroCopyVsBuffered/zerocopy-region/1024KiB' 'MB/s')
+gomem=$(value 'ZeroCopyVsBuffered/zerocopy-go/1024KiB' 'MB/s')
 pull=$(value 'RMAVsBuffered/pull/1024KiB' 'MB/s')
 push=$(value 'RMAVsBuffered/push/1024KiB' 'MB/s')
 rmabuf=$(value 'RMAVsBuffered/buffered/1024KiB' 'MB/s')
