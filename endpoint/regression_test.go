@@ -153,7 +153,10 @@ func TestLocalAddrWhileConnecting(t *testing.T) {
 // sockets provider completes sends once it holds the data and reports the
 // peer's shutdown while that data still waits for posted buffers.
 func TestCloseRightAfterCompletionsLosesNothing(t *testing.T) {
-	const total, size = 20_000, 4096
+	// Without the drain only the 64 posted buffers' worth arrives; 5000
+	// keeps what sockets must buffer (and so the suite's exposure to its
+	// buffered-receive livelock under load) small.
+	const total, size = 5_000, 4096
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
 			mgr := openDomain(t, prov)
