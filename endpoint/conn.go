@@ -3,6 +3,7 @@ package endpoint
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
@@ -64,6 +65,42 @@ func connectError(addr string, err error) error {
 		return fmt.Errorf("endpoint: dial %s: %w: %w", addr, netio.ErrConnectionRefused, err)
 	}
 	return fmt.Errorf("endpoint: dial %s: %w", addr, err)
+}
+
+// postGuard orders posts on an endpoint against its close: a post holds
+// it shared while it calls into libfabric, the close takes it exclusively
+// once, and later posts are refused. Every endpoint kind posts through one.
+type postGuard struct {
+	mu     sync.RWMutex
+	ep     *fabric.Endpoint
+	closed bool
+}
+
+// acquire returns the endpoint and holds off its close until release; ok
+// is false once the endpoint is closed (or was never opened).
+func (g *postGuard) acquire() (ep *fabric.Endpoint, ok bool) {
+	g.mu.RLock()
+	if g.closed || g.ep == nil {
+		g.mu.RUnlock()
+		return nil, false
+	}
+	return g.ep, true
+}
+
+// release ends a post begun with a successful acquire.
+func (g *postGuard) release() { g.mu.RUnlock() }
+
+// close marks the endpoint closed once, after posts in progress have
+// finished, and runs closeFn (which closes it) before any other post or
+// close may proceed. Later calls do nothing.
+func (g *postGuard) close(closeFn func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.closed = true
+	closeFn()
 }
 
 // postStatus maps a refused post to its status: a full queue is

@@ -267,7 +267,8 @@ type ReceiveEndpoint struct {
 	stride int
 	local  atomic.Pointer[string] // set once connected, before OnConnectionEstablished
 	info   *fabric.Info
-	rma    rmaOps // Pull and Push; its completion keys have rmaKeyFlag set
+	rma    rmaOps    // Pull and Push; its completion keys have rmaKeyFlag set
+	post   postGuard // the endpoint for RMA posts, against its close
 
 	// Poller goroutine only: a Close from inside OnData must not unmap the
 	// slice OnData is still looking at, so the memory goes after it returns.
@@ -298,8 +299,8 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if r.ep, err = openEndpoint(l.mgr, l.poller, info, r.owner); err != nil {
 		return err
 	}
-	r.rma.init(l.mgr, l.poller, r.owner, l.cfg.RMA, l.log)
-	r.rma.ep = r.ep
+	r.post.ep = r.ep
+	r.rma.init(l.mgr, l.poller, r.owner, &r.post, l.cfg.RMA, l.log)
 	if err = r.postAll(); err != nil {
 		return err
 	}
@@ -483,10 +484,11 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 // that order, so the provider has let go of them first.
 func (r *ReceiveEndpoint) release() {
 	r.l.poller.Unregister(r.owner)
-	r.rma.closing() // no RMA post may race with the close
-	if err := r.ep.Close(); err != nil {
-		r.l.log.Error().Err(err).Msg("closing endpoint")
-	}
+	r.post.close(func() { // no RMA post may race with the close
+		if err := r.ep.Close(); err != nil {
+			r.l.log.Error().Err(err).Msg("closing endpoint")
+		}
+	})
 	r.rma.cancelPending()
 	r.info.Free()
 	if r.inOnData {

@@ -347,9 +347,8 @@ func (o *RMAOp) Wait(ctx context.Context) (int, error) {
 }
 
 // rmaOps posts RMA transfers on one connected endpoint, splits them into
-// chunks, and maps chunk completions back to their operations. The
-// endpoint it posts on is guarded either by a sendConn (RMAEndpoint) or by
-// its own lock (ReceiveEndpoint).
+// chunks, and maps chunk completions back to their operations. It posts
+// through the guard of the endpoint it belongs to.
 type rmaOps struct {
 	mgr    *domain.Manager
 	poller *cq.Poller
@@ -358,11 +357,7 @@ type rmaOps struct {
 	window int
 	log    zerolog.Logger
 
-	// The endpoint to post on: conn's, or ep guarded by guard and closed.
-	conn   *sendConn
-	guard  sync.RWMutex
-	ep     *fabric.Endpoint
-	closed bool
+	guard *postGuard // the endpoint to post on
 
 	mu       sync.Mutex
 	stopped  bool     // canceled: refuse new operations
@@ -375,8 +370,8 @@ type rmaOps struct {
 
 // init sets the engine up for an endpoint of mgr whose completions reach
 // owner on poller.
-func (e *rmaOps) init(mgr *domain.Manager, p *cq.Poller, owner cq.Owner, params RMAParams, log zerolog.Logger) {
-	e.mgr, e.poller, e.owner, e.log = mgr, p, owner, log
+func (e *rmaOps) init(mgr *domain.Manager, p *cq.Poller, owner cq.Owner, guard *postGuard, params RMAParams, log zerolog.Logger) {
+	e.mgr, e.poller, e.owner, e.guard, e.log = mgr, p, owner, guard, log
 	chunk := uint64(params.ChunkSize)
 	if chunk == 0 {
 		chunk = DefaultRMAChunkSize
@@ -392,41 +387,6 @@ func (e *rmaOps) init(mgr *domain.Manager, p *cq.Poller, owner cq.Owner, params 
 	if tx := mgr.Info().TxSize(); tx > 0 && e.window > tx {
 		e.window = tx
 	}
-}
-
-// acquire returns the endpoint to post on and holds off its close until
-// releaseEP; ok is false once it is closing.
-func (e *rmaOps) acquire() (*fabric.Endpoint, bool) {
-	if c := e.conn; c != nil {
-		c.mu.RLock()
-		if c.closed {
-			c.mu.RUnlock()
-			return nil, false
-		}
-		return c.ep, true
-	}
-	e.guard.RLock()
-	if e.closed || e.ep == nil {
-		e.guard.RUnlock()
-		return nil, false
-	}
-	return e.ep, true
-}
-
-func (e *rmaOps) releaseEP() {
-	if e.conn != nil {
-		e.conn.mu.RUnlock()
-	} else {
-		e.guard.RUnlock()
-	}
-}
-
-// closing marks the guarded endpoint as about to be closed: it waits for
-// posts in progress and lets no new one start.
-func (e *rmaOps) closing() {
-	e.guard.Lock()
-	e.closed = true
-	e.guard.Unlock()
 }
 
 // start validates a transfer and posts as much of it as the window allows.
@@ -511,7 +471,7 @@ func (e *rmaOps) pump() {
 		if op.posted+n == op.length {
 			key |= rmaLastFlag
 		}
-		ep, ok := e.acquire()
+		ep, ok := e.guard.acquire()
 		if !ok {
 			return // closing: cancelPending reports what is queued
 		}
@@ -521,7 +481,7 @@ func (e *rmaOps) pump() {
 		} else {
 			errno = ep.Read(op.laddr+uintptr(op.posted), int(n), op.desc, op.raddr+op.posted, op.rkey, e.owner.Context(key))
 		}
-		e.releaseEP()
+		e.guard.release()
 		if errno.Temporary() {
 			if e.inflight == 0 {
 				e.retryLater()
@@ -696,10 +656,9 @@ func DialRMA(ctx context.Context, mgr *domain.Manager, addr string, cfg RMAConfi
 	}
 	s := &RMAEndpoint{}
 	s.c = sendConn{mgr: mgr, addr: addr, kind: &s.ops}
-	s.ops.conn = &s.c
 	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed}
 	prepare := func() error {
-		s.ops.init(mgr, s.c.poller, s.c.owner, cfg.Params, cfg.Logger)
+		s.ops.init(mgr, s.c.poller, s.c.owner, &s.c.guard, cfg.Params, cfg.Logger)
 		return nil
 	}
 	if err := s.c.dial(ctx, host, port, opts, prepare); err != nil {

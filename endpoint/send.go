@@ -176,17 +176,16 @@ func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) 
 	if !s.pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
 	}
-	c := &s.c
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
+	ep, ok := s.c.guard.acquire()
+	if !ok {
 		return netio.Closed
 	}
+	defer s.c.guard.release()
 	if !s.pool.MarkPosted(buf, s.holder) {
 		return netio.InvalidArgument
 	}
 	s.counters.posted(size) // before the post, so Completed never passes Sent
-	if errno := c.ep.Send(buf.Addr(), size, buf.Desc(), c.owner.Context(uint32(buf.ID()))); errno != 0 {
+	if errno := ep.Send(buf.Addr(), size, buf.Desc(), s.c.owner.Context(uint32(buf.ID()))); errno != 0 {
 		s.counters.unposted(size)
 		s.pool.Unpost(buf)
 		return postStatus(errno)

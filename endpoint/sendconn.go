@@ -55,12 +55,8 @@ type sendConn struct {
 	owner     cq.Owner
 	log       zerolog.Logger
 
-	// mu orders posts against teardown: posts hold it shared, teardown
-	// holds it exclusively while it closes the endpoint.
-	mu     sync.RWMutex
-	ep     *fabric.Endpoint
-	info   *fabric.Info // freed after ep is closed: sockets keeps pointers into it
-	closed bool
+	guard postGuard    // the endpoint; posts against teardown
+	info  *fabric.Info // freed after the endpoint is closed: sockets keeps pointers into it
 
 	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
 	connected chan error    // the dial's outcome, written once by handleEvent
@@ -116,10 +112,10 @@ func (c *sendConn) open(host, port string, o connOptions, prepare func() error) 
 	if c.info, err = infoFor(c.mgr, host, port, false); err != nil {
 		return err
 	}
-	if c.ep, err = openEndpoint(c.mgr, c.poller, c.info, c.owner); err != nil {
+	if c.guard.ep, err = openEndpoint(c.mgr, c.poller, c.info, c.owner); err != nil {
 		return err
 	}
-	return c.ep.Connect(c.info)
+	return c.guard.ep.Connect(c.info)
 }
 
 // wait returns the connection's outcome, or the context's error.
@@ -209,16 +205,12 @@ func (c *sendConn) free() error {
 // fi_shutdown first: shutdown followed at once by close corrupts the heap
 // of the sockets provider (libfabric 1.17), and close alone tells the peer.
 func (c *sendConn) closeEndpoint() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	c.closed = true
-	if err := c.ep.Close(); err != nil {
-		c.log.Error().Err(err).Msg("closing endpoint")
-	}
-	c.info.Free()
+	c.guard.close(func() {
+		if err := c.guard.ep.Close(); err != nil {
+			c.log.Error().Err(err).Msg("closing endpoint")
+		}
+		c.info.Free()
+	})
 }
 
 // close is the endpoints' Close: teardown on the poller goroutine, then
@@ -238,7 +230,7 @@ func (c *sendConn) release() error {
 		return nil
 	}
 	c.poller.Unregister(c.owner)
-	if c.ep != nil {
+	if c.guard.ep != nil {
 		c.poller.Do(c.closeEndpoint)
 	} else {
 		c.info.Free()

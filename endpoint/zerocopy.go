@@ -216,12 +216,11 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 	if len(data) > z.MaxPieces() {
 		return netio.InvalidArgument
 	}
-	c := &z.c
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if c.closed {
+	ep, ok := z.c.guard.acquire()
+	if !ok {
 		return netio.Closed
 	}
+	defer z.c.guard.release()
 	h := z.headers.GetHeader(header, key)
 	if h.Status != netio.OK {
 		return h.Status
@@ -254,7 +253,7 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 	// slot and another send reuse it, and Completed must never pass Sent.
 	z.counters.posted(total)
 	slot.posted.Store(true)
-	if errno := c.ep.Sendv(slot.iov[:n], slot.desc[:n], c.owner.Context(h.Index)); errno != 0 {
+	if errno := ep.Sendv(slot.iov[:n], slot.desc[:n], z.c.owner.Context(h.Index)); errno != 0 {
 		slot.posted.Store(false)
 		z.counters.unposted(total)
 		z.detach(slot, h.Index)
