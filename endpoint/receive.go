@@ -267,7 +267,7 @@ type ReceiveEndpoint struct {
 	stride int
 	local  atomic.Pointer[string] // set once connected, before OnConnectionEstablished
 	info   *fabric.Info
-	rma    rmaOps    // Pull and Push; its completion keys have rmaKeyFlag set
+	rmaOps           // PullAsync, PushAsync, Pull, Push; completion keys have rmaKeyFlag set
 	post   postGuard // the endpoint for RMA posts, against its close
 
 	// Poller goroutine only: a Close from inside OnData must not unmap the
@@ -300,7 +300,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 		return err
 	}
 	r.post.ep = r.ep
-	r.rma.init(l.mgr, l.poller, r.owner, &r.post, l.cfg.RMA, l.log)
+	r.rmaOps.init(l.mgr, l.poller, r.owner, &r.post, l.cfg.RMA, l.log)
 	if err = r.postAll(); err != nil {
 		return err
 	}
@@ -356,7 +356,7 @@ func (h receiveHandler) HandleEvent(ev fabric.Event)                { h.r.handle
 // It runs on the poller goroutine.
 func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 	if isRMAKey(key) {
-		r.rma.handleCompletion(key, res)
+		r.rmaOps.handleCompletion(key, res)
 		return
 	}
 	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
@@ -489,7 +489,7 @@ func (r *ReceiveEndpoint) release() {
 			r.l.log.Error().Err(err).Msg("closing endpoint")
 		}
 	})
-	r.rma.cancelPending()
+	r.rmaOps.cancelPending()
 	r.info.Free()
 	if r.inOnData {
 		r.freeAfterOnData = true

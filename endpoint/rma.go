@@ -633,8 +633,8 @@ type RMAConfig struct {
 // RMAEndpoint is a connection used only for RMA: it pulls from and pushes
 // into regions its peer exposed. It sends no messages.
 type RMAEndpoint struct {
-	c   sendConn
-	ops rmaOps
+	rmaOps // PullAsync, PushAsync, Pull, Push
+	c      sendConn
 }
 
 // DialRMA connects to the listener at addr ("HOST:PORT") like Dial and
@@ -655,42 +655,16 @@ func DialRMA(ctx context.Context, mgr *domain.Manager, addr string, cfg RMAConfi
 		return nil, err
 	}
 	s := &RMAEndpoint{}
-	s.c = sendConn{mgr: mgr, addr: addr, kind: &s.ops}
+	s.c = sendConn{mgr: mgr, addr: addr, kind: &s.rmaOps}
 	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed}
 	prepare := func() error {
-		s.ops.init(mgr, s.c.poller, s.c.owner, &s.c.guard, cfg.Params, cfg.Logger)
+		s.rmaOps.init(mgr, s.c.poller, s.c.owner, &s.c.guard, cfg.Params, cfg.Logger)
 		return nil
 	}
 	if err := s.c.dial(ctx, host, port, opts, prepare); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// PullAsync starts reading length bytes of remote, from remoteOff, into
-// local at localOff (fi_read). local must be registered in the endpoint's
-// domain with domain.AccessRead. Arguments outside local or remote, or an
-// access they do not grant, are an error and nothing is posted.
-func (s *RMAEndpoint) PullAsync(local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
-	return s.ops.start(false, local, localOff, remote, remoteOff, length)
-}
-
-// PushAsync starts writing length bytes of local, from localOff, into
-// remote at remoteOff (fi_write). local must be registered with
-// domain.AccessWrite. Bad arguments are refused as for PullAsync.
-func (s *RMAEndpoint) PushAsync(local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
-	return s.ops.start(true, local, localOff, remote, remoteOff, length)
-}
-
-// Pull is PullAsync followed by Wait: it returns the bytes moved. When ctx
-// ends first the transfer goes on; see RMAOp.Wait.
-func (s *RMAEndpoint) Pull(ctx context.Context, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
-	return waitOp(ctx)(s.PullAsync(local, localOff, remote, remoteOff, length))
-}
-
-// Push is PushAsync followed by Wait.
-func (s *RMAEndpoint) Push(ctx context.Context, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
-	return waitOp(ctx)(s.PushAsync(local, localOff, remote, remoteOff, length))
 }
 
 // RemoteAddr returns the address the endpoint was dialled with.
@@ -701,6 +675,37 @@ func (s *RMAEndpoint) RemoteAddr() string { return s.c.addr }
 // and may be called from a callback.
 func (s *RMAEndpoint) Close() error { return s.c.close() }
 
+// PullAsync starts reading length bytes of remote, from remoteOff, into
+// local at localOff (fi_read); a server pulls a client's data this way.
+// local must be registered in the endpoint's domain with domain.AccessRead.
+// Arguments outside local or remote, or an access they do not grant, are
+// an error and nothing is posted. It does not block, so it may be called
+// from a callback; wait for the result on another goroutine.
+func (e *rmaOps) PullAsync(local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
+	return e.start(false, local, localOff, remote, remoteOff, length)
+}
+
+// PushAsync starts writing length bytes of local, from localOff, into
+// remote at remoteOff (fi_write). local must be registered with
+// domain.AccessWrite. Bad arguments are refused as for PullAsync.
+func (e *rmaOps) PushAsync(local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
+	return e.start(true, local, localOff, remote, remoteOff, length)
+}
+
+// Pull is PullAsync followed by Wait: it returns the bytes moved. When ctx
+// ends first the transfer goes on; see RMAOp.Wait. It blocks: never call it
+// from a callback, whose poller goroutine must run for the transfer to
+// finish.
+func (e *rmaOps) Pull(ctx context.Context, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
+	return waitOp(ctx)(e.PullAsync(local, localOff, remote, remoteOff, length))
+}
+
+// Push is PushAsync followed by Wait. It blocks: never call it from a
+// callback.
+func (e *rmaOps) Push(ctx context.Context, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
+	return waitOp(ctx)(e.PushAsync(local, localOff, remote, remoteOff, length))
+}
+
 // waitOp turns an operation start into its synchronous form.
 func waitOp(ctx context.Context) func(*RMAOp, error) (int, error) {
 	return func(op *RMAOp, err error) (int, error) {
@@ -709,30 +714,4 @@ func waitOp(ctx context.Context) func(*RMAOp, error) (int, error) {
 		}
 		return op.Wait(ctx)
 	}
-}
-
-// PullAsync reads from a region the connected peer exposed, like
-// RMAEndpoint.PullAsync; a server pulls a client's data this way. It may
-// be called from OnData (it does not block); wait for the result on
-// another goroutine. The domain must support RMA.
-func (r *ReceiveEndpoint) PullAsync(local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
-	return r.rma.start(false, local, localOff, remote, remoteOff, length)
-}
-
-// PushAsync writes into a region the connected peer exposed, like
-// RMAEndpoint.PushAsync. It may be called from OnData.
-func (r *ReceiveEndpoint) PushAsync(local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
-	return r.rma.start(true, local, localOff, remote, remoteOff, length)
-}
-
-// Pull is PullAsync followed by Wait. It blocks: never call it from a
-// callback, whose poller goroutine must run for the transfer to finish.
-func (r *ReceiveEndpoint) Pull(ctx context.Context, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
-	return waitOp(ctx)(r.PullAsync(local, localOff, remote, remoteOff, length))
-}
-
-// Push is PushAsync followed by Wait. It blocks: never call it from a
-// callback.
-func (r *ReceiveEndpoint) Push(ctx context.Context, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
-	return waitOp(ctx)(r.PushAsync(local, localOff, remote, remoteOff, length))
 }
