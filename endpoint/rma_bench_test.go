@@ -22,7 +22,7 @@ func BenchmarkRMAVsBuffered(b *testing.B) {
 		name := fmt.Sprintf("%dKiB", size>>10)
 		b.Run("pull/"+name, func(b *testing.B) { benchRMA(b, size, false) })
 		b.Run("push/"+name, func(b *testing.B) { benchRMA(b, size, true) })
-		b.Run("buffered/"+name, func(b *testing.B) { benchSend(b, size) })
+		b.Run("buffered/"+name, func(b *testing.B) { benchBuffered(b, size, 64, false) })
 	}
 }
 

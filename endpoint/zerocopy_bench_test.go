@@ -18,43 +18,10 @@ import (
 func BenchmarkZeroCopyVsBuffered(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		name := fmt.Sprintf("%dKiB", size>>10)
-		b.Run("buffered/"+name, func(b *testing.B) { benchBufferedCopy(b, size) })
+		b.Run("buffered/"+name, func(b *testing.B) { benchBuffered(b, size, 16, true) })
 		b.Run("zerocopy-region/"+name, func(b *testing.B) { benchZeroCopy(b, size, true) })
 		b.Run("zerocopy-go/"+name, func(b *testing.B) { benchZeroCopy(b, size, false) })
 	}
-}
-
-// benchBufferedCopy sends from the application's memory the buffered way:
-// a copy into each send buffer, as a readout program would.
-func benchBufferedCopy(b *testing.B, size int) {
-	mgr, l, received := benchReceiver(b, size)
-	defer mgr.Close()
-	defer l.Close()
-	src := make([]byte, size)
-	freed := make(chan struct{}, 16)
-	s, err := endpoint.Dial(context.Background(), mgr, l.Addr(), endpoint.SendConfig{
-		Params:          netio.BufferedSendParams{BufferSize: size, BufferCount: 16},
-		OnSendCompleted: func(uint64, netio.Status) { signal(freed) },
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	b.SetBytes(int64(size))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		buf := s.GetBuffer()
-		for buf == nil {
-			<-freed
-			buf = s.GetBuffer()
-		}
-		copy(buf.Bytes(), src)
-		if st := s.SendBuffer(buf, size); st != netio.OK {
-			b.Fatal(st)
-		}
-	}
-	awaitReceived(b, received)
 }
 
 func benchZeroCopy(b *testing.B, size int, region bool) {
