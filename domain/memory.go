@@ -177,11 +177,17 @@ func Free(mem []byte) error {
 	return nil
 }
 
+// CacheLine is the stride unit of regions cut into buffers: buffers on
+// separate cache lines are never written by two borrowers at once.
+const CacheLine = 64
+
+// AlignUp rounds n up to a multiple of align (a power of two or not).
+func AlignUp(n, align int) int { return (n + align - 1) / align * align }
+
 // Alloc maps size bytes (rounded up to whole pages) of anonymous memory
 // outside the Go heap. The result has length size; release it with Free.
 func Alloc(size int) ([]byte, error) {
-	page := os.Getpagesize()
-	n := (size + page - 1) / page * page
+	n := AlignUp(size, os.Getpagesize())
 	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("%w: domain: mmap %d bytes: %v", netio.ErrNoResources, n, err)

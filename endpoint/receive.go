@@ -292,7 +292,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if r.owner, err = l.poller.Register(receiveHandler{r}); err != nil {
 		return err
 	}
-	r.stride = (p.BufferSize + 63) / 64 * 64
+	r.stride = domain.AlignUp(p.BufferSize, domain.CacheLine)
 	if r.region, err = l.mgr.AllocRegistered(r.stride*p.BufferCount, domain.AccessRecv); err != nil {
 		return err
 	}

@@ -29,9 +29,6 @@ import (
 	"github.com/netio-go/netio/domain"
 )
 
-// slotAlign keeps slots on separate cache lines.
-const slotAlign = 64
-
 // Result is what GetHeader returns: the status and, when it is OK, the slot
 // holding the header.
 type Result struct {
@@ -88,7 +85,7 @@ func New(mgr *domain.Manager, slotSize, slotCount int) (*HeaderBuffer, error) {
 		slotCount > netio.MaxBufferCount || slotCount > math.MaxUint32 {
 		return nil, fmt.Errorf("%w: headerbuf: %d slots of %d bytes", netio.ErrInvalidArgument, slotCount, slotSize)
 	}
-	stride := (slotSize + slotAlign - 1) / slotAlign * slotAlign
+	stride := domain.AlignUp(slotSize, domain.CacheLine)
 	reg, err := mgr.AllocRegistered(stride*slotCount, domain.AccessSend)
 	if err != nil {
 		return nil, fmt.Errorf("headerbuf: %w", err)

@@ -81,7 +81,7 @@ func (a *HugePageAllocator) Alloc(size int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: pool: allocate %d bytes", netio.ErrInvalidArgument, size)
 	}
 	hp := hugePageSize()
-	n := (size + hp - 1) / hp * hp
+	n := domain.AlignUp(size, hp)
 	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_HUGETLB)
 	if err == nil {

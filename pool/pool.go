@@ -18,9 +18,8 @@ import (
 	"github.com/netio-go/netio/domain"
 )
 
-// cacheLine keeps small buffers of one mapping on separate cache lines, so
-// two borrowers never write the same line.
-const cacheLine = 64
+// cacheLine pads the hot fields of tiers and the pool apart.
+const cacheLine = domain.CacheLine
 
 // idleTicks is the number of shrink ticks (IdleTimeout/4 each) a buffer must
 // have been free for: a buffer freed just before a tick is eligible after
@@ -363,10 +362,10 @@ func (p *Pool) fill(t *tier, n int) error {
 	if n == 0 {
 		return nil
 	}
-	stride := (t.size + cacheLine - 1) / cacheLine * cacheLine
+	stride := domain.AlignUp(t.size, domain.CacheLine)
 	if page := os.Getpagesize(); t.size >= page {
 		// Page-aligned buffers: a NIC translates each in whole pages.
-		stride = (t.size + page - 1) / page * page
+		stride = domain.AlignUp(t.size, page)
 	}
 	mem, err := p.alloc.Alloc(stride * n)
 	if err != nil {

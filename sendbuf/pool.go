@@ -23,9 +23,6 @@ const (
 	statePosted
 )
 
-// bufferAlign keeps buffers on separate cache lines.
-const bufferAlign = 64
-
 // NetworkBuffer is one registered send buffer. Fill Bytes() and hand it to
 // an endpoint; do not touch it after that until the endpoint gives it back.
 type NetworkBuffer struct {
@@ -77,7 +74,7 @@ func NewPool(mgr *domain.Manager, size, count int) (*Pool, error) {
 	if size <= 0 || count <= 0 {
 		return nil, fmt.Errorf("%w: sendbuf: %d buffers of %d bytes", netio.ErrInvalidArgument, count, size)
 	}
-	stride := (size + bufferAlign - 1) / bufferAlign * bufferAlign
+	stride := domain.AlignUp(size, domain.CacheLine)
 	reg, err := mgr.AllocRegistered(stride*count, domain.AccessSend)
 	if err != nil {
 		return nil, fmt.Errorf("sendbuf: %w", err)
