@@ -1,0 +1,395 @@
+package endpoint
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
+)
+
+// Defaults for ReconnectConfig.
+const (
+	DefaultReconnectInitialBackoff = 10 * time.Millisecond
+	DefaultReconnectMaxBackoff     = 2 * time.Second
+)
+
+// ReconnectConfig configures a ReconnectingSender.
+type ReconnectConfig struct {
+	// Send configures each connection. Its OnSendCompleted and
+	// OnConnectionClosed are replaced by the sender's own; use the fields
+	// below instead. Send.Params.UseSharedBuffers is not supported: every
+	// connection has its own buffers.
+	Send SendConfig
+	// Backlog is how many messages may wait while the sender is
+	// disconnected (or while every send buffer is in flight after a
+	// reconnect). 0 selects Send.Params.BufferCount.
+	Backlog int
+	// InitialBackoff is the wait after the first failed dial; each further
+	// failure doubles it up to MaxBackoff. A successful connection resets it.
+	// 0 selects DefaultReconnectInitialBackoff.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the wait between dials. 0 selects
+	// DefaultReconnectMaxBackoff.
+	MaxBackoff time.Duration
+	// DialTimeout bounds one dial. 0 selects DefaultDialTimeout.
+	DialTimeout time.Duration
+	// OnSendCompleted is called exactly once for every key Send returned OK
+	// for: OK when the provider completed the send, Failed when the
+	// connection broke while the message was in flight (it may or may not
+	// have arrived; it is not sent again), Canceled when Close found it
+	// still waiting in the backlog. It runs on a poller goroutine or, for
+	// Canceled, on the goroutine calling Close, and must not block. May be
+	// nil.
+	OnSendCompleted func(key uint64, status netio.Status)
+	// OnConnectionChange is called after each connection is established
+	// (err nil) and after each one ends (err says why). It runs on the
+	// sender's dial goroutine and must not block for long. May be nil.
+	OnConnectionChange func(connected bool, err error)
+}
+
+func (c *ReconnectConfig) validate(mgr *domain.Manager) error {
+	if c.Send.Params.UseSharedBuffers {
+		return fmt.Errorf("%w: endpoint: a reconnecting sender cannot use shared buffers", netio.ErrInvalidArgument)
+	}
+	if err := c.Send.validate(mgr); err != nil {
+		return err
+	}
+	if c.Backlog < 0 || c.InitialBackoff < 0 || c.MaxBackoff < 0 || c.DialTimeout < 0 {
+		return fmt.Errorf("%w: endpoint: negative backlog, backoff or dial timeout", netio.ErrInvalidArgument)
+	}
+	if c.Backlog == 0 {
+		c.Backlog = c.Send.Params.BufferCount
+	}
+	if c.InitialBackoff == 0 {
+		c.InitialBackoff = DefaultReconnectInitialBackoff
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = DefaultReconnectMaxBackoff
+	}
+	if c.MaxBackoff < c.InitialBackoff {
+		return fmt.Errorf("%w: endpoint: MaxBackoff %v below InitialBackoff %v", netio.ErrInvalidArgument, c.MaxBackoff, c.InitialBackoff)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	return nil
+}
+
+// ReconnectStats counts what a ReconnectingSender did. HandedOver =
+// Completed + Failed + Canceled + Backlog + InFlight at every instant the
+// sender is idle; after Close, Backlog and InFlight are 0.
+type ReconnectStats struct {
+	HandedOver  uint64 // messages Send accepted
+	Completed   uint64 // reported OK
+	Failed      uint64 // reported Failed (in flight when a connection broke)
+	Canceled    uint64 // reported Canceled (in the backlog at Close)
+	Backlog     int    // waiting for a connection or a buffer
+	Connections uint64 // connections established
+	DialErrors  uint64 // dials that failed
+}
+
+// backlogSlot is one message waiting for a connection.
+type backlogSlot struct {
+	key  uint64
+	data []byte // a preallocated BufferSize array, resliced to the message
+}
+
+// ReconnectingSender sends messages over a connection that it re-dials
+// whenever it breaks, with exponential backoff capped by MaxBackoff. Every
+// message Send accepts gets a key and is reported exactly once through
+// OnSendCompleted: sent, failed, or canceled; none is dropped without a
+// report. Messages accepted while disconnected wait in a bounded backlog and
+// go out, in order, after the next connection is established. A message in
+// flight when a connection breaks is reported Failed and not sent again, so
+// the peer never sees a message twice.
+type ReconnectingSender struct {
+	mgr  *domain.Manager
+	addr string
+	cfg  ReconnectConfig
+
+	mu       sync.Mutex
+	ep       *SendEndpointBuffered // nil while disconnected
+	inFlight [][2]uint64           // message keys per buffer ID of ep, oldest first; 0: none
+	backlog  []backlogSlot         // ring buffer
+	head, n  int                   // first waiting slot, waiting count
+	nextKey  uint64
+	closed   bool
+
+	handedOver, completed, failed, canceled atomic.Uint64
+	connections, dialErrors                 atomic.Uint64
+
+	ctx    context.Context // canceled by Close: ends dials and backoff waits
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the dial goroutine has returned
+}
+
+// DialReconnecting starts a ReconnectingSender to addr ("HOST:PORT"). It
+// returns at once: the first connection is dialled in the background, and
+// messages sent before it is up wait in the backlog. Bad configuration and
+// an address that does not parse are reported here.
+func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*ReconnectingSender, error) {
+	if err := cfg.validate(mgr); err != nil {
+		return nil, err
+	}
+	if _, _, err := splitAddr(addr, false); err != nil {
+		return nil, err
+	}
+	r := &ReconnectingSender{mgr: mgr, addr: addr, cfg: cfg, done: make(chan struct{})}
+	r.backlog = make([]backlogSlot, cfg.Backlog)
+	for i := range r.backlog {
+		r.backlog[i].data = make([]byte, cfg.Send.Params.BufferSize)
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	go r.run()
+	return r, nil
+}
+
+// Send hands one message to the sender, which copies it, and returns its
+// key (never 0). It returns NoResources when the backlog is full (the
+// caller keeps its data and may retry), InvalidArgument for a message
+// larger than Send.Params.BufferSize, Closed after Close. It does not
+// block and does not allocate.
+func (r *ReconnectingSender) Send(data []byte) (uint64, netio.Status) {
+	if len(data) > r.cfg.Send.Params.BufferSize {
+		return 0, netio.InvalidArgument
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, netio.Closed
+	}
+	key := r.nextKey + 1
+	if r.n == 0 && r.ep != nil {
+		switch r.post(key, data) {
+		case netio.OK:
+			r.accept()
+			return key, netio.OK
+		case netio.NoResources:
+			return 0, netio.NoResources
+		}
+		// Closed or Failed: the connection is going; the backlog keeps it.
+	}
+	if r.n == len(r.backlog) {
+		return 0, netio.NoResources
+	}
+	slot := &r.backlog[(r.head+r.n)%len(r.backlog)]
+	slot.key, slot.data = key, slot.data[:copy(slot.data[:cap(slot.data)], data)]
+	r.n++
+	r.accept()
+	if r.ep != nil {
+		r.drain()
+	}
+	return key, netio.OK
+}
+
+// accept counts a message Send took. Callers hold mu.
+func (r *ReconnectingSender) accept() {
+	r.nextKey++
+	r.handedOver.Add(1)
+}
+
+// post sends data on the current connection as message key. NoResources
+// means no buffer or no queue slot is free right now. Callers hold mu.
+func (r *ReconnectingSender) post(key uint64, data []byte) netio.Status {
+	buf := r.ep.GetBuffer()
+	if buf == nil {
+		if r.ep.c.ended.Load() {
+			return netio.Closed
+		}
+		return netio.NoResources
+	}
+	n := copy(buf.Bytes(), data)
+	id := buf.ID()
+	for uint64(len(r.inFlight)) <= id {
+		r.inFlight = append(r.inFlight, [2]uint64{}) // grows to the buffer count once
+	}
+	// The endpoint frees a buffer before it reports the completion, so a
+	// buffer can be posted again while its previous key waits for this
+	// lock: keep both, oldest first. There are never more than two: the
+	// next completion of this buffer comes after that report.
+	keys := &r.inFlight[id]
+	slot := 0
+	if keys[0] != 0 {
+		slot = 1
+	}
+	keys[slot] = key
+	if st := r.ep.SendBuffer(buf, n); st != netio.OK {
+		keys[slot] = 0
+		r.ep.ReleaseBuffer(id)
+		return st
+	}
+	return netio.OK
+}
+
+// drain posts waiting messages, oldest first, while buffers are free.
+// Callers hold mu.
+func (r *ReconnectingSender) drain() {
+	for r.n > 0 && r.ep != nil {
+		slot := &r.backlog[r.head]
+		if r.post(slot.key, slot.data) != netio.OK {
+			return
+		}
+		r.head = (r.head + 1) % len(r.backlog)
+		r.n--
+	}
+}
+
+// completedOn maps a buffer completion of ep back to its message, reports it
+// and refills the freed buffer from the backlog. It runs on the poller.
+func (r *ReconnectingSender) completedOn(ep *SendEndpointBuffered, id uint64, st netio.Status) {
+	r.mu.Lock()
+	// One connection at a time: attach clears inFlight only after the
+	// previous connection's Close reported all of its buffers.
+	var key uint64
+	if id < uint64(len(r.inFlight)) {
+		keys := &r.inFlight[id]
+		key, keys[0], keys[1] = keys[0], keys[1], 0
+	}
+	if st == netio.OK && r.ep == ep {
+		r.drain()
+	}
+	r.mu.Unlock()
+	if key == 0 {
+		return
+	}
+	if st == netio.OK {
+		r.completed.Add(1)
+	} else {
+		st = netio.Failed
+		r.failed.Add(1)
+	}
+	if cb := r.cfg.OnSendCompleted; cb != nil {
+		cb(key, st)
+	}
+}
+
+// run dials, waits for the connection to end, and dials again, until Close.
+func (r *ReconnectingSender) run() {
+	defer close(r.done)
+	backoff := r.cfg.InitialBackoff
+	for r.ctx.Err() == nil {
+		ended := make(chan error, 1)
+		ep, err := r.dial(ended)
+		if err != nil {
+			r.dialErrors.Add(1)
+			r.cfg.Send.Logger.Debug().Err(err).Str("addr", r.addr).Dur("backoff", backoff).Msg("dial failed")
+			r.sleep(backoff)
+			backoff = min(2*backoff, r.cfg.MaxBackoff)
+			continue
+		}
+		backoff = r.cfg.InitialBackoff
+		r.connections.Add(1)
+		r.attach(ep)
+		r.notify(true, nil)
+		select {
+		case err = <-ended:
+		case <-r.ctx.Done():
+			err = netio.ErrClosed
+		}
+		r.detach()
+		_ = ep.Close() // reports what was in flight (Failed) before it returns
+		r.notify(false, err)
+	}
+}
+
+// dial makes one connection whose end is signalled on ended.
+func (r *ReconnectingSender) dial(ended chan<- error) (*SendEndpointBuffered, error) {
+	cfg := r.cfg.Send
+	var ep *SendEndpointBuffered
+	epReady := make(chan struct{})
+	cfg.OnSendCompleted = func(id uint64, st netio.Status) {
+		<-epReady // completions come only after Dial returned it
+		r.completedOn(ep, id, st)
+	}
+	cfg.OnConnectionClosed = func(err error) {
+		select {
+		case ended <- err:
+		default:
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.DialTimeout)
+	defer cancel()
+	ep, err := Dial(ctx, r.mgr, r.addr, cfg)
+	close(epReady)
+	return ep, err
+}
+
+// attach makes ep the current connection and sends the backlog on it.
+func (r *ReconnectingSender) attach(ep *SendEndpointBuffered) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ep = ep
+	clear(r.inFlight)
+	r.drain()
+}
+
+// detach stops Send from posting on the current connection.
+func (r *ReconnectingSender) detach() {
+	r.mu.Lock()
+	r.ep = nil
+	r.mu.Unlock()
+}
+
+// sleep waits d or until Close.
+func (r *ReconnectingSender) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.ctx.Done():
+	}
+}
+
+func (r *ReconnectingSender) notify(connected bool, err error) {
+	if cb := r.cfg.OnConnectionChange; cb != nil {
+		cb(connected, err)
+	}
+}
+
+// Connected reports whether a connection is up now.
+func (r *ReconnectingSender) Connected() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ep != nil
+}
+
+// Stats returns the sender's counters.
+func (r *ReconnectingSender) Stats() ReconnectStats {
+	r.mu.Lock()
+	backlog := r.n
+	r.mu.Unlock()
+	return ReconnectStats{
+		HandedOver: r.handedOver.Load(), Completed: r.completed.Load(),
+		Failed: r.failed.Load(), Canceled: r.canceled.Load(), Backlog: backlog,
+		Connections: r.connections.Load(), DialErrors: r.dialErrors.Load(),
+	}
+}
+
+// Close stops dialling, closes the connection (messages in flight are
+// reported Failed) and reports every message still in the backlog as
+// Canceled. It is idempotent; it must not be called from a callback.
+func (r *ReconnectingSender) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	<-r.done
+	r.mu.Lock()
+	keys := make([]uint64, 0, r.n)
+	for ; r.n > 0; r.n-- {
+		keys = append(keys, r.backlog[r.head].key)
+		r.head = (r.head + 1) % len(r.backlog)
+	}
+	r.mu.Unlock()
+	r.canceled.Add(uint64(len(keys)))
+	if cb := r.cfg.OnSendCompleted; cb != nil {
+		for _, k := range keys {
+			cb(k, netio.Canceled)
+		}
+	}
+	return nil
+}
