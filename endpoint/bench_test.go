@@ -6,15 +6,20 @@ import (
 	"testing"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/pool"
 )
 
 // BenchmarkSendBuffered measures the buffered send path end to end on tcp
 // loopback: GetBuffer, SendBuffer, completion, release, and the receiver's
-// OnData and repost. It must report 0 allocs/op.
+// OnData and repost. It must report 0 allocs/op. The pooled variants lease
+// the send buffers from a pool.Pool (SendConfig.Buffers) and must cost the
+// same.
 func BenchmarkSendBuffered(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchBuffered(b, size, 64, false) })
+		b.Run(fmt.Sprintf("pooled/%dKiB", size>>10), func(b *testing.B) { benchBufferedFrom(b, size, 64, false, true) })
 	}
 }
 
@@ -23,6 +28,12 @@ func BenchmarkSendBuffered(b *testing.B) {
 // from the application's memory into the buffer, as a readout program
 // would; without, the buffer is sent as it is (the library's own cost).
 func benchBuffered(b *testing.B, size, bufs int, fromApp bool) {
+	benchBufferedFrom(b, size, bufs, fromApp, false)
+}
+
+// benchBufferedFrom is benchBuffered, with the send buffers leased from a
+// pool.Pool when pooled.
+func benchBufferedFrom(b *testing.B, size, bufs int, fromApp, pooled bool) {
 	mgr, l, received := benchReceiver(b, size)
 	defer mgr.Close()
 	defer l.Close()
@@ -31,10 +42,15 @@ func benchBuffered(b *testing.B, size, bufs int, fromApp bool) {
 		src = make([]byte, size)
 	}
 	freed := make(chan struct{}, bufs)
-	s, err := endpoint.Dial(context.Background(), mgr, l.Addr(), endpoint.SendConfig{
+	cfg := endpoint.SendConfig{
 		Params:          netio.BufferedSendParams{BufferSize: size, BufferCount: bufs},
 		OnSendCompleted: func(uint64, netio.Status) { signal(freed) },
-	})
+	}
+	if pooled {
+		cfg.Buffers = benchPool(b, mgr, size, bufs)
+		defer cfg.Buffers.Close() // after the endpoint's Close, deferred below
+	}
+	s, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,4 +71,13 @@ func benchBuffered(b *testing.B, size, bufs int, fromApp bool) {
 		}
 	}
 	awaitReceived(b, received)
+}
+
+// benchPool is a pool.Pool of count send buffers of size bytes in mgr.
+func benchPool(b *testing.B, mgr *domain.Manager, size, count int) *pool.Pool {
+	p, err := pool.New(mgr, pool.Config{Size: size, Count: count})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
 }

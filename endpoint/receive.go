@@ -13,6 +13,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/pool"
 )
 
 // ListenConfig configures a listener and the receive endpoint it runs for
@@ -22,6 +23,16 @@ type ListenConfig struct {
 	// posted (defaults apply to zero fields). A message larger than
 	// Params.BufferSize cannot be received.
 	Params netio.ReceiveParams
+	// Buffers, when set, is where each accepted connection leases its
+	// Params.BufferCount buffers of at least Params.BufferSize bytes,
+	// instead of registering a region of its own: a free buffer, else a
+	// new one within the pool's Budget (pool.Pool.GetOrExtend). The
+	// buffers go back when the connection ends, once its endpoint is
+	// closed. A connection the pool cannot supply is rejected (and
+	// logged); the listener goes on serving others. The pool must belong
+	// to the listener's domain and be registered with domain.AccessRecv.
+	// The caller closes it after the listener.
+	Buffers *pool.Pool
 	// OnData is called for every message received. data is valid only
 	// during the call: the buffer is posted again as soon as OnData
 	// returns, so copy what you keep. It runs on the poller goroutine and
@@ -90,6 +101,11 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 	if err := cfg.RMA.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Buffers != nil {
+		if err := checkBufferPool(cfg.Buffers, mgr, domain.AccessRecv); err != nil {
+			return nil, err
+		}
+	}
 	if rx := mgr.Info().RxSize(); rx > 0 && cfg.Params.BufferCount > rx {
 		return nil, fmt.Errorf("%w: endpoint: %d receive buffers, but %s keeps at most %d posted",
 			netio.ErrInvalidArgument, cfg.Params.BufferCount, mgr.Provider(), rx)
@@ -152,6 +168,10 @@ func (l *Listener) Connections() []*ReceiveEndpoint {
 // Accepted returns how many connections were accepted so far.
 func (l *Listener) Accepted() uint64 { return l.accepted.Load() }
 
+// Rejected returns how many connection requests were rejected so far: for
+// want of buffers or registrations, or because the listener was closing.
+func (l *Listener) Rejected() uint64 { return l.rejected.Load() }
+
 // listenHandler is the listener's cq.Handler, kept apart so that users
 // cannot call the handler methods. The passive endpoint posts no
 // operations, so no completion arrives.
@@ -187,7 +207,7 @@ func (l *Listener) accept(info *fabric.Info) {
 	if err != nil {
 		l.rejected.Add(1)
 		l.log.Warn().Err(err).Msg("rejecting connection")
-		r.release()
+		r.release(err)
 		if rerr := l.pep.Reject(info); rerr != nil {
 			l.log.Warn().Err(rerr).Msg("reject")
 		}
@@ -256,15 +276,14 @@ type ReceiveStats struct {
 }
 
 // ReceiveEndpoint is one accepted connection. It keeps Params.BufferCount
-// buffers of Params.BufferSize bytes posted, from one region registered
-// for receiving only.
+// buffers of Params.BufferSize bytes posted: from one region registered
+// for receiving only, or leased from ListenConfig.Buffers.
 type ReceiveEndpoint struct {
 	l      *Listener
 	id     uint64
 	owner  cq.Owner
 	ep     *fabric.Endpoint
-	region *domain.Registration
-	stride int
+	bufs   *recvBuffers
 	local  atomic.Pointer[string] // set once connected, before OnConnectionEstablished
 	info   *fabric.Info
 	rmaOps           // PullAsync, PushAsync, Pull, Push; completion keys have rmaKeyFlag set
@@ -283,8 +302,8 @@ type ReceiveEndpoint struct {
 	messages, bytes, errors atomic.Uint64
 }
 
-// open registers the buffers, opens the endpoint for the request, posts
-// every buffer and accepts. It runs on the poller goroutine.
+// open registers or leases the buffers, opens the endpoint for the
+// request, posts every buffer and accepts. It runs on the poller goroutine.
 func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	l := r.l
 	p := l.cfg.Params
@@ -292,8 +311,12 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if r.owner, err = l.poller.Register(receiveHandler{r}); err != nil {
 		return err
 	}
-	r.stride = domain.AlignUp(p.BufferSize, domain.CacheLine)
-	if r.region, err = l.mgr.AllocRegistered(r.stride*p.BufferCount, domain.AccessRecv); err != nil {
+	if l.cfg.Buffers != nil {
+		r.bufs, err = leaseRecvBuffers(l.cfg.Buffers, p.BufferSize, p.BufferCount)
+	} else {
+		r.bufs, err = allocRecvBuffers(l.mgr, p.BufferSize, p.BufferCount)
+	}
+	if err != nil {
 		return err
 	}
 	if r.ep, err = openEndpoint(l.mgr, l.poller, info, r.owner); err != nil {
@@ -312,10 +335,8 @@ func (r *ReceiveEndpoint) postAll() error {
 	n := r.l.cfg.Params.BufferCount
 	addrs, lens := make([]uintptr, n), make([]uint64, n)
 	descs, ctxs := make([]uintptr, n), make([]uint64, n)
-	for i := range n {
-		addrs[i] = r.region.Addr() + uintptr(i*r.stride)
-		lens[i] = uint64(r.l.cfg.Params.BufferSize)
-		descs[i] = r.region.Desc()
+	for i, b := range r.bufs.bufs {
+		addrs[i], lens[i], descs[i] = b.addr, uint64(len(b.mem)), b.desc
 		ctxs[i] = r.owner.Context(uint32(i))
 	}
 	for done := 0; done < n; {
@@ -366,8 +387,7 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 		r.receiveFailed(key, res)
 		return
 	}
-	off := int(key) * r.stride
-	data := r.region.Bytes()[off : off+res.Len : off+res.Len]
+	data := r.bufs.bufs[key].mem[:res.Len:res.Len]
 	r.messages.Add(1)
 	r.bytes.Add(uint64(res.Len))
 	if r.draining {
@@ -377,7 +397,7 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 	r.l.cfg.OnData(r, data)
 	r.inOnData = false
 	if r.freeAfterOnData {
-		r.freeRegion() // OnData closed the endpoint
+		r.freeBuffers() // OnData closed the endpoint
 		return
 	}
 	r.repost(key)
@@ -401,8 +421,8 @@ func (r *ReceiveEndpoint) repost(key uint32) {
 	if r.state.Load() == stateClosed {
 		return
 	}
-	off := uintptr(int(key) * r.stride)
-	if errno := r.ep.Recv(r.region.Addr()+off, r.l.cfg.Params.BufferSize, r.region.Desc(), r.owner.Context(key)); errno != 0 {
+	b := &r.bufs.bufs[key]
+	if errno := r.ep.Recv(b.addr, len(b.mem), b.desc, r.owner.Context(key)); errno != 0 {
 		r.errors.Add(1)
 		r.l.log.Error().Uint64("conn", r.id).Err(errno).Msg("reposting receive buffer")
 	}
@@ -472,7 +492,7 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	if r.drainTimer != nil {
 		r.drainTimer.Stop()
 	}
-	r.release() // closing the endpoint tells the peer; see closeEndpoint
+	r.release(reason) // closing the endpoint tells the peer; see closeEndpoint
 	r.l.forget(r)
 	r.l.log.Debug().Uint64("conn", r.id).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
@@ -480,32 +500,33 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	}
 }
 
-// release closes the endpoint, then deregisters and frees the buffers: in
-// that order, so the provider has let go of them first.
-func (r *ReceiveEndpoint) release() {
+// release closes the endpoint, then frees the buffers (deregistered, or
+// handed back to the pool): in that order, so the provider has let go of
+// them first. RMA transfers in flight end canceled for reason.
+func (r *ReceiveEndpoint) release(reason error) {
 	r.l.poller.Unregister(r.owner)
 	r.post.close(func() { // no RMA post may race with the close
 		if err := r.ep.Close(); err != nil {
 			r.l.log.Error().Err(err).Msg("closing endpoint")
 		}
 	})
-	r.rmaOps.cancelPending()
+	r.rmaOps.cancelPending(reason)
 	r.info.Free()
 	if r.inOnData {
 		r.freeAfterOnData = true
 		return
 	}
-	r.freeRegion()
+	r.freeBuffers()
 }
 
-func (r *ReceiveEndpoint) freeRegion() {
-	if r.region == nil {
+func (r *ReceiveEndpoint) freeBuffers() {
+	if r.bufs == nil {
 		return
 	}
-	if err := r.region.Close(); err != nil {
+	if err := r.bufs.free(); err != nil {
 		r.l.log.Error().Err(err).Msg("freeing receive buffers")
 	}
-	r.region = nil
+	r.bufs = nil
 }
 
 // Close closes this connection; the peer sees it closed and

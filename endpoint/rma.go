@@ -305,7 +305,6 @@ func (e *ExposedRegion) Close() error {
 // RMAOp is one transfer in flight. Wait, or Done, tells when it has
 // finished; until then the local memory must stay registered and untouched.
 type RMAOp struct {
-	e        *rmaOps
 	write    bool
 	slot     uint32
 	laddr    uintptr
@@ -317,10 +316,20 @@ type RMAOp struct {
 	pending  int    // chunks posted and not completed
 	chunks   uint64 // chunks completed OK, but the last
 	lastDone bool   // the last (possibly short) chunk completed OK
-	done     chan struct{}
-	n        int
-	err      error
+	// done is closed when the operation finishes; an operation of the
+	// synchronous Pull and Push (reused) gets one token in it instead,
+	// since a closed channel cannot be reused.
+	done   chan struct{}
+	reused bool
+	n      int
+	err    error
 }
+
+// syncOps recycles the operations of the synchronous Pull and Push, so
+// that a transfer waited for in place allocates nothing. An operation
+// goes back only after it has finished: one whose wait was abandoned is
+// left to the garbage collector.
+var syncOps = sync.Pool{New: func() any { return &RMAOp{done: make(chan struct{}, 1), reused: true} }}
 
 // Done is closed when the transfer has finished, well or not.
 func (o *RMAOp) Done() <-chan struct{} { return o.done }
@@ -389,23 +398,24 @@ func (e *rmaOps) init(mgr *domain.Manager, p *cq.Poller, owner cq.Owner, guard *
 	}
 }
 
-// start validates a transfer and posts as much of it as the window allows.
+// start validates a transfer into op (a new operation, or a recycled one
+// of the synchronous path) and posts as much of it as the window allows.
 // Bad arguments come back as an error and nothing is posted.
-func (e *rmaOps) start(write bool, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
+func (e *rmaOps) start(op *RMAOp, write bool, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) error {
 	if err := e.check(write, local, localOff, remote, remoteOff, length); err != nil {
-		return nil, err
+		return err
 	}
-	op := &RMAOp{e: e, write: write, done: make(chan struct{}),
+	*op = RMAOp{write: write, done: op.done, reused: op.reused,
 		laddr: local.Addr() + uintptr(localOff), desc: local.Desc(),
 		raddr: remote.Addr + remoteOff, rkey: remote.Key, length: uint64(length)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
-		return nil, fmt.Errorf("endpoint: %s: %w", op.verb(), netio.ErrClosed)
+		return fmt.Errorf("endpoint: %s: %w", op.verb(), netio.ErrClosed)
 	}
 	if len(e.free) == 0 {
 		if len(e.slots) >= maxRMAOps {
-			return nil, fmt.Errorf("%w: endpoint: %d RMA operations in flight", netio.ErrNoResources, len(e.slots))
+			return fmt.Errorf("%w: endpoint: %d RMA operations in flight", netio.ErrNoResources, len(e.slots))
 		}
 		e.slots = append(e.slots, nil)
 		e.free = append(e.free, uint32(len(e.slots)-1))
@@ -415,7 +425,7 @@ func (e *rmaOps) start(write bool, local *domain.Registration, localOff int, rem
 	e.slots[op.slot] = op
 	e.queue = append(e.queue, op)
 	e.pump()
-	return op, nil
+	return nil
 }
 
 func (e *rmaOps) check(write bool, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) error {
@@ -546,7 +556,11 @@ func (e *rmaOps) finish(op *RMAOp) {
 	if op.lastDone {
 		op.n += int(op.length - (op.length-1)/e.chunk*e.chunk)
 	}
-	close(op.done)
+	if op.reused {
+		op.done <- struct{}{} // room for one: its only waiter takes it
+	} else {
+		close(op.done)
+	}
 }
 
 // handleCompletion accounts one chunk and finishes its operation after the
@@ -584,9 +598,13 @@ func (e *rmaOps) handleCompletion(key uint32, r cq.Result) {
 	e.pump()
 }
 
+// completionError describes a chunk that completed with an error. A
+// chunk the provider canceled was canceled by the connection ending under
+// it: a local close reports through cancelPending, after the endpoint has
+// stopped reading completions.
 func (e *rmaOps) completionError(op *RMAOp, r cq.Result) error {
 	if r.Status == netio.Canceled {
-		return fmt.Errorf("endpoint: %s of %d bytes: %w", op.verb(), op.length, netio.ErrCanceled)
+		return op.canceled(netio.ErrConnectionClosed)
 	}
 	e.log.Warn().Str("op", op.verb()).Uint64("bytes", op.length).Err(r.Errno).Msg("RMA transfer failed")
 	if r.Errno == fabric.EACCES || r.Errno == fabric.ENOKEY {
@@ -595,9 +613,25 @@ func (e *rmaOps) completionError(op *RMAOp, r cq.Result) error {
 	return fmt.Errorf("%w: endpoint: %s of %d bytes: %w", netio.ErrFailed, op.verb(), op.length, r.Errno)
 }
 
-// cancelPending finishes every operation still in flight as canceled. The
-// endpoint is closed, so the provider holds none of the memory any more.
-func (e *rmaOps) cancelPending() {
+// canceled is the error of an operation the connection's end cut short:
+// reason is netio.ErrClosed after a local Close, or matches
+// netio.ErrConnectionClosed when the peer ended the connection or it
+// broke. tcp in libfabric 1.17 ends the connection, telling the initiator
+// nothing more, when the target's registration refuses an access (a forged
+// or stale descriptor), so that is said too.
+func (op *RMAOp) canceled(reason error) error {
+	if errors.Is(reason, netio.ErrClosed) {
+		return fmt.Errorf("endpoint: %s of %d bytes: %w: the endpoint closed", op.verb(), op.length, netio.ErrCanceled)
+	}
+	return fmt.Errorf("endpoint: %s of %d bytes: %w: %w with the transfer in flight "+
+		"(tcp ends the connection when the peer's registration refuses the access)",
+		op.verb(), op.length, netio.ErrCanceled, reason)
+}
+
+// cancelPending finishes every operation still in flight as canceled, for
+// the reason the connection ended (see RMAOp.canceled). The endpoint is
+// closed, so the provider holds none of the memory any more.
+func (e *rmaOps) cancelPending(reason error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stopped = true
@@ -605,16 +639,24 @@ func (e *rmaOps) cancelPending() {
 	e.queue = e.queue[:0]
 	for _, op := range e.slots {
 		if op != nil {
-			op.fail(fmt.Errorf("endpoint: %s of %d bytes: %w: the endpoint closed or its connection ended",
-				op.verb(), op.length, netio.ErrCanceled))
+			op.fail(op.canceled(reason))
 			e.finish(op)
 		}
 	}
 	e.inflight = 0
 }
 
+// rmaKind is the sendKind of an RMAEndpoint: the engine, told why the
+// connection ended.
+type rmaKind struct {
+	*rmaOps
+	c *sendConn
+}
+
+func (k rmaKind) cancelPending() { k.rmaOps.cancelPending(k.c.reason) }
+
 // releaseResources has nothing to free: the local memory is the caller's.
-func (e *rmaOps) releaseResources() error { return nil }
+func (rmaKind) releaseResources() error { return nil }
 
 // RMAConfig configures an RMA endpoint.
 type RMAConfig struct {
@@ -655,7 +697,8 @@ func DialRMA(ctx context.Context, mgr *domain.Manager, addr string, cfg RMAConfi
 		return nil, err
 	}
 	s := &RMAEndpoint{}
-	s.c = sendConn{mgr: mgr, addr: addr, kind: &s.rmaOps}
+	s.c = sendConn{mgr: mgr, addr: addr}
+	s.c.kind = rmaKind{&s.rmaOps, &s.c}
 	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed}
 	prepare := func() error {
 		s.rmaOps.init(mgr, s.c.poller, s.c.owner, &s.c.guard, cfg.Params, cfg.Logger)
@@ -682,36 +725,56 @@ func (s *RMAEndpoint) Close() error { return s.c.close() }
 // an error and nothing is posted. It does not block, so it may be called
 // from a callback; wait for the result on another goroutine.
 func (e *rmaOps) PullAsync(local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
-	return e.start(false, local, localOff, remote, remoteOff, length)
+	return e.startAsync(false, local, localOff, remote, remoteOff, length)
 }
 
 // PushAsync starts writing length bytes of local, from localOff, into
 // remote at remoteOff (fi_write). local must be registered with
 // domain.AccessWrite. Bad arguments are refused as for PullAsync.
 func (e *rmaOps) PushAsync(local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
-	return e.start(true, local, localOff, remote, remoteOff, length)
+	return e.startAsync(true, local, localOff, remote, remoteOff, length)
+}
+
+func (e *rmaOps) startAsync(write bool, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (*RMAOp, error) {
+	op := &RMAOp{done: make(chan struct{})}
+	if err := e.start(op, write, local, localOff, remote, remoteOff, length); err != nil {
+		return nil, err
+	}
+	return op, nil
 }
 
 // Pull is PullAsync followed by Wait: it returns the bytes moved. When ctx
 // ends first the transfer goes on; see RMAOp.Wait. It blocks: never call it
 // from a callback, whose poller goroutine must run for the transfer to
-// finish.
+// finish. It does not allocate when the transfer succeeds.
 func (e *rmaOps) Pull(ctx context.Context, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
-	return waitOp(ctx)(e.PullAsync(local, localOff, remote, remoteOff, length))
+	return e.transfer(ctx, false, local, localOff, remote, remoteOff, length)
 }
 
 // Push is PushAsync followed by Wait. It blocks: never call it from a
-// callback.
+// callback. It does not allocate when the transfer succeeds.
 func (e *rmaOps) Push(ctx context.Context, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
-	return waitOp(ctx)(e.PushAsync(local, localOff, remote, remoteOff, length))
+	return e.transfer(ctx, true, local, localOff, remote, remoteOff, length)
 }
 
-// waitOp turns an operation start into its synchronous form.
-func waitOp(ctx context.Context) func(*RMAOp, error) (int, error) {
-	return func(op *RMAOp, err error) (int, error) {
-		if err != nil {
-			return 0, err
-		}
-		return op.Wait(ctx)
+// transfer runs one operation and waits for it, with an operation object
+// from syncOps that goes back once it has finished.
+func (e *rmaOps) transfer(ctx context.Context, write bool, local *domain.Registration, localOff int, remote RemoteRegion, remoteOff uint64, length int) (int, error) {
+	op := syncOps.Get().(*RMAOp)
+	if err := e.start(op, write, local, localOff, remote, remoteOff, length); err != nil {
+		syncOps.Put(op) // never started
+		return 0, err
 	}
+	select {
+	case <-op.done:
+	default:
+		select {
+		case <-op.done:
+		case <-ctx.Done():
+			return 0, ctx.Err() // still in flight: op is not reused
+		}
+	}
+	n, err := op.n, op.err
+	syncOps.Put(op)
+	return n, err
 }

@@ -26,44 +26,69 @@ func BenchmarkRMAVsBuffered(b *testing.B) {
 	}
 }
 
+// BenchmarkPull is the synchronous Pull: one transfer at a time, each
+// waited for. It must report 0 allocs/op.
+func BenchmarkPull(b *testing.B) {
+	for _, size := range []int{4 << 10, 64 << 10} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchRMASync(b, size, false) })
+	}
+}
+
+// BenchmarkPush is the synchronous Push; 0 allocs/op too.
+func BenchmarkPush(b *testing.B) {
+	for _, size := range []int{4 << 10, 64 << 10} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchRMASync(b, size, true) })
+	}
+}
+
+// rmaBench is an initiator's RMA endpoint to a target's listener, with a
+// local registration and an exposed target region of slots × size bytes
+// each.
+type rmaBench struct {
+	ep     *endpoint.RMAEndpoint
+	local  *domain.Registration
+	remote endpoint.RemoteRegion
+}
+
+// newRMABench sets up two tcp domains on loopback; everything is closed at
+// the benchmark's cleanup.
+func newRMABench(b *testing.B, size, slots int) *rmaBench {
+	b.Helper()
+	check := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	closeAtEnd := func(c interface{ Close() error }) { b.Cleanup(func() { _ = c.Close() }) }
+	target, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	check(err)
+	closeAtEnd(target)
+	init, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	check(err)
+	closeAtEnd(init)
+	l, err := endpoint.Listen(target, "127.0.0.1:0", endpoint.ListenConfig{OnData: func(*endpoint.ReceiveEndpoint, []byte) {}})
+	check(err)
+	closeAtEnd(l)
+	remote, err := endpoint.AllocExposed(target, size*slots, domain.AccessRemoteRead|domain.AccessRemoteWrite)
+	check(err)
+	closeAtEnd(remote)
+	local, err := init.AllocRegistered(size*slots, domain.AccessRead|domain.AccessWrite)
+	check(err)
+	closeAtEnd(local)
+	ep, err := endpoint.DialRMA(context.Background(), init, l.Addr(), endpoint.RMAConfig{})
+	check(err)
+	closeAtEnd(ep) // cleanups run last-in first-out: the endpoint goes first
+	return &rmaBench{ep: ep, local: local, remote: remote.Descriptor()}
+}
+
 // benchRMA moves size bytes per iteration between two domains, keeping
 // rmaBenchDepth transfers in flight, each to its own slot of the local
 // and remote regions.
 func benchRMA(b *testing.B, size int, push bool) {
-	target, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer target.Close()
-	init, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer init.Close()
-	l, err := endpoint.Listen(target, "127.0.0.1:0", endpoint.ListenConfig{OnData: func(*endpoint.ReceiveEndpoint, []byte) {}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	remote, err := endpoint.AllocExposed(target, size*rmaBenchDepth, domain.AccessRemoteRead|domain.AccessRemoteWrite)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer remote.Close()
-	local, err := init.AllocRegistered(size*rmaBenchDepth, domain.AccessRead|domain.AccessWrite)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer local.Close()
-	ep, err := endpoint.DialRMA(context.Background(), init, l.Addr(), endpoint.RMAConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ep.Close()
-
-	start := ep.PullAsync
+	r := newRMABench(b, size, rmaBenchDepth)
+	start := r.ep.PullAsync
 	if push {
-		start = ep.PushAsync
+		start = r.ep.PushAsync
 	}
 	ctx := context.Background()
 	var ops [rmaBenchDepth]*endpoint.RMAOp
@@ -72,6 +97,7 @@ func benchRMA(b *testing.B, size int, push bool) {
 			b.Fatalf("transfer: %d bytes, %v", n, err)
 		}
 	}
+	var err error
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -81,7 +107,7 @@ func benchRMA(b *testing.B, size int, push bool) {
 			wait(ops[slot])
 		}
 		off := slot * size
-		if ops[slot], err = start(local, off, remote.Descriptor(), uint64(off), size); err != nil {
+		if ops[slot], err = start(r.local, off, r.remote, uint64(off), size); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -91,4 +117,22 @@ func benchRMA(b *testing.B, size int, push bool) {
 		}
 	}
 	b.StopTimer()
+}
+
+// benchRMASync moves size bytes per iteration with the synchronous Pull or
+// Push.
+func benchRMASync(b *testing.B, size int, push bool) {
+	r := newRMABench(b, size, 1)
+	transfer := r.ep.Pull
+	if push {
+		transfer = r.ep.Push
+	}
+	ctx := context.Background()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, err := transfer(ctx, r.local, 0, r.remote, 0, size); err != nil || n != size {
+			b.Fatalf("transfer: %d bytes, %v", n, err)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/pool"
 )
 
 // rmaPattern returns n bytes that differ at every offset of interest, seeded
@@ -45,74 +46,128 @@ func reply(b []byte) []byte {
 func TestRMAPullThenPushReply(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
-			const size = 300_001 // not a multiple of anything
-			server, client := openDomain(t, prov), openDomain(t, prov)
-			require.True(t, server.SupportsRMA(), "%s should grant RMA", prov)
-
-			type result struct {
-				pulled, pushed int
-				err            error
-			}
-			results := make(chan result, 1)
-			cfg := endpoint.ListenConfig{
-				RMA: endpoint.RMAParams{ChunkSize: 64 << 10}, // several chunks each way
-				OnData: func(ep *endpoint.ReceiveEndpoint, data []byte) {
-					var req, rep endpoint.RemoteRegion
-					if err := errors.Join(req.UnmarshalBinary(data[:endpoint.RemoteRegionSize]),
-						rep.UnmarshalBinary(data[endpoint.RemoteRegionSize:])); err != nil {
-						results <- result{err: err}
-						return
+			pullThenPushReply(t, prov, func(server *domain.Manager, _ *endpoint.ListenConfig) borrowFunc {
+				return func(size int) (*domain.Registration, []byte, func(), error) {
+					buf, err := server.AllocRegistered(size, domain.AccessRead|domain.AccessWrite)
+					if err != nil {
+						return nil, nil, nil, err
 					}
-					go func() { // OnData must not block: the transfers run here
-						var r result
-						defer func() { results <- r }()
-						buf, err := server.AllocRegistered(int(req.Len), domain.AccessRead|domain.AccessWrite)
-						if err != nil {
-							r.err = err
-							return
-						}
-						defer buf.Close()
-						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-						defer cancel()
-						if r.pulled, r.err = ep.Pull(ctx, buf, 0, req, 0, int(req.Len)); r.err != nil {
-							return
-						}
-						copy(mem(buf), reply(mem(buf)))
-						r.pushed, r.err = ep.Push(ctx, buf, 0, rep, 0, int(rep.Len))
-					}()
-				},
-			}
-			l := listen(t, server, cfg)
-
-			request, err := endpoint.AllocExposed(client, size, domain.AccessRemoteRead)
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, request.Close()) }()
-			copy(request.Bytes(), rmaPattern(size, 1))
-			replyMem := make([]byte, size) // Go memory, pinned while exposed
-			replyRegion, err := endpoint.Expose(client, replyMem, domain.AccessRemoteWrite)
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, replyRegion.Close()) }()
-
-			s := dial(t, client, l.Addr(), endpoint.SendConfig{})
-			buf := s.GetBuffer()
-			require.NotNil(t, buf)
-			msg, err := request.Descriptor().AppendBinary(buf.Bytes()[:0])
-			require.NoError(t, err)
-			msg, err = replyRegion.Descriptor().AppendBinary(msg)
-			require.NoError(t, err)
-			require.Equal(t, netio.OK, s.SendBuffer(buf, len(msg)))
-
-			select {
-			case r := <-results:
-				require.NoError(t, r.err)
-				assert.Equal(t, size, r.pulled)
-				assert.Equal(t, size, r.pushed)
-			case <-time.After(15 * time.Second):
-				t.Fatal("no result from the server")
-			}
-			assert.True(t, bytes.Equal(reply(rmaPattern(size, 1)), replyMem), "reply content")
+					return buf, mem(buf), func() { _ = buf.Close() }, nil
+				}
+			})
 		})
 	}
+}
+
+// TestRMAPullThenPushReplyPooled is the same scenario with the server's
+// memory borrowed from pools: its receive buffers, and the buffer it pulls
+// into and pushes from, a lease of the smallest fitting tier of a pool
+// registered for local RMA. Every lease is back once the exchange is over.
+func TestRMAPullThenPushReplyPooled(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			var rmaPool *pool.Pool
+			pullThenPushReply(t, prov, func(server *domain.Manager, cfg *endpoint.ListenConfig) borrowFunc {
+				cfg.Buffers = bufferPool(t, server, pool.Config{Access: domain.AccessRecv, Size: 4096, Count: 8})
+				rmaPool = bufferPool(t, server, pool.Config{Access: domain.AccessRead | domain.AccessWrite,
+					NumTiers: 3, PerTier: 1, FirstSize: 64 << 10, SizeMultiple: 4})
+				return func(size int) (*domain.Registration, []byte, func(), error) {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					b, err := rmaPool.Get(ctx, size)
+					if err != nil {
+						return nil, nil, nil, err
+					}
+					if b.Size() != 1<<20 {
+						b.Release()
+						return nil, nil, nil, fmt.Errorf("leased %d bytes for %d: not the smallest fitting tier", b.Size(), size)
+					}
+					return b.Registration(), b.Bytes(), b.Release, nil
+				}
+			})
+			assert.Zero(t, inUse(rmaPool), "the RMA buffer is back in its pool")
+		})
+	}
+}
+
+// borrowFunc lends the server at least size bytes of memory registered
+// for local RMA (its registration and its memory), and how to give them
+// back.
+type borrowFunc func(size int) (local *domain.Registration, mem []byte, giveBack func(), err error)
+
+// pullThenPushReply runs the scenario on prov. setup may change the
+// server's listener config and returns how the server borrows its RMA
+// memory.
+func pullThenPushReply(t *testing.T, prov string, setup func(server *domain.Manager, cfg *endpoint.ListenConfig) borrowFunc) {
+	const size = 300_001 // not a multiple of anything
+	server, client := openDomain(t, prov), openDomain(t, prov)
+	require.True(t, server.SupportsRMA(), "%s should grant RMA", prov)
+
+	type result struct {
+		pulled, pushed int
+		err            error
+	}
+	results := make(chan result, 1)
+	var borrow borrowFunc
+	cfg := endpoint.ListenConfig{
+		RMA: endpoint.RMAParams{ChunkSize: 64 << 10}, // several chunks each way
+		OnData: func(ep *endpoint.ReceiveEndpoint, data []byte) {
+			var req, rep endpoint.RemoteRegion
+			if err := errors.Join(req.UnmarshalBinary(data[:endpoint.RemoteRegionSize]),
+				rep.UnmarshalBinary(data[endpoint.RemoteRegionSize:])); err != nil {
+				results <- result{err: err}
+				return
+			}
+			go func() { // OnData must not block: the transfers run here
+				var r result
+				defer func() { results <- r }()
+				buf, local, giveBack, err := borrow(int(req.Len))
+				if err != nil {
+					r.err = err
+					return
+				}
+				defer giveBack()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if r.pulled, r.err = ep.Pull(ctx, buf, 0, req, 0, int(req.Len)); r.err != nil {
+					return
+				}
+				local = local[:req.Len]
+				copy(local, reply(local))
+				r.pushed, r.err = ep.Push(ctx, buf, 0, rep, 0, int(rep.Len))
+			}()
+		},
+	}
+	borrow = setup(server, &cfg)
+	l := listen(t, server, cfg)
+
+	request, err := endpoint.AllocExposed(client, size, domain.AccessRemoteRead)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, request.Close()) }()
+	copy(request.Bytes(), rmaPattern(size, 1))
+	replyMem := make([]byte, size) // Go memory, pinned while exposed
+	replyRegion, err := endpoint.Expose(client, replyMem, domain.AccessRemoteWrite)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, replyRegion.Close()) }()
+
+	s := dial(t, client, l.Addr(), endpoint.SendConfig{})
+	buf := s.GetBuffer()
+	require.NotNil(t, buf)
+	msg, err := request.Descriptor().AppendBinary(buf.Bytes()[:0])
+	require.NoError(t, err)
+	msg, err = replyRegion.Descriptor().AppendBinary(msg)
+	require.NoError(t, err)
+	require.Equal(t, netio.OK, s.SendBuffer(buf, len(msg)))
+
+	select {
+	case r := <-results:
+		require.NoError(t, r.err)
+		assert.Equal(t, size, r.pulled)
+		assert.Equal(t, size, r.pushed)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no result from the server")
+	}
+	assert.True(t, bytes.Equal(reply(rmaPattern(size, 1)), replyMem), "reply content")
 }
 
 // rmaSetup is a target domain with a listener (whose poller makes the
@@ -243,6 +298,54 @@ func TestRMAAsync(t *testing.T) {
 	}
 }
 
+// TestRMASyncConcurrent runs synchronous pulls and pushes from several
+// goroutines at once, each on its own part of the regions, so that the
+// operations the synchronous path reuses pass between goroutines; every
+// result and every byte must be the goroutine's own.
+func TestRMASyncConcurrent(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			s := newRMASetup(t, prov, endpoint.RMAConfig{Params: endpoint.RMAParams{ChunkSize: 4096, MaxInFlight: 4}})
+			const part, workers, rounds = 10_000, 4, 30
+			remote := s.expose(t, part*workers, domain.AccessRemoteRead|domain.AccessRemoteWrite, 0)
+			local := s.local(t, part*workers, domain.AccessRead|domain.AccessWrite)
+			errs := make(chan error, workers)
+			for w := range workers {
+				go func() {
+					errs <- syncRounds(s.ep, local, remote, w*part, part-w, rounds, byte(w))
+				}()
+			}
+			for range workers {
+				assert.NoError(t, <-errs)
+			}
+		})
+	}
+}
+
+// syncRounds pushes a pattern of n bytes to remote at off and pulls it
+// back, rounds times with a new pattern each time, and reports the first
+// mismatch. It runs on its own goroutine: no require.
+func syncRounds(ep *endpoint.RMAEndpoint, local *domain.Registration, remote *endpoint.ExposedRegion, off, n, rounds int, seed byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	buf := mem(local)[off : off+n]
+	for r := range rounds {
+		want := rmaPattern(n, seed+byte(r)*16)
+		copy(buf, want)
+		if got, err := ep.Push(ctx, local, off, remote.Descriptor(), uint64(off), n); err != nil || got != n {
+			return fmt.Errorf("push %d at %d: %d bytes, %v", r, off, got, err)
+		}
+		clear(buf)
+		if got, err := ep.Pull(ctx, local, off, remote.Descriptor(), uint64(off), n); err != nil || got != n {
+			return fmt.Errorf("pull %d at %d: %d bytes, %v", r, off, got, err)
+		}
+		if !bytes.Equal(want, buf) {
+			return fmt.Errorf("round %d at %d: pulled content differs", r, off)
+		}
+	}
+	return nil
+}
+
 // TestRMAWaitContext: a Wait whose context ends returns the context's
 // error and leaves the transfer running; a later Wait gets its result.
 // The endpoint's poller is held so that the transfer cannot complete
@@ -278,6 +381,12 @@ func TestRMAWaitContext(t *testing.T) {
 			cancel()
 			_, werr = op.Wait(ctx)
 			assert.ErrorIs(t, werr, context.Canceled)
+			// A synchronous Pull given up on: its operation goes on, and
+			// must not be reused while it does.
+			ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+			_, werr = s.ep.Pull(ctx, local, 0, remote.Descriptor(), 0, 4096)
+			cancel()
+			assert.ErrorIs(t, werr, context.DeadlineExceeded)
 			select {
 			case <-op.Done():
 				t.Error("the operation finished while its poller was held")
@@ -289,6 +398,13 @@ func TestRMAWaitContext(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, 4096, n)
 			assert.Equal(t, rmaPattern(4096, 9), mem(local))
+			for i := range 3 { // later synchronous transfers are unaffected
+				clear(mem(local))
+				n, err = s.ep.Pull(testCtx(t), local, 0, remote.Descriptor(), uint64(i), 4096-i)
+				require.NoError(t, err)
+				assert.Equal(t, 4096-i, n)
+				assert.Equal(t, rmaPattern(4096, 9)[i:], mem(local)[:4096-i], "pull %d", i)
+			}
 		})
 	}
 }
@@ -312,6 +428,7 @@ func TestRMACloseInFlight(t *testing.T) {
 				_, err := op.Wait(testCtx(t))
 				if err != nil {
 					assert.ErrorIs(t, err, netio.ErrCanceled)
+					assert.NotErrorIs(t, err, netio.ErrConnectionClosed, "canceled by our Close, not by the peer")
 				}
 			}
 			_, err := s.ep.PullAsync(local, 0, remote.Descriptor(), 0, 1)
@@ -472,9 +589,12 @@ func TestRMAAccessDenied(t *testing.T) {
 
 // pushDenied pushes into target with a descriptor its registration does
 // not allow, on a connection of its own: sockets reports an error
-// completion (FI_EACCES); tcp in libfabric 1.17 closes the connection
-// instead, so the push ends canceled and the connection closed. Either
-// way the target's memory is unchanged.
+// completion (FI_EACCES). tcp in libfabric 1.17 checks the key on the
+// target and, when it fails, closes the connection without a word to the
+// initiator; that looks exactly like a peer that went away, so the push
+// cannot honestly be called access denied: it ends canceled by the
+// connection's end, which the error says. Either way the target's memory
+// is unchanged.
 func pushDenied(t *testing.T, prov string, forged endpoint.RemoteRegion, target *endpoint.ExposedRegion) {
 	closed := make(chan error, 1)
 	s := newRMASetup(t, prov, endpoint.RMAConfig{OnConnectionClosed: func(err error) { closed <- err }})
@@ -487,6 +607,8 @@ func pushDenied(t *testing.T, prov string, forged endpoint.RemoteRegion, target 
 	switch prov {
 	case "tcp":
 		assert.ErrorIs(t, err, netio.ErrCanceled)
+		assert.ErrorIs(t, err, netio.ErrConnectionClosed, "canceled by the connection's end, not by a Close")
+		assert.NotErrorIs(t, err, endpoint.ErrAccessDenied, "tcp does not say why it closed")
 		assert.ErrorIs(t, recvErr(t, closed, 5*time.Second, "connection closed"), netio.ErrConnectionClosed)
 	default:
 		assert.ErrorIs(t, err, netio.ErrFailed)

@@ -10,6 +10,7 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/pool"
 	"github.com/netio-go/netio/sendbuf"
 )
 
@@ -22,6 +23,20 @@ type SendConfig struct {
 	// when Params.UseSharedBuffers is set; it must belong to the same
 	// domain.
 	SharedBuffers *sendbuf.SendBufferManager
+	// Buffers, when set, is where the endpoint leases its Params.BufferCount
+	// send buffers of at least Params.BufferSize bytes when it dials,
+	// instead of registering a region of its own: a free buffer, else a
+	// new one within the pool's Budget (pool.Pool.GetOrExtend); Dial fails
+	// with an error wrapping netio.ErrNoResources when the pool cannot
+	// supply them all. Buffer IDs, keys and every other part of the
+	// contract stay the same. The leases go back at Close; a buffer the
+	// caller still holds goes back when the caller releases it
+	// (ReleaseBuffer) or, failing that, once it and the endpoint are
+	// unreachable (see sendbuf.Pool.Close). The pool must belong to the
+	// endpoint's domain and be registered with domain.AccessSend; it
+	// excludes Params.UseSharedBuffers. The caller closes it after the
+	// endpoint.
+	Buffers *pool.Pool
 	// OnSendCompleted is called once per buffer handed to SendBuffer, with
 	// its key (the buffer ID) and the outcome: OK when the provider
 	// completed the send, Failed for an error completion, Canceled when the
@@ -50,6 +65,12 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 	c.Params = c.Params.WithDefaults()
 	if err := c.Params.Validate(); err != nil {
 		return err
+	}
+	if c.Buffers != nil {
+		if c.Params.UseSharedBuffers {
+			return fmt.Errorf("%w: endpoint: both Buffers and UseSharedBuffers: pick one source of send buffers", netio.ErrInvalidArgument)
+		}
+		return checkBufferPool(c.Buffers, mgr, domain.AccessSend)
 	}
 	if c.Params.UseSharedBuffers {
 		if c.SharedBuffers == nil {
@@ -148,11 +169,17 @@ func (s *SendEndpointBuffered) openPool() error {
 		s.pool = s.cfg.SharedBuffers.Pool()
 		return nil
 	}
-	pool, err := sendbuf.NewPool(s.c.mgr, s.cfg.Params.BufferSize, s.cfg.Params.BufferCount)
+	var bufs *sendbuf.Pool
+	var err error
+	if s.cfg.Buffers != nil {
+		bufs, err = sendbuf.NewPoolFrom(s.cfg.Buffers, s.cfg.Params.BufferSize, s.cfg.Params.BufferCount)
+	} else {
+		bufs, err = sendbuf.NewPool(s.c.mgr, s.cfg.Params.BufferSize, s.cfg.Params.BufferCount)
+	}
 	if err != nil {
 		return err
 	}
-	s.pool, s.ownPool = pool, true
+	s.pool, s.ownPool = bufs, true
 	return nil
 }
 
@@ -223,8 +250,10 @@ func (s *SendEndpointBuffered) Stats() SendStats { return s.counters.stats() }
 // reported with Canceled, every buffer goes back, and the endpoint's own
 // poller stops. Buffers the caller leased and did not send are taken back
 // too: SendBuffer refuses them, and their memory stays mapped while the
-// caller holds them, so a late write is harmless. It is idempotent and may
-// be called from a callback.
+// caller holds them, so a late write is harmless. Buffers from
+// SendConfig.Buffers go back to that pool, those the caller holds once
+// released with ReleaseBuffer or unreachable. It is idempotent and may be
+// called from a callback.
 func (s *SendEndpointBuffered) Close() error { return s.c.close() }
 
 // handleCompletion returns the buffer and reports its key. It runs on the

@@ -34,7 +34,8 @@ type sendKind interface {
 	// reports it, unless cancelPending already did.
 	handleCompletion(key uint32, r cq.Result)
 	// cancelPending reports every pending operation as Canceled. The
-	// endpoint is closed, so the provider holds nothing any more.
+	// endpoint is closed, so the provider holds nothing any more;
+	// sendConn.reason says why the connection ended.
 	cancelPending()
 	// releaseResources frees the kind's memory once the endpoint is closed.
 	// It runs once, from teardown or from a failed dial.
@@ -61,6 +62,7 @@ type sendConn struct {
 	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
 	connected chan error    // the dial's outcome, written once by handleEvent
 	ended     atomic.Bool   // the connection is over: hand out nothing new
+	reason    error         // why it ended; set by teardown before cancelPending
 	closer    closer
 
 	freeOnce sync.Once // the kind's resources and the own poller go once
@@ -169,6 +171,7 @@ func (c *sendConn) teardown(reason error) {
 		return
 	}
 	c.ended.Store(true)
+	c.reason = reason
 	c.closeEndpoint()
 	c.poller.Unregister(c.owner)
 	c.kind.cancelPending()

@@ -421,6 +421,12 @@ func (p *Pool) unmapRef(m *mapping) {
 	}
 }
 
+// Access returns the access every buffer of the pool is registered with.
+func (p *Pool) Access() domain.Access { return p.access }
+
+// Domain returns the Manager the pool registers its buffers in.
+func (p *Pool) Domain() *domain.Manager { return p.mgr }
+
 // MaxBufferSize returns the size of the largest tier (0 when there is none).
 // It grows when GetOrExtend adds a tier.
 func (p *Pool) MaxBufferSize() int {
@@ -674,6 +680,31 @@ func (p *Pool) GetOrExtend(minSize int) (Buffer, error) {
 	return s.lease(), nil
 }
 
+// GetOrExtendN leases n buffers of at least minSize bytes, each as
+// GetOrExtend does, and appends them to dst: all of them or none. When one
+// cannot be had, the ones already leased are released, and the error
+// (wrapping that of GetOrExtend) comes back with dst's elements as they
+// were. It is for owners of a fixed set of buffers, such as an endpoint's
+// send or receive buffers.
+func (p *Pool) GetOrExtendN(dst []Buffer, minSize, n int) ([]Buffer, error) {
+	if n < 0 {
+		return dst, invalid("lease %d buffers", n)
+	}
+	start := len(dst)
+	for range n {
+		b, err := p.GetOrExtend(minSize)
+		if err != nil {
+			for _, got := range dst[start:] {
+				got.Release()
+			}
+			clear(dst[start:])
+			return dst[:start], fmt.Errorf("pool: lease %d buffers of %d bytes (%d leased): %w", n, minSize, len(dst)-start, err)
+		}
+		dst = append(dst, b)
+	}
+	return dst, nil
+}
+
 // shrinker advances the idle epoch every IdleTimeout/4 and frees extra
 // buffers that have been free for idleTicks epochs.
 func (p *Pool) shrinker() {
@@ -786,6 +817,15 @@ type Stats struct {
 	Budget          int64       // cap on RegisteredBytes (0: none)
 	Waiters         int         // Gets queued waiting for a buffer
 	Closed          bool
+}
+
+// InUse returns the number of leased buffers, over every tier.
+func (s Stats) InUse() int {
+	n := 0
+	for _, t := range s.Tiers {
+		n += t.InUse
+	}
+	return n
 }
 
 // Stats returns a snapshot of the pool and starts a new interval for

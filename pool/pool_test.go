@@ -977,3 +977,45 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+func TestGetOrExtendN(t *testing.T) {
+	p, m := newPool(t, pool.Config{Access: domain.AccessRecv, Size: 1024, Count: 2, Budget: 4 * 1024})
+	assert.Equal(t, domain.AccessRecv, p.Access())
+	assert.Same(t, m, p.Domain())
+
+	prefix := []pool.Buffer{{}}
+	got, err := p.GetOrExtendN(prefix, 1000, 3)
+	require.NoError(t, err)
+	require.Len(t, got, 4, "appended to dst")
+	assert.False(t, got[0].Valid(), "dst's own elements kept")
+	for _, b := range got[1:] {
+		assert.Equal(t, 1024, b.Size())
+	}
+	assert.Equal(t, 3, tierStats(p, 1024).InUse, "two free buffers and one grown")
+
+	more, err := p.GetOrExtendN([]pool.Buffer{{}}, 1024, 2)
+	assert.ErrorIs(t, err, netio.ErrNoResources, "the budget has room for one more, not two")
+	assert.Len(t, more, 1, "dst as it was")
+	assert.Equal(t, 3, tierStats(p, 1024).InUse, "all or none: the one leased went back")
+	assert.Equal(t, int64(4*1024), p.Stats().RegisteredBytes, "it stays registered, within the budget")
+
+	_, err = p.GetOrExtendN(nil, 1024, -1)
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	none, err := p.GetOrExtendN(nil, 1024, 0)
+	assert.NoError(t, err)
+	assert.Empty(t, none)
+	for _, b := range got[1:] {
+		b.Release()
+	}
+	assert.Zero(t, tierStats(p, 1024).InUse)
+}
+
+func TestStatsInUse(t *testing.T) {
+	p, _ := newPool(t, threeTiers)
+	a, b := tryGet(t, p, 1024), tryGet(t, p, 16<<10)
+	assert.Equal(t, 2, p.Stats().InUse(), "leases of different tiers add up")
+	a.Release()
+	assert.Equal(t, 1, p.Stats().InUse())
+	b.Release()
+	assert.Zero(t, p.Stats().InUse())
+}

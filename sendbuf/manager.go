@@ -28,11 +28,11 @@ func NewSendBufferManager(mgr *domain.Manager, p netio.BufferedSendParams) (*Sen
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	pool, err := NewPool(mgr, p.BufferSize, p.BufferCount)
+	bufs, err := NewPool(mgr, p.BufferSize, p.BufferCount)
 	if err != nil {
 		return nil, err
 	}
-	return &SendBufferManager{pool: pool, mgr: mgr}, nil
+	return &SendBufferManager{pool: bufs, mgr: mgr}, nil
 }
 
 // Pool returns the shared pool.

@@ -1,6 +1,8 @@
 // Package sendbuf holds registered send buffers: NetworkBuffer (registered
 // memory with an ID), the Pool an endpoint draws them from, and the
 // SendBufferManager that lets several endpoints of one domain share a pool.
+// A Pool's buffers are cut from one region of its own (NewPool) or leased
+// from a pool.Pool (NewPoolFrom).
 package sendbuf
 
 import (
@@ -13,6 +15,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/pool"
 )
 
 // Buffer states. Every buffer has exactly one owner: the pool (free), the
@@ -31,6 +34,7 @@ type NetworkBuffer struct {
 	holder atomic.Uint64 // the endpoint that leased it (non-zero while not free)
 	data   []byte
 	addr   uintptr
+	desc   uintptr // of the buffer's own registration: leases may differ
 	pool   *Pool
 }
 
@@ -47,17 +51,19 @@ func (b *NetworkBuffer) Size() int { return len(b.data) }
 func (b *NetworkBuffer) Addr() uintptr { return b.addr }
 
 // Desc returns the registration descriptor to send the buffer with.
-func (b *NetworkBuffer) Desc() uintptr { return b.pool.reg.Desc() }
+func (b *NetworkBuffer) Desc() uintptr { return b.desc }
 
 // Pool returns the pool the buffer belongs to.
 func (b *NetworkBuffer) Pool() *Pool { return b.pool }
 
-// Pool is a fixed set of equal send buffers cut from one registered region
-// (one registration, FI_SEND access only). It is safe for concurrent use;
-// Get and Put do not allocate.
+// Pool is a fixed set of equal send buffers: cut from one registered
+// region (one registration, FI_SEND access only), or leased from a
+// pool.Pool. It is safe for concurrent use; Get, MarkPosted, Complete and
+// Release do not allocate.
 type Pool struct {
-	reg  *domain.Registration
-	bufs []NetworkBuffer
+	reg    *domain.Registration // the region the buffers are cut from, or nil
+	leases []pool.Buffer        // the lease behind each buffer, by ID, or nil
+	bufs   []NetworkBuffer
 
 	mu       sync.Mutex
 	free     []uint32 // stack of free buffer IDs
@@ -68,11 +74,8 @@ type Pool struct {
 
 // NewPool allocates and registers count buffers of size bytes in mgr.
 func NewPool(mgr *domain.Manager, size, count int) (*Pool, error) {
-	if err := (netio.BufferedSendParams{BufferSize: size, BufferCount: count}).Validate(); err != nil {
+	if err := validate(size, count); err != nil {
 		return nil, err
-	}
-	if size <= 0 || count <= 0 {
-		return nil, fmt.Errorf("%w: sendbuf: %d buffers of %d bytes", netio.ErrInvalidArgument, count, size)
 	}
 	stride := domain.AlignUp(size, domain.CacheLine)
 	reg, err := mgr.AllocRegistered(stride*count, domain.AccessSend)
@@ -80,16 +83,61 @@ func NewPool(mgr *domain.Manager, size, count int) (*Pool, error) {
 		return nil, fmt.Errorf("sendbuf: %w", err)
 	}
 	mem := reg.Bytes()
-	p := &Pool{reg: reg, bufs: make([]NetworkBuffer, count), free: make([]uint32, count), capacity: count}
+	p := newPool(count, func(i int) ([]byte, uintptr) {
+		return mem[i*stride : i*stride+size : i*stride+size], reg.Desc()
+	})
+	p.reg = reg
+	return p, nil
+}
+
+// NewPoolFrom leases count buffers of at least size bytes from src, which
+// must be registered with domain.AccessSend, and returns a Pool over them;
+// each buffer is size bytes long and keeps its own registration. Each is
+// leased as src.GetOrExtend does: a free buffer, else a new one within
+// src's budget. When one cannot be had, none is kept and the error wraps
+// netio.ErrNoResources (or netio.ErrClosed). Close hands the leases back.
+func NewPoolFrom(src *pool.Pool, size, count int) (*Pool, error) {
+	if err := validate(size, count); err != nil {
+		return nil, err
+	}
+	if src == nil {
+		return nil, fmt.Errorf("%w: sendbuf: nil buffer pool", netio.ErrInvalidArgument)
+	}
+	if src.Access()&domain.AccessSend == 0 {
+		return nil, fmt.Errorf("%w: sendbuf: the buffer pool is registered without send access (%#x)",
+			netio.ErrInvalidArgument, uint64(src.Access()))
+	}
+	leases, err := src.GetOrExtendN(make([]pool.Buffer, 0, count), size, count)
+	if err != nil {
+		return nil, fmt.Errorf("sendbuf: %w", err)
+	}
+	p := newPool(count, func(i int) ([]byte, uintptr) { return leases[i].Bytes()[:size:size], leases[i].Desc() })
+	p.leases = leases
+	return p, nil
+}
+
+func validate(size, count int) error {
+	if err := (netio.BufferedSendParams{BufferSize: size, BufferCount: count}).Validate(); err != nil {
+		return err
+	}
+	if size <= 0 || count <= 0 {
+		return fmt.Errorf("%w: sendbuf: %d buffers of %d bytes", netio.ErrInvalidArgument, count, size)
+	}
+	return nil
+}
+
+// newPool sets up count free buffers; at returns the memory and the
+// registration descriptor of buffer i.
+func newPool(count int, at func(i int) ([]byte, uintptr)) *Pool {
+	p := &Pool{bufs: make([]NetworkBuffer, count), free: make([]uint32, count), capacity: count, minFree: count}
 	for i := range p.bufs {
 		b := &p.bufs[i]
 		b.id, b.pool = uint32(i), p
-		b.data = mem[i*stride : i*stride+size : i*stride+size]
+		b.data, b.desc = at(i)
 		b.addr = uintptr(unsafe.Pointer(&b.data[0]))
 		p.free[count-1-i] = uint32(i) // hand out low IDs first
 	}
-	p.minFree = count
-	return p, nil
+	return p
 }
 
 // Get leases a free buffer to holder (an endpoint's non-zero identity), or
@@ -194,6 +242,12 @@ func (p *Pool) putBack(b *NetworkBuffer) {
 
 func (p *Pool) push(id uint32) {
 	p.mu.Lock()
+	if p.closed && p.leases != nil {
+		p.mu.Unlock()
+		// Given back after Close: nobody may touch it any more.
+		p.leases[id].Release()
+		return
+	}
 	p.free = append(p.free, id)
 	p.mu.Unlock()
 }
@@ -221,11 +275,18 @@ func (p *Pool) Len() int { return p.capacity }
 // BufferSize returns the size of each buffer.
 func (p *Pool) BufferSize() int { return len(p.bufs[0].data) }
 
-// Close deregisters the buffers. Buffers still posted make Close fail with
-// netio.ErrNoResources and change nothing: the provider may still read them.
-// Buffers a caller still holds stay mapped (no longer registered) until the
-// pool and every buffer are unreachable, so a late write never faults; the
-// rest is unmapped at once. It is idempotent.
+// Close deregisters the buffers, or hands their leases back. Buffers still
+// posted make Close fail with netio.ErrNoResources and change nothing: the
+// provider may still read them.
+//
+// Buffers a caller still holds (leased, not released) stay usable, so a
+// late write neither faults nor lands in someone else's buffer: keep the
+// *NetworkBuffer, not only its Bytes, for as long as you write. Memory
+// of the pool's own region stays mapped (no longer registered) until the
+// pool and every buffer are unreachable; the rest is unmapped at once.
+// Leases are handed back at once for the free buffers, and for a held one
+// when the caller releases it (Release) or, failing that, once the pool
+// and every buffer are unreachable. It is idempotent.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -242,10 +303,39 @@ func (p *Pool) Close() error {
 		}
 	}
 	p.closed = true
+	if p.leases != nil {
+		p.releaseLeases()
+		return nil
+	}
 	mem, err := p.reg.Detach()
 	if leased == 0 {
 		return errors.Join(err, domain.Free(mem))
 	}
 	runtime.AddCleanup(p, func(mem []byte) { _ = domain.Free(mem) }, mem)
 	return err
+}
+
+// releaseLeases hands back the leases of the buffers nobody holds, and
+// arranges for those a caller holds to go when the caller releases them
+// (push) or the pool becomes unreachable. A lease released twice that way
+// is released once: a second Release of a pool.Buffer is a no-op, even
+// after the memory was leased again. Called by Close with p.mu held.
+func (p *Pool) releaseLeases() {
+	var held []pool.Buffer
+	for i := range p.bufs {
+		if p.bufs[i].state.Load() == stateLeased {
+			held = append(held, p.leases[i])
+		} else {
+			p.leases[i].Release()
+		}
+	}
+	if len(held) > 0 {
+		runtime.AddCleanup(p, releaseAll, held)
+	}
+}
+
+func releaseAll(leases []pool.Buffer) {
+	for _, b := range leases {
+		b.Release()
+	}
 }
