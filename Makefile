@@ -13,12 +13,13 @@ GO          ?= go
 GOFMT       ?= gofmt
 TEST_FLAGS  ?= -race -count=1 -timeout 15m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
+BENCH_COMPARE_ARGS ?=
 DEMO_ARGS   ?=
 
 # Prerequisites run in the order written (deps before build), even under -j.
 .NOTPARALLEL:
 
-.PHONY: all deps build demo test vet fmt-check unit bench clean
+.PHONY: all deps build demo test vet fmt-check unit bench bench-go clean
 
 all: build
 
@@ -53,8 +54,12 @@ fmt-check:
 unit:
 	$(GO) test $(TEST_FLAGS) ./...
 
-## bench: run the benchmarks, no tests
-bench:
+## bench: netio-go vs a C libfabric baseline vs Go TCP, one run, ratios (hack/bench-compare)
+bench: deps
+	bash hack/bench-compare $(BENCH_COMPARE_ARGS)
+
+## bench-go: run the Go benchmarks, no tests
+bench-go:
 	$(GO) test $(BENCH_FLAGS) ./...
 
 clean:

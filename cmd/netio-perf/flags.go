@@ -47,10 +47,25 @@ func parseSize(s string) (int, error) {
 }
 
 // parseSizes parses a comma-separated list of sizes.
-func parseSizes(s string) ([]int, error) {
+func parseSizes(s string) ([]int, error) { return parseList(s, parseSize) }
+
+// parseCounts parses a comma-separated list of counts in 1..most, e.g.
+// "1,4,16,64".
+func parseCounts(s string, most int) ([]int, error) {
+	return parseList(s, func(part string) (int, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 || n > most {
+			return 0, fmt.Errorf("bad count %q: want a number in 1..%d", part, most)
+		}
+		return n, nil
+	})
+}
+
+// parseList parses a comma-separated list, each element with parse.
+func parseList(s string, parse func(string) (int, error)) ([]int, error) {
 	var out []int
 	for _, part := range strings.Split(s, ",") {
-		n, err := parseSize(part)
+		n, err := parse(part)
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +24,71 @@ func TestParseSize(t *testing.T) {
 	sizes, err := parseSizes("64,1K,1M")
 	require.NoError(t, err)
 	assert.Equal(t, []int{64, kib, mib}, sizes)
+}
+
+func TestParseCounts(t *testing.T) {
+	got, err := parseCounts("1, 4,16,64", 64)
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 4, 16, 64}, got)
+	for _, in := range []string{"", "0", "65", "x", "1,,2", "-1"} {
+		_, err := parseCounts(in, 64)
+		assert.Error(t, err, in)
+	}
+}
+
+// The sweep's defaults depend on the mode: five sizes for the sweep, 4 KiB
+// and 1, 4, 16, 64 connections for --mode scale.
+func TestSweepFlagDefaults(t *testing.T) {
+	o, err := parseSweepFlags(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int{64, kib, 4 * kib, 64 * kib, mib}, o.sizes)
+	assert.Zero(t, o.window)
+	o, err = parseSweepFlags([]string{"--mode", "scale"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int{4 * kib}, o.sizes)
+	assert.Equal(t, []int{1, 4, 16, 64}, o.conns)
+	o, err = parseSweepFlags([]string{"--mode", "scale", "--conns", "2,8", "--sizes", "1K", "--window", "8", "--rx-bufs", "16", "--duration", "300ms"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []int{2, 8}, o.conns)
+	assert.Equal(t, []int{kib}, o.sizes)
+	assert.Equal(t, 8, o.window)
+	assert.Equal(t, 16, o.rxBufs)
+	assert.Equal(t, 300*time.Millisecond, o.duration)
+}
+
+func TestWindows(t *testing.T) {
+	w := sweeper{}
+	send, recv := w.windows(128)
+	assert.Equal(t, 128, send)
+	assert.Equal(t, 256, recv)
+	w = sweeper{window: 200}
+	send, recv = w.windows(16)
+	assert.Equal(t, 200, send)
+	assert.Equal(t, maxPostedReceives, recv, "twice the window, capped at the queue depth")
+	w = sweeper{window: 8, rxBufs: 12}
+	send, recv = w.windows(16)
+	assert.Equal(t, 8, send)
+	assert.Equal(t, 12, recv)
+
+	assert.Equal(t, 128, scaleWindow(4*kib, 1))
+	assert.Equal(t, 128, scaleWindow(4*kib, 16))
+	assert.Equal(t, 64, scaleWindow(4*kib, 32))
+	assert.Equal(t, 32, scaleWindow(4*kib, 64))
+	assert.Equal(t, 8, scaleWindow(4*kib, 256))
+	assert.Equal(t, 16, scaleWindow(mib, 4))
+	assert.Equal(t, 4, scaleWindow(64, 1000), "never below 4")
+}
+
+func TestCPUPerGB(t *testing.T) {
+	assert.Zero(t, cpuPerGB(time.Second, 0))
+	assert.InDelta(t, 0.5, cpuPerGB(time.Second, 2e9), 1e-12)
+	r := sweepRow{Bytes: 4e9}
+	r.setCPU(2 * time.Second)
+	assert.InDelta(t, 2.0, r.CPUSeconds, 1e-12)
+	assert.InDelta(t, 0.5, r.CPUSecPerGB, 1e-12)
+	before := cpuTime()
+	assert.Positive(t, before, "a running test has used CPU")
+	assert.GreaterOrEqual(t, cpuTime(), before)
 }
 
 func TestFormatSize(t *testing.T) {
@@ -69,6 +136,14 @@ func TestUsageErrors(t *testing.T) {
 		{"client", "--connect", "127.0.0.1:1", "--size", "0"},
 		{"client", "--connect", "127.0.0.1:1", "--timeout", "-1s"},
 		{"--sizes", "64,x"},
+		{"--mode", "scale", "--conns", "1,0"},
+		{"--mode", "scale", "--conns", "1000"},
+		{"--conns", "4"}, // only with --mode scale
+		{"--mode", "scale", "--zero-copy"},
+		{"--window", "-1"},
+		{"--window", "257"},
+		{"--rx-bufs", "1000"},
+		{"--duration", "-1s"},
 	} {
 		var out, errOut bytes.Buffer
 		assert.Equal(t, exitUsage, run(t.Context(), args, &out, &errOut), "%q", args)

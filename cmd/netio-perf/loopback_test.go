@@ -172,12 +172,28 @@ func TestClientConnectionRefused(t *testing.T) {
 	assert.Contains(t, errOut.String(), "refused")
 }
 
-func TestSweepInProcess(t *testing.T) {
-	var out, progress bytes.Buffer
-	code := run(t.Context(), []string{"--quick", "--sizes", "64,4K", "--json"}, &out, &progress)
-	require.Equal(t, exitOK, code, "stderr: %s", progress.String())
+// runSweepJSON runs a sweep with --json added, requires success, and
+// returns the report and the progress output.
+func runSweepJSON(t *testing.T, args ...string) (sweepReport, string) {
+	t.Helper()
+	out, progress := runSweepTable(t, append(args, "--json")...)
 	var r sweepReport
-	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r))
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &r))
+	return r, progress
+}
+
+// runSweepTable runs a sweep, requires success, and returns its output and
+// its progress output.
+func runSweepTable(t *testing.T, args ...string) (out, progress string) {
+	t.Helper()
+	var o, p bytes.Buffer
+	code := run(t.Context(), args, &o, &p)
+	require.Equal(t, exitOK, code, "stderr: %s", p.String())
+	return o.String(), p.String()
+}
+
+func TestSweepInProcess(t *testing.T) {
+	r, progress := runSweepJSON(t, "--quick", "--sizes", "64,4K")
 	require.Len(t, r.Rows, 2)
 	for i, size := range []int{64, 4096} {
 		row := r.Rows[i]
@@ -188,8 +204,8 @@ func TestSweepInProcess(t *testing.T) {
 		assert.Positive(t, row.LatP50us)
 		assert.GreaterOrEqual(t, row.LatP99us, row.LatP50us)
 	}
-	assert.Contains(t, progress.String(), "sweep: 4 KiB throughput")
-	assert.Contains(t, progress.String(), "sweep: 4 KiB ping-pong")
+	assert.Contains(t, progress, "sweep: 4 KiB throughput")
+	assert.Contains(t, progress, "sweep: 4 KiB ping-pong")
 }
 
 // The RMA modes move data with Pull and Push of an exposed region and
@@ -197,11 +213,7 @@ func TestSweepInProcess(t *testing.T) {
 func TestSweepRMAModes(t *testing.T) {
 	for _, mode := range []string{modeRMARead, modeRMAWrite} {
 		t.Run(mode, func(t *testing.T) {
-			var out, progress bytes.Buffer
-			code := run(t.Context(), []string{"--quick", "--mode", mode, "--sizes", "4K,64K", "--json"}, &out, &progress)
-			require.Equal(t, exitOK, code, "stderr: %s", progress.String())
-			var r sweepReport
-			require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r))
+			r, progress := runSweepJSON(t, "--quick", "--mode", mode, "--sizes", "4K,64K")
 			assert.Equal(t, mode, r.Mode)
 			require.Len(t, r.Rows, 2)
 			for i, size := range []int{4096, 65536} {
@@ -213,9 +225,48 @@ func TestSweepRMAModes(t *testing.T) {
 				assert.Positive(t, row.RoundTrips)
 				assert.GreaterOrEqual(t, row.LatP99us, row.LatP50us)
 			}
-			assert.Contains(t, progress.String(), "sweep: 64 KiB "+mode+" throughput")
+			assert.Contains(t, progress, "sweep: 64 KiB "+mode+" throughput")
 		})
 	}
 	var out, progress bytes.Buffer
 	assert.Equal(t, exitUsage, run(t.Context(), []string{"--mode", "bogus"}, &out, &progress))
+}
+
+// The sweep takes the window, receive depth and duration it is given, and
+// reports the CPU the throughput part took; the table gets a CPU section.
+func TestSweepWindowAndCPU(t *testing.T) {
+	r, _ := runSweepJSON(t, "--sizes", "4K", "--window", "8", "--rx-bufs", "16", "--duration", "100ms")
+	require.Len(t, r.Rows, 1)
+	row := r.Rows[0]
+	assert.Equal(t, 8, row.Window)
+	assert.Equal(t, 16, row.RxBufs)
+	assert.Equal(t, row.Messages*4096, row.Bytes)
+	assert.Positive(t, row.CPUSeconds)
+	assert.InDelta(t, row.CPUSeconds/(float64(row.Bytes)/1e9), row.CPUSecPerGB, 1e-9*row.CPUSecPerGB)
+	assert.Positive(t, row.RoundTrips)
+
+	table, _ := runSweepTable(t, "--sizes", "64", "--quick")
+	assert.Contains(t, table, "CPU s/GB")
+}
+
+// --mode scale sends over every connection count into one listener and
+// reports one row each, with the windows cut to share the receiver.
+func TestSweepScaleMode(t *testing.T) {
+	r, progress := runSweepJSON(t, "--mode", "scale", "--conns", "1,16", "--sizes", "4K", "--duration", "100ms")
+	assert.Equal(t, modeScale, r.Mode)
+	require.Len(t, r.Rows, 2)
+	for i, conns := range []int{1, 16} {
+		row := r.Rows[i]
+		assert.Equal(t, conns, row.Connections)
+		assert.Equal(t, 4096, row.Size)
+		assert.Equal(t, scaleWindow(4096, conns), row.Window)
+		assert.Positive(t, row.Messages)
+		assert.Equal(t, row.Messages*4096, row.Bytes)
+		assert.Positive(t, row.MBPerS)
+		assert.Positive(t, row.CPUSecPerGB)
+	}
+	assert.Contains(t, progress, "scale: 16 connections, 4 KiB")
+
+	table, _ := runSweepTable(t, "--mode", "scale", "--conns", "2", "--quick")
+	assert.Regexp(t, `(?m)^\s+2\s+4 KiB\s+128\s+\d+`, table)
 }

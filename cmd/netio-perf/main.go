@@ -5,10 +5,20 @@
 // message size (64 B to 1 MiB) a throughput part, messages streamed through
 // a window of buffers and counted at the receiver, and a ping-pong part,
 // one message bounced over two connections (one each way) with the one-way
-// latency taken as half the round trip. It prints a table, or one JSON
-// object with --json.
+// latency taken as half the round trip. It prints a table, then the CPU
+// time (getrusage user+sys of the process, both sides) per GB each
+// throughput part took, or one JSON object with --json.
 //
-//	netio-perf [--provider P] [--sizes LIST] [--quick] [--zero-copy] [--json]
+//	netio-perf [--provider P] [--mode send|rma-read|rma-write|scale] [--sizes LIST]
+//	           [--duration D] [--window N] [--rx-bufs N] [--quick] [--zero-copy] [--json]
+//	netio-perf --mode scale [--conns 1,4,16,64] [--sizes 4K] [--duration D] [--json]
+//
+// --duration bounds each throughput part and each ping-pong; --window and
+// --rx-bufs set the send buffers in flight and the receive buffers posted
+// per connection. --mode scale measures throughput with each --conns count
+// of connections into one receiver (the senders share one poller, each
+// connection gets a share of about 2048 messages in flight) and the CPU
+// seconds per GB moved.
 //
 // The server and client modes run on their own, against each other or
 // against any plain libfabric peer: the wire carries exactly the

@@ -16,8 +16,9 @@ import (
 
 // Ping-pong parameters.
 const (
-	pingPongBufs   = 8  // buffers per endpoint; one message is in flight at a time
-	pingPongWarmup = 10 // round trips left out of the statistics
+	pingPongBufs     = 8  // buffers per endpoint; one message is in flight at a time
+	pingPongWarmup   = 10 // round trips left out of the statistics
+	pingPongMinTimed = 10 // round trips timed at least, even past the budget
 )
 
 // pingPong bounces one message between two connections, one each way
@@ -90,7 +91,7 @@ func (p *pingPong) onPong(_ *endpoint.ReceiveEndpoint, _ []byte) {
 	if p.trips > pingPongWarmup {
 		p.rtts = append(p.rtts, now.Sub(p.sentAt))
 	}
-	if len(p.rtts) >= p.maxSample || now.After(p.deadline) {
+	if len(p.rtts) >= p.maxSample || (now.After(p.deadline) && len(p.rtts) >= pingPongMinTimed) {
 		p.over = true
 		p.finish(nil)
 		return

@@ -10,12 +10,13 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-// Sweep modes: message sends (the default), or RMA reads or writes of a
-// region the other side exposed.
+// Sweep modes: message sends (the default), RMA reads or writes of a region
+// the other side exposed, or sends over many connections at once.
 const (
 	modeSend     = "send"
 	modeRMARead  = "rma-read"
 	modeRMAWrite = "rma-write"
+	modeScale    = "scale" // send throughput of many connections into one receiver
 )
 
 // rmaPair is an RMA initiator connected to a listener that exposed a
@@ -89,7 +90,7 @@ func (p *rmaPair) start(write bool, slot, size int) (*endpoint.RMAOp, error) {
 // operation, not halved).
 func (w *sweeper) measureRMA(ctx context.Context, size int, write bool) (sweepRow, error) {
 	row := sweepRow{Size: size}
-	window := sweepWindow(size)
+	window, _ := w.windows(sweepWindow(size))
 	p, err := w.openRMAPair(ctx, size, window, write)
 	if err != nil {
 		return row, err
@@ -109,6 +110,7 @@ func (w *sweeper) measureRMA(ctx context.Context, size int, write bool) (sweepRo
 func (w *sweeper) rmaThroughput(ctx context.Context, p *rmaPair, size, window int, write bool, row *sweepRow) error {
 	inFlight := make([]*endpoint.RMAOp, window)
 	limit := w.budget.messages(size)
+	cpu0 := cpuTime()
 	start := time.Now()
 	deadline := start.Add(w.budget.throughput)
 	var done uint64
@@ -138,6 +140,8 @@ func (w *sweeper) rmaThroughput(ctx context.Context, p *rmaPair, size, window in
 	elapsed := time.Since(start)
 	row.Messages, row.Bytes, row.Seconds = done, done*uint64(size), elapsed.Seconds()
 	row.MBPerS, row.MsgsPerS = rates(row.Messages, row.Bytes, elapsed)
+	row.Window = window
+	row.setCPU(cpuTime() - cpu0)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -10,18 +11,26 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write] [--sizes LIST] [--quick] [--zero-copy] [--json]"
+const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write|scale] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--quick] [--zero-copy] [--json]"
 
-// defaultSweepSizes are the message sizes of the sweep.
-var defaultSweepSizes = []int{64, kib, 4 * kib, 64 * kib, mib}
+// Default sizes and connection counts of the sweep and of --mode scale.
+var (
+	defaultSweepSizes = []int{64, kib, 4 * kib, 64 * kib, mib}
+	defaultScaleSizes = []int{4 * kib}
+	defaultScaleConns = []int{1, 4, 16, 64}
+)
 
 // sweepOptions are the sweep's flags.
 type sweepOptions struct {
 	commonFlags
 	sizes    []int
+	conns    []int // --mode scale: connections into the one receiver
 	quick    bool
 	zeroCopy bool
 	mode     string
+	duration time.Duration // 0: the budget's
+	window   int           // 0: by size (sweepWindow, scaleWindow)
+	rxBufs   int           // 0: twice the window
 }
 
 // budget bounds one part of the sweep for one size, by time and by count.
@@ -44,30 +53,73 @@ func (b budget) messages(size int) uint64 {
 	return min(b.maxMessages, uint64(b.maxBytes/int64(size)))
 }
 
+// withDuration returns the budget with both time bounds set to d, or as it
+// is for d == 0.
+func (b budget) withDuration(d time.Duration) budget {
+	if d > 0 {
+		b.throughput, b.pingPong = d, d
+	}
+	return b
+}
+
 // parseSweepFlags parses the sweep's command line.
 func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
-	o := sweepOptions{sizes: defaultSweepSizes}
+	o := sweepOptions{}
 	fs := newCmdLine("sweep", sweepSynopsis, stderr)
 	o.register(fs.FlagSet)
-	sizes := fs.String("sizes", "", "comma-separated message sizes (default 64,1K,4K,64K,1M)")
+	sizes := fs.String("sizes", "", "comma-separated message sizes (default 64,1K,4K,64K,1M; 4K with --mode scale)")
+	conns := fs.String("conns", "", "--mode scale: comma-separated connection counts into one receiver (default 1,4,16,64)")
 	fs.BoolVar(&o.quick, "quick", false, "short budgets (≈0.3 s per size), for tests")
 	fs.BoolVar(&o.zeroCopy, "zero-copy", false, "throughput part: send from the sender's own memory instead of copying into send buffers")
-	fs.StringVar(&o.mode, "mode", modeSend, "what to measure: send (messages), rma-read (Pull) or rma-write (Push) of an exposed region")
+	fs.StringVar(&o.mode, "mode", modeSend, "what to measure: send (messages), rma-read (Pull) or rma-write (Push) of an exposed region, scale (send throughput of --conns connections into one receiver)")
+	fs.DurationVar(&o.duration, "duration", 0, "length of each throughput part and each ping-pong (default 2s and 1s; 200ms and 100ms with --quick)")
+	fs.IntVar(&o.window, "window", 0, "send buffers in flight per connection (default: by size, about 8 MiB in flight, 16..128; fewer per connection with --mode scale)")
+	fs.IntVar(&o.rxBufs, "rx-bufs", 0, "receive buffers posted per connection (default: twice the window)")
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
-	switch o.mode {
-	case modeSend, modeRMARead, modeRMAWrite:
-	default:
-		return o, fs.fail(fmt.Errorf("--mode %q: want send, rma-read or rma-write", o.mode))
-	}
-	if *sizes != "" {
-		var err error
-		if o.sizes, err = parseSizes(*sizes); err != nil {
-			return o, fs.fail(fmt.Errorf("--sizes: %w", err))
-		}
+	if err := o.validate(*sizes, *conns); err != nil {
+		return o, fs.fail(err)
 	}
 	return o, nil
+}
+
+// validate checks the options and fills sizes and conns from their flags,
+// or with the mode's defaults when a flag is empty.
+func (o *sweepOptions) validate(sizes, conns string) error {
+	switch o.mode {
+	case modeSend, modeRMARead, modeRMAWrite, modeScale:
+	default:
+		return fmt.Errorf("--mode %q: want send, rma-read, rma-write or scale", o.mode)
+	}
+	if o.duration < 0 || o.window < 0 || o.rxBufs < 0 {
+		return errors.New("--duration, --window and --rx-bufs must not be negative")
+	}
+	if o.rxBufs > maxPostedReceives || o.window > maxPostedReceives {
+		return fmt.Errorf("--window and --rx-bufs: at most %d (the providers' queue depth)", maxPostedReceives)
+	}
+	if conns != "" && o.mode != modeScale {
+		return errors.New("--conns needs --mode scale")
+	}
+	if o.zeroCopy && o.mode == modeScale {
+		return errors.New("--zero-copy does not apply to --mode scale")
+	}
+	o.sizes, o.conns = defaultSweepSizes, defaultScaleConns
+	if o.mode == modeScale {
+		o.sizes = defaultScaleSizes
+	}
+	var err error
+	if sizes != "" {
+		if o.sizes, err = parseSizes(sizes); err != nil {
+			return fmt.Errorf("--sizes: %w", err)
+		}
+	}
+	if conns != "" {
+		if o.conns, err = parseCounts(conns, maxScaleConns); err != nil {
+			return fmt.Errorf("--conns: %w", err)
+		}
+	}
+	return nil
 }
 
 // runSweep runs the loopback sweep in this process, a server and a client
@@ -82,17 +134,22 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	defer mgr.Close()
-	w := sweeper{mgr: mgr, budget: b, poll: o.poll, zeroCopy: o.zeroCopy, mode: o.mode, progress: stderr}
-	rows := make([]sweepRow, 0, len(o.sizes))
-	for _, size := range o.sizes {
-		row, err := w.measure(ctx, size)
-		if err != nil {
-			return fmt.Errorf("%s: %w", formatSize(size), err)
-		}
-		rows = append(rows, row)
+	w := sweeper{mgr: mgr, budget: b.withDuration(o.duration), poll: o.poll, zeroCopy: o.zeroCopy,
+		mode: o.mode, window: o.window, rxBufs: o.rxBufs, progress: stderr}
+	var rows []sweepRow
+	if o.mode == modeScale {
+		rows, err = w.scaleRows(ctx, o.sizes, o.conns)
+	} else {
+		rows, err = w.sizeRows(ctx, o.sizes)
+	}
+	if err != nil {
+		return err
 	}
 	if o.json {
 		return printJSON(stdout, sweepReport{Role: "sweep", Provider: o.provider, Mode: o.mode, Rows: rows})
+	}
+	if o.mode == modeScale {
+		return printScaleTable(stdout, o.provider, rows)
 	}
 	return printTable(stdout, o.provider, o.mode, rows)
 }
@@ -104,7 +161,22 @@ type sweeper struct {
 	poll     pollMode
 	zeroCopy bool
 	mode     string
+	window   int       // send buffers per connection; 0: by size
+	rxBufs   int       // receive buffers per connection; 0: twice the window
 	progress io.Writer // progress lines
+}
+
+// sizeRows measures every size, one row each.
+func (w *sweeper) sizeRows(ctx context.Context, sizes []int) ([]sweepRow, error) {
+	rows := make([]sweepRow, 0, len(sizes))
+	for _, size := range sizes {
+		row, err := w.measure(ctx, size)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", formatSize(size), err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
 }
 
 // measure measures throughput, then ping-pong latency, for one size.
@@ -130,13 +202,27 @@ func sweepWindow(size int) int {
 	return max(16, min(128, (8*mib)/size))
 }
 
+// windows returns the send window and the receive buffers per connection:
+// the flags when given, else window and twice the window.
+func (w *sweeper) windows(window int) (send, receive int) {
+	if w.window > 0 {
+		window = w.window
+	}
+	receive = 2 * window
+	if w.rxBufs > 0 {
+		receive = w.rxBufs
+	}
+	return window, min(receive, maxPostedReceives)
+}
+
 // throughput streams messages from a client to a listener until the budget
 // is spent and counts what the listener received, timed from the first send
-// to the last receive.
+// to the last receive. CPU time is the whole process's, both sides, over the
+// same span.
 func (w *sweeper) throughput(ctx context.Context, size int, row *sweepRow) error {
-	window := sweepWindow(size)
+	window, rxBufs := w.windows(sweepWindow(size))
 	sk := newSink(nil, 0)
-	l, err := endpoint.Listen(w.mgr, "127.0.0.1:0", sk.listenConfig(size, 2*window, w.poll.config()))
+	l, err := endpoint.Listen(w.mgr, "127.0.0.1:0", sk.listenConfig(size, rxBufs, w.poll.config()))
 	if err != nil {
 		return err
 	}
@@ -147,8 +233,8 @@ func (w *sweeper) throughput(ctx context.Context, size int, row *sweepRow) error
 		return err
 	}
 	defer closeEndpoint()
-	start := time.Now()
-	sent, err := s.run(ctx, w.budget.messages(size), start.Add(w.budget.throughput))
+	m := startMeter()
+	sent, err := s.run(ctx, w.budget.messages(size), m.start.Add(w.budget.throughput))
 	if err == nil {
 		err = s.drain(ctx)
 	}
@@ -158,10 +244,8 @@ func (w *sweeper) throughput(ctx context.Context, size int, row *sweepRow) error
 	if err := awaitDelivery(ctx, sk, sent, 5*time.Second); err != nil {
 		return err
 	}
-	row.Messages, row.Bytes = sk.messages.Load(), sk.bytes.Load()
-	elapsed := sk.lastAt().Sub(start)
-	row.Seconds = elapsed.Seconds()
-	row.MBPerS, row.MsgsPerS = rates(row.Messages, row.Bytes, elapsed)
+	row.Window, row.RxBufs = window, rxBufs
+	m.stop(sk, row)
 	return nil
 }
 

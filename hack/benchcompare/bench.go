@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// bench runs the rounds and collects their samples.
+type bench struct {
+	cfg      config
+	tools    tools
+	log      io.Writer // progress and errors
+	samples  []sample
+	failures int
+	noCoal   bool // netio-perf has no coalesce mode: stop asking
+}
+
+func newBench(c config, log io.Writer) *bench {
+	return &bench{cfg: c, log: log, tools: tools{netioPerf: c.netioPerf, cbaseline: c.cbaseline,
+		provider: c.provider, duration: c.duration, timeout: c.timeout}}
+}
+
+// contender is one implementation measured at one size, both modes.
+type contender struct {
+	impl    string
+	measure func(ctx context.Context, size int) ([]sample, error)
+}
+
+func (b *bench) contenders() []contender {
+	goTCP := func(buffered bool) func(context.Context, int) ([]sample, error) {
+		return func(ctx context.Context, size int) ([]sample, error) {
+			bw, err := tcpBandwidth(ctx, size, buffered, b.cfg.duration)
+			if err != nil {
+				return nil, err
+			}
+			pp, err := tcpPingPong(ctx, size, buffered, b.cfg.duration)
+			if err != nil {
+				return nil, err
+			}
+			return []sample{bw, pp}, nil
+		}
+	}
+	return []contender{
+		{implNetio, b.tools.netio},
+		{implC, func(ctx context.Context, size int) ([]sample, error) { return b.tools.c(ctx, size, false) }},
+		{implCYield, func(ctx context.Context, size int) ([]sample, error) { return b.tools.c(ctx, size, true) }},
+		{implTCP, goTCP(false)},
+		{implBufio, goTCP(true)},
+	}
+}
+
+// run measures every round and returns the report.
+func (b *bench) run(ctx context.Context) *report {
+	start, load := time.Now(), loadAverage(procLoadavg)
+	cs := b.contenders()
+	for round := 1; round <= b.cfg.rounds && ctx.Err() == nil; round++ {
+		for i, size := range b.cfg.sizes {
+			for j := range cs {
+				// Rotate the order by size and round: no implementation
+				// always runs first, right after another one's teardown.
+				c := cs[(i+j+round)%len(cs)]
+				b.progress(round, c.impl, size)
+				got, err := c.measure(ctx, size)
+				b.record(round, c.impl, []string{modeBandwidth, modePingPong}, size, got, err)
+			}
+		}
+		b.progress(round, implNetio+" scale", b.cfg.scaleSize)
+		got, err := b.tools.scale(ctx, b.cfg.scaleSize, b.cfg.conns)
+		b.record(round, implNetio, []string{modeScale}, b.cfg.scaleSize, got, err)
+		b.coalesced(ctx, round)
+	}
+	r := b.report(start)
+	r.Machine.LoadStart = load
+	return r
+}
+
+// procLoadavg is where Linux tells the load averages.
+const procLoadavg = "/proc/loadavg"
+
+// coalesced measures the coalesced row, unless netio-perf said it has no
+// such mode.
+func (b *bench) coalesced(ctx context.Context, round int) {
+	if b.noCoal {
+		return
+	}
+	b.progress(round, implNetio+" coalesced", coalescedSize)
+	s, err := b.tools.coalesced(ctx)
+	if s.NotBuilt {
+		fmt.Fprintf(b.log, "  netio-perf has no --mode %s yet: coalesced row n/a (not built)\n", coalesceMode)
+		b.noCoal = true
+	}
+	var got []sample
+	if err == nil {
+		got = []sample{s}
+	}
+	b.record(round, implNetio, []string{modeCoalesced}, coalescedSize, got, err)
+}
+
+func (b *bench) progress(round int, what string, size int) {
+	fmt.Fprintf(b.log, "round %d/%d: %s %s\n", round, b.cfg.rounds, what, formatSize(size))
+}
+
+// record keeps the samples of one measurement, or on error one failed sample
+// per mode it would have given.
+func (b *bench) record(round int, impl string, modes []string, size int, got []sample, err error) {
+	if err != nil {
+		b.failures++
+		fmt.Fprintf(b.log, "  FAILED: %v\n", err)
+		for _, m := range modes {
+			b.samples = append(b.samples, sample{Round: round, Impl: impl, Mode: m, Size: size, Error: err.Error()})
+		}
+		return
+	}
+	for _, s := range got {
+		s.Round = round
+		if s.measuredNothing() {
+			b.failures++
+			s.Error = "nothing measured"
+			fmt.Fprintf(b.log, "  FAILED: %s %s %s: nothing measured\n", s.Impl, s.Mode, formatSize(s.Size))
+		}
+		b.samples = append(b.samples, s)
+	}
+}
+
+// report summarizes the samples.
+func (b *bench) report(start time.Time) *report {
+	c := b.cfg
+	r := &report{
+		Started: start, WallSeconds: time.Since(start).Seconds(), Machine: thisMachine(procLoadavg),
+		Provider: c.provider, Rounds: c.rounds, DurationS: c.duration.Seconds(), Sizes: c.sizes,
+		ScaleSize: c.scaleSize, ScaleConns: c.conns, Windows: map[int]window{},
+		Samples: b.samples, Failures: b.failures,
+	}
+	for _, size := range c.sizes {
+		r.Windows[size] = windowFor(size)
+	}
+	r.Summary = summarize(b.samples, c.sizes)
+	r.Coalesced = summarizeCoalesced(b.samples)
+	r.Scale = summarizeScale(b.samples, c.scaleSize, c.conns)
+	return r
+}

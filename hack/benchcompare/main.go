@@ -1,0 +1,189 @@
+// Command benchcompare measures netio-go against a C program on plain
+// libfabric (hack/cbaseline) and against Go's net.TCPConn, plain and with
+// bufio, in one run on 127.0.0.1, and prints netio-go's ratios to each.
+// hack/bench-compare (make bench) builds the programs and runs it.
+//
+//	benchcompare [--provider tcp|sockets] [--rounds N] [--sizes LIST] [--duration D]
+//	             [--scale-size S] [--conns LIST] [--json FILE] [--timeout D]
+//	             [--netio-perf PATH] [--cbaseline PATH]
+//
+// Every round measures every size with every implementation, the order of
+// the implementations rotating from size to size and round to round, so
+// that slow phases of a noisy machine spread over all of them; the tables
+// show medians over the rounds. Modes: bandwidth (a window of messages one
+// way: MB/s, Mmsg/s and CPU s/GB) and ping-pong (one-way latency, RTT/2).
+// Each round also runs netio-perf --mode scale (N connections into one
+// receiver) and asks netio-perf for coalesced 64 B messages (--mode
+// coalesce), printed as "n/a (not built)" while it has no such mode.
+//
+// netio-go and C run their sender and receiver in one process over one
+// domain, with the same send window and receive depth per size (netio-go's
+// ping-pong runs over two connections, one each way, because its endpoints
+// either send or receive; C and TCP bounce over one), both
+// polling their completion queues. C runs twice: spinning on fi_cq_read
+// ("C", the baseline of the targets), and calling sched_yield()
+// after each empty poll ("C+yield"), as netio-go's pollers yield while they
+// spin. Pure spinning is the faster of the two on a quiet machine; on a
+// loaded one its threads lose whole time slices to other work (and the
+// sockets provider's progress thread starves), which is why the header
+// prints the load average. The Go TCP runs happen in this process.
+// The raw numbers of every round, the medians and the ratios go to the
+// JSON file. The exit status is 1 when a measurement failed (its cells say
+// "failed"; the rest is still printed and written), 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is the command line.
+type config struct {
+	provider  string
+	rounds    int
+	sizes     []int
+	duration  time.Duration
+	scaleSize int
+	conns     []int
+	jsonPath  string
+	timeout   time.Duration
+	netioPerf string
+	cbaseline string
+}
+
+// parseConfig parses the command line; errors are usage errors.
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	c := config{}
+	fs := flag.NewFlagSet("benchcompare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.provider, "provider", "tcp", "libfabric provider for netio-go and C: tcp or sockets")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds; the tables show medians over them")
+	sizes := fs.String("sizes", "64,1K,4K,64K,1M", "message sizes")
+	fs.DurationVar(&c.duration, "duration", time.Second, "length of each measurement (a bandwidth run, a ping-pong)")
+	scaleSize := fs.String("scale-size", "4K", "message size of the scaling runs")
+	conns := fs.String("conns", "1,4,16,64", "connection counts of the scaling runs")
+	fs.StringVar(&c.jsonPath, "json", "bench-compare.json", "file for the raw numbers of every round, the medians and the ratios")
+	fs.DurationVar(&c.timeout, "timeout", time.Minute, "limit for each process the harness starts")
+	fs.StringVar(&c.netioPerf, "netio-perf", "bin/netio-perf", "netio-perf binary")
+	fs.StringVar(&c.cbaseline, "cbaseline", "bin/cbaseline", "C baseline binary (hack/cbaseline)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := c.check(*sizes, *scaleSize, *conns); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// check validates the flags and parses the lists.
+func (c *config) check(sizes, scaleSize, conns string) error {
+	var err error
+	switch {
+	case c.provider != "tcp" && c.provider != "sockets":
+		return fmt.Errorf("--provider %q: want tcp or sockets", c.provider)
+	case c.rounds < 1 || c.rounds > 100:
+		return fmt.Errorf("--rounds %d: want 1..100", c.rounds)
+	case c.duration < 10*time.Millisecond || c.duration > 10*time.Second:
+		return fmt.Errorf("--duration %v: want 10ms..10s", c.duration)
+	case c.timeout < c.duration+5*time.Second:
+		return fmt.Errorf("--timeout %v: want at least --duration + 5s", c.timeout)
+	case c.jsonPath == "":
+		return errors.New("--json: want a file name")
+	}
+	if c.sizes, err = parseList(sizes, parseSize); err != nil {
+		return fmt.Errorf("--sizes: %w", err)
+	}
+	if c.scaleSize, err = parseSize(scaleSize); err != nil {
+		return fmt.Errorf("--scale-size: %w", err)
+	}
+	if c.conns, err = parseList(conns, parseConns); err != nil {
+		return fmt.Errorf("--conns: %w", err)
+	}
+	return nil
+}
+
+// parseSize parses a message size in bytes, with an optional K or M
+// (binary) suffix: 64, 4K, 1M. Sizes run from 1 byte to 64 MiB.
+func parseSize(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "K"):
+		s, mult = strings.TrimSuffix(s, "K"), 1<<10
+	case strings.HasSuffix(s, "M"):
+		s, mult = strings.TrimSuffix(s, "M"), 1<<20
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n*mult > 64<<20 {
+		return 0, fmt.Errorf("bad size %q: want 1..64M bytes, e.g. 64, 4K, 1M", s)
+	}
+	return n * mult, nil
+}
+
+// parseConns parses a connection count, 1..256.
+func parseConns(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 256 {
+		return 0, fmt.Errorf("bad connection count %q: want 1..256", s)
+	}
+	return n, nil
+}
+
+// parseList parses a comma-separated list with parse.
+func parseList(s string, parse func(string) (int, error)) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		n, err := parse(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run parses the command line, measures, prints and writes the report, and
+// returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "benchcompare: %v\n", err)
+		return 2
+	}
+	r := newBench(c, stderr).run(ctx)
+	if err := printReport(stdout, r); err != nil {
+		fmt.Fprintf(stderr, "benchcompare: %v\n", err)
+		return 1
+	}
+	if err := writeJSON(c.jsonPath, r); err != nil {
+		fmt.Fprintf(stderr, "benchcompare: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nwall time %s; raw numbers of every round in %s\n", time.Duration(r.WallSeconds*float64(time.Second)).Round(time.Second), c.jsonPath)
+	if r.Failures > 0 {
+		fmt.Fprintf(stderr, "benchcompare: %d measurements failed (see the errors above and in %s)\n", r.Failures, c.jsonPath)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// exitUsage is netio-perf's exit status for a command line it does not
+// take, which is how an unknown --mode shows.
+const exitUsage = 2
+
+// coalesceMode is the netio-perf sweep mode the coalesced row asks for:
+// `netio-perf --mode coalesce --sizes 64 --duration D --json` must print a
+// sweep report whose one row's msgs_per_s counts 64 B messages end to end
+// (sender to the receiver's callback). Until netio-perf has that mode it
+// exits with exitUsage and the row reads "n/a (not built)".
+const coalesceMode = "coalesce"
+
+// window is the send window and the receive depth a size runs with, the
+// same for netio-go and C.
+type window struct {
+	Send    int `json:"send"`
+	Receive int `json:"receive"`
+}
+
+// windowFor returns netio-perf's default for a size: about 8 MiB in flight,
+// 16..128 messages, and twice that many receives posted (at most 256, the
+// tcp provider's receive queue).
+func windowFor(size int) window {
+	send := max(16, min(128, (8<<20)/size))
+	return window{Send: send, Receive: min(2*send, 256)}
+}
+
+// perfRow is the part of a netio-perf sweep row the harness reads.
+type perfRow struct {
+	Size        int     `json:"size"`
+	Connections int     `json:"connections"`
+	Messages    uint64  `json:"messages"`
+	Seconds     float64 `json:"seconds"`
+	MBPerS      float64 `json:"mb_per_s"`
+	MsgsPerS    float64 `json:"msgs_per_s"`
+	CPUSecPerGB float64 `json:"cpu_s_per_gb"`
+	RoundTrips  int     `json:"round_trips"`
+	LatP50us    float64 `json:"latency_p50_us"`
+	LatP99us    float64 `json:"latency_p99_us"`
+}
+
+// bandwidth returns the row's throughput part as a sample.
+func (r perfRow) bandwidth(impl, mode string) sample {
+	return sample{Impl: impl, Mode: mode, Size: r.Size, Connections: r.Connections, Messages: r.Messages,
+		Seconds: r.Seconds, MBPerS: r.MBPerS, MsgsPerS: r.MsgsPerS, CPUSecPerGB: r.CPUSecPerGB}
+}
+
+// pingPong returns the row's latency part as a sample.
+func (r perfRow) pingPong(impl string) sample {
+	return sample{Impl: impl, Mode: modePingPong, Size: r.Size, RoundTrips: r.RoundTrips,
+		LatP50us: r.LatP50us, LatP99us: r.LatP99us}
+}
+
+// perfReport is netio-perf's sweep JSON.
+type perfReport struct {
+	Rows []perfRow `json:"rows"`
+}
+
+// tools runs the measuring programs.
+type tools struct {
+	netioPerf, cbaseline string
+	provider             string
+	duration             time.Duration
+	timeout              time.Duration // per process
+}
+
+// netio measures netio-go at one size: netio-perf's loopback sweep, its
+// throughput part and its ping-pong.
+func (t tools) netio(ctx context.Context, size int) ([]sample, error) {
+	w := windowFor(size)
+	var rep perfReport
+	err := t.runJSON(ctx, &rep, t.netioPerf, "--provider", t.provider, "--sizes", strconv.Itoa(size),
+		"--duration", t.duration.String(), "--window", strconv.Itoa(w.Send), "--rx-bufs", strconv.Itoa(w.Receive), "--json")
+	if err != nil {
+		return nil, err
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].Size != size {
+		return nil, fmt.Errorf("netio-perf: want one row of %d B, got %+v", size, rep.Rows)
+	}
+	r := rep.Rows[0]
+	return []sample{r.bandwidth(implNetio, modeBandwidth), r.pingPong(implNetio)}, nil
+}
+
+// scale measures netio-go with each connection count into one receiver.
+func (t tools) scale(ctx context.Context, size int, conns []int) ([]sample, error) {
+	list := make([]string, len(conns))
+	for i, c := range conns {
+		list[i] = strconv.Itoa(c)
+	}
+	var rep perfReport
+	err := t.runJSON(ctx, &rep, t.netioPerf, "--provider", t.provider, "--mode", "scale", "--sizes", strconv.Itoa(size),
+		"--conns", strings.Join(list, ","), "--duration", t.duration.String(), "--json")
+	if err != nil {
+		return nil, err
+	}
+	if len(rep.Rows) != len(conns) {
+		return nil, fmt.Errorf("netio-perf --mode scale: want %d rows, got %d", len(conns), len(rep.Rows))
+	}
+	out := make([]sample, len(rep.Rows))
+	for i, r := range rep.Rows {
+		out[i] = r.bandwidth(implNetio, modeScale)
+	}
+	return out, nil
+}
+
+// coalesced measures netio-go's coalesced 64 B messages. A netio-perf
+// without the mode gives a NotBuilt sample, not an error.
+func (t tools) coalesced(ctx context.Context) (sample, error) {
+	var rep perfReport
+	err := t.runJSON(ctx, &rep, t.netioPerf, "--provider", t.provider, "--mode", coalesceMode,
+		"--sizes", strconv.Itoa(coalescedSize), "--duration", t.duration.String(), "--json")
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == exitUsage {
+		return sample{Impl: implNetio, Mode: modeCoalesced, Size: coalescedSize, NotBuilt: true}, nil
+	}
+	if err != nil {
+		return sample{}, err
+	}
+	if len(rep.Rows) != 1 {
+		return sample{}, fmt.Errorf("netio-perf --mode %s: want one row, got %d", coalesceMode, len(rep.Rows))
+	}
+	return rep.Rows[0].bandwidth(implNetio, modeCoalesced), nil
+}
+
+// c measures the C baseline at one size: bandwidth, then ping-pong, each a
+// process of its own. With yield it calls sched_yield() after every empty
+// poll.
+func (t tools) c(ctx context.Context, size int, yield bool) ([]sample, error) {
+	w := windowFor(size)
+	common := []string{"--provider", t.provider, "--size", strconv.Itoa(size),
+		"--seconds", strconv.FormatFloat(t.duration.Seconds(), 'f', -1, 64),
+		"--timeout", strconv.Itoa(int(t.timeout.Seconds()))}
+	impl := implC
+	if yield {
+		impl, common = implCYield, append(common, "--yield")
+	}
+	var bw, pp perfRow
+	args := append([]string{"bw", "--window", strconv.Itoa(w.Send), "--rx-depth", strconv.Itoa(w.Receive)}, common...)
+	if err := t.runJSON(ctx, &bw, t.cbaseline, args...); err != nil {
+		return nil, err
+	}
+	if err := t.runJSON(ctx, &pp, t.cbaseline, append([]string{"pingpong"}, common...)...); err != nil {
+		return nil, err
+	}
+	return []sample{bw.bandwidth(impl, modeBandwidth), pp.pingPong(impl)}, nil
+}
+
+// runJSON runs a program with the per-process timeout and decodes the last
+// line of its standard output into v. A failure carries the end of its
+// standard error.
+func (t tools) runJSON(ctx context.Context, v any, prog string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", prog, strings.Join(args, " "), err, lastLine(stderr.Bytes()))
+	}
+	line := lastLine(stdout.Bytes())
+	if err := json.Unmarshal([]byte(line), v); err != nil {
+		return fmt.Errorf("%s %s: last line %q: %w", prog, strings.Join(args, " "), line, err)
+	}
+	return nil
+}
+
+// lastLine returns the last non-empty line of out.
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}

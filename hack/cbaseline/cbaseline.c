@@ -1,0 +1,743 @@
+/*
+ * cbaseline: the C side of hack/bench-compare. A plain libfabric program
+ * (FI_EP_MSG, no netio code) that measures what C gets from a provider on
+ * 127.0.0.1, in the shape of netio-perf's loopback sweep so that the two
+ * compare libraries, not set-ups: one process, one fabric and one domain
+ * (FI_THREAD_SAFE, as netio-go asks for), a server thread and a client
+ * thread, each with its own endpoint and completion queue, each spinning on
+ * fi_cq_read.
+ *
+ *   cbaseline bw       --provider P --size S [--window W] [--rx-depth R]
+ *                      [--seconds T] [--max-count N] [--yield] [--timeout SEC]
+ *   cbaseline pingpong --provider P --size S [--seconds T] [--max-count N]
+ *                      [--yield] [--timeout SEC]
+ *
+ * bw: the client keeps up to W sends of S bytes outstanding (default 64),
+ * the server keeps R receives posted (default 2W) and posts each buffer again
+ * as soon as its completion is read. The client stops posting after T
+ * seconds (default 1) or N messages (default: netio-perf's budget, 4 Mi
+ * messages or 8 GiB); the time runs from the first send to the last
+ * receive. CPU is getrusage(RUSAGE_SELF) user+sys over the same span, both
+ * threads.
+ *
+ * pingpong: one connection; the client sends S bytes, the server echoes them
+ * from its own buffer, the client times the round trip and sends the next.
+ * The first 10 round trips are left out; one-way latency is half the round
+ * trip (p50 and p99). Ends after T seconds (but not before 10 timed round
+ * trips) or N timed round trips (default 100000).
+ *
+ * --yield calls sched_yield() after an empty fi_cq_read, which the sockets
+ * provider's progress thread needs on a machine with few cores.
+ *
+ * The output is one JSON line whose field names match netio-perf's sweep
+ * rows (MB = 10^6 bytes, GB = 10^9 bytes):
+ *   bw:       {"mode":"bw","provider":P,"size":S,"window":W,"rx_bufs":R,
+ *              "messages":N,"bytes":B,"seconds":T,"mb_per_s":X,
+ *              "msgs_per_s":Y,"cpu_seconds":C,"cpu_s_per_gb":G}
+ *   pingpong: {"mode":"pingpong","provider":P,"size":S,"round_trips":N,
+ *              "latency_p50_us":A,"latency_p99_us":B}
+ *
+ * Exit status: 0 on success, 1 on an error (said on stderr); the --timeout
+ * watchdog (default 60 s, 0: none) ends the process with SIGALRM.
+ *
+ * Build:
+ *   cc -O2 -Wall -Wextra -pthread -o bin/cbaseline hack/cbaseline/cbaseline.c \
+ *       $(pkg-config --cflags --libs libfabric)
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <err.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#define CQ_BATCH 64
+#define WARMUP 10
+#define MIN_TIMED 10 /* round trips timed at least, however long they take */
+#define EQ_ENTRY_BYTES (sizeof(struct fi_eq_cm_entry) + 512)
+#define EQ_WAIT_MS 100
+#define TIME_CHECK_EVERY 64 /* sends between two looks at the clock */
+#define MAX_DEPTH 4096
+
+/* Ping-pong buffer slots of each side. */
+#define PP_SEND_SLOT 0
+#define PP_RECV_SLOT 1
+
+/*
+ * Exit with the call's text and libfabric's message when a call that
+ * returns 0 or a negative fi_errno fails.
+ */
+#define TRY(call)                                                        \
+	do {                                                             \
+		long try_ret_ = (long)(call);                            \
+		if (try_ret_)                                            \
+			errx(1, "%s: %s", #call,                         \
+			     fi_strerror((int)(try_ret_ < 0 ? -try_ret_  \
+							    : try_ret_))); \
+	} while (0)
+
+struct opts {
+	int pingpong;
+	const char *provider;
+	size_t size;
+	size_t window;   /* bw: sends outstanding at most */
+	size_t rx_depth; /* bw: receives kept posted */
+	double seconds;
+	uint64_t max_count;
+	int yield;
+	unsigned timeout;
+};
+
+/*
+ * One side of the connection: its endpoint and queues, and one registered
+ * region of nslots buffers of o.size bytes, slot i completing with context
+ * &ctx[i]. Receive slots wait in pending while the receive queue is full.
+ */
+struct side {
+	const char *name;
+	struct fi_info *info;
+	struct fid_eq *eq;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	struct fid_mr *mr;
+	char *buf;
+	void *desc;
+	struct fi_context *ctx;
+	size_t nslots;
+	size_t *pending;
+	size_t npending;
+};
+
+static struct opts o;
+static struct fi_info *hints, *pep_info;
+static struct fid_fabric *fabric;
+static struct fid_domain *domain;
+static struct fid_eq *pep_eq;
+static struct fid_pep *pep;
+static struct side srv = {.name = "server"}, cli = {.name = "client"};
+static pthread_barrier_t start_line;
+
+/*
+ * Shared by the threads. The client publishes how many messages it sent,
+ * then sets client_done; the server's results are read after pthread_join.
+ */
+static _Atomic uint64_t total_sent;
+static atomic_int client_done;
+static uint64_t server_received;
+static double last_receive;
+
+/* ---------------------------------------------------------------- utils */
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage:\n"
+		"  cbaseline bw       --provider P --size S [--window W] "
+		"[--rx-depth R] [--seconds T] [--max-count N] [--yield] "
+		"[--timeout SEC]\n"
+		"  cbaseline pingpong --provider P --size S [--seconds T] "
+		"[--max-count N] [--yield] [--timeout SEC]\n");
+	exit(1);
+}
+
+static double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds (user + system) of the whole process so far. */
+static double cpu_sec(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		err(1, "getrusage");
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+/*
+ * The value of a numeric flag, which must lie in [lo, hi] and, with whole,
+ * be a whole number.
+ */
+static double flag_value(const char *flag, const char *s, double lo,
+			 double hi, int whole)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v >= lo && v <= hi) ||
+	    (whole && v != (double)(uint64_t)v))
+		errx(1, "%s: want a %snumber in [%g, %g], got '%s'", flag,
+		     whole ? "whole " : "", lo, hi, s);
+	return v;
+}
+
+static void parse_args(int argc, char **argv)
+{
+	int i;
+
+	if (argc < 2)
+		usage();
+	if (!strcmp(argv[1], "pingpong"))
+		o.pingpong = 1;
+	else if (strcmp(argv[1], "bw"))
+		usage();
+	o.window = 64;
+	o.seconds = 1;
+	o.timeout = 60;
+	for (i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--yield")) {
+			o.yield = 1;
+			continue;
+		}
+		if (!v)
+			errx(1, "%s: missing value", a);
+		i++;
+		if (!strcmp(a, "--provider"))
+			o.provider = v;
+		else if (!strcmp(a, "--size"))
+			o.size = (size_t)flag_value(a, v, 1, 1 << 30, 1);
+		else if (!strcmp(a, "--window") && !o.pingpong)
+			o.window = (size_t)flag_value(a, v, 1, MAX_DEPTH, 1);
+		else if (!strcmp(a, "--rx-depth") && !o.pingpong)
+			o.rx_depth = (size_t)flag_value(a, v, 1, MAX_DEPTH, 1);
+		else if (!strcmp(a, "--seconds"))
+			o.seconds = flag_value(a, v, 1e-3, 3600, 0);
+		else if (!strcmp(a, "--max-count"))
+			o.max_count = (uint64_t)flag_value(a, v, 1, 1e12, 1);
+		else if (!strcmp(a, "--timeout"))
+			o.timeout = (unsigned)flag_value(a, v, 0, 86400, 1);
+		else
+			errx(1, "unknown flag '%s'", a);
+	}
+	if (!o.provider || !o.size)
+		errx(1, "--provider and --size are required");
+	if (o.pingpong) {
+		o.window = o.rx_depth = 2; /* slots: one to send, one to receive */
+		if (!o.max_count)
+			o.max_count = 100000;
+		return;
+	}
+	if (!o.rx_depth)
+		o.rx_depth = 2 * o.window;
+	if (!o.max_count) {
+		o.max_count = (8ull << 30) / o.size;
+		if (o.max_count > (4ull << 20))
+			o.max_count = 4ull << 20;
+	}
+}
+
+/* ------------------------------------------------------------- fabric */
+
+static struct fi_info *get_info(const char *node, const char *service,
+				uint64_t flags)
+{
+	struct fi_info *info = NULL;
+
+	TRY(fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, &info));
+	if (!info)
+		errx(1, "fi_getinfo: provider %s offers no message endpoint",
+		     o.provider);
+	return info;
+}
+
+static struct fid_eq *open_eq(void)
+{
+	struct fi_eq_attr attr = {.wait_obj = FI_WAIT_UNSPEC}; /* sread */
+	struct fid_eq *eq;
+
+	TRY(fi_eq_open(fabric, &attr, &eq, NULL));
+	return eq;
+}
+
+/* Open the fabric, the domain and a listening passive endpoint. */
+static void open_fabric(void)
+{
+	hints = fi_allocinfo();
+	if (!hints)
+		errx(1, "fi_allocinfo: out of memory");
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->caps = FI_MSG;
+	hints->mode = 0;
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->domain_attr->mr_mode =
+		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->fabric_attr->prov_name = strdup(o.provider);
+	if (!hints->fabric_attr->prov_name)
+		errx(1, "strdup: out of memory");
+
+	pep_info = get_info("127.0.0.1", "0", FI_SOURCE);
+	TRY(fi_fabric(pep_info->fabric_attr, &fabric, NULL));
+	TRY(fi_domain(fabric, pep_info, &domain, NULL));
+	pep_eq = open_eq();
+	TRY(fi_passive_ep(fabric, pep_info, &pep, NULL));
+	TRY(fi_pep_bind(pep, &pep_eq->fid, 0));
+	TRY(fi_listen(pep));
+}
+
+/* The port the passive endpoint listens on, as a service string. */
+static void listening_port(char *out, size_t len)
+{
+	struct sockaddr_in sin;
+	size_t sinlen = sizeof(sin);
+
+	TRY(fi_getname(&pep->fid, &sin, &sinlen));
+	if (sin.sin_family != AF_INET)
+		errx(1, "fi_getname: not an IPv4 address");
+	snprintf(out, len, "%u", ntohs(sin.sin_port));
+}
+
+/*
+ * Open the side's endpoint on info with its own CQ, bound to eq, and
+ * register nslots buffers with the given access.
+ */
+static void open_side(struct side *s, struct fi_info *info,
+		      struct fid_eq *eq, size_t nslots, uint64_t access)
+{
+	/* Providers without FI_MR_PROV_KEY need a key of our choosing. */
+	static atomic_uint next_key;
+	struct fi_cq_attr cq_attr = {
+		.format = FI_CQ_FORMAT_MSG,
+		.wait_obj = FI_WAIT_NONE, /* spun on with fi_cq_read */
+		.size = nslots * 2 < 256 ? 256 : nslots * 2,
+	};
+	size_t region = nslots * o.size;
+
+	s->info = info;
+	s->eq = eq;
+	s->nslots = nslots;
+	TRY(fi_cq_open(domain, &cq_attr, &s->cq, NULL));
+	TRY(fi_endpoint(domain, info, &s->ep, NULL));
+	TRY(fi_ep_bind(s->ep, &eq->fid, 0));
+	TRY(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
+	TRY(fi_enable(s->ep));
+
+	if (posix_memalign((void **)&s->buf, 4096, region))
+		errx(1, "posix_memalign: out of memory");
+	memset(s->buf, 0, region);
+	TRY(fi_mr_reg(domain, s->buf, region, access, 0,
+		      atomic_fetch_add(&next_key, 1) + 1, 0, &s->mr, NULL));
+	s->desc = fi_mr_desc(s->mr);
+	s->ctx = calloc(nslots, sizeof(*s->ctx));
+	s->pending = calloc(nslots, sizeof(*s->pending));
+	if (!s->ctx || !s->pending)
+		errx(1, "calloc: out of memory");
+}
+
+/* Wait for one event on eq; exit on anything but want. */
+static void eq_expect(struct fid_eq *eq, uint32_t want, const char *what,
+		      struct fi_eq_cm_entry *entry)
+{
+	char buf[EQ_ENTRY_BYTES];
+	struct fi_eq_err_entry e = {0};
+	uint32_t event;
+	ssize_t ret;
+
+	do
+		ret = fi_eq_sread(eq, &event, buf, sizeof(buf), EQ_WAIT_MS, 0);
+	while (ret == -FI_EAGAIN || ret == -FI_ETIMEDOUT || ret == -FI_EINTR);
+	if (ret == -FI_EAVAIL) {
+		if (fi_eq_readerr(eq, &e, 0) < 0)
+			errx(1, "%s: fi_eq_readerr failed", what);
+		errx(1, "%s: %s", what, fi_strerror(e.err));
+	}
+	if (ret < 0)
+		errx(1, "%s: fi_eq_sread: %s", what, fi_strerror((int)-ret));
+	if (event != want)
+		errx(1, "%s: unexpected event %u", what, event);
+	if (entry)
+		memcpy(entry, buf, sizeof(*entry));
+}
+
+/*
+ * Read one batch of completions; 0 when there are none. Error completions
+ * are fatal: a baseline that loses messages measures nothing.
+ */
+static int cq_poll(struct side *s, struct fi_cq_msg_entry *comp)
+{
+	struct fi_cq_err_entry e = {0};
+	ssize_t n = fi_cq_read(s->cq, comp, CQ_BATCH);
+
+	if (n > 0)
+		return (int)n;
+	if (n == -FI_EAGAIN) {
+		if (o.yield)
+			sched_yield();
+		return 0;
+	}
+	if (n == -FI_EAVAIL) {
+		if (fi_cq_readerr(s->cq, &e, 0) < 0)
+			errx(1, "%s: fi_cq_readerr failed", s->name);
+		errx(1, "%s: error completion: %s", s->name,
+		     fi_strerror(e.err));
+	}
+	errx(1, "%s: fi_cq_read: %s", s->name, fi_strerror((int)-n));
+}
+
+static size_t slot_of(struct side *s, void *op_context)
+{
+	struct fi_context *c = op_context;
+
+	if (c < s->ctx || c >= s->ctx + s->nslots)
+		errx(1, "%s: completion with an unknown context", s->name);
+	return (size_t)(c - s->ctx);
+}
+
+/*
+ * Queue a receive into slot; flush_recvs posts the queued slots until the
+ * receive queue is full (-FI_EAGAIN), and is called again after the next
+ * completions.
+ */
+static void post_recv(struct side *s, size_t slot)
+{
+	s->pending[s->npending++] = slot;
+}
+
+static void flush_recvs(struct side *s)
+{
+	while (s->npending > 0) {
+		size_t slot = s->pending[s->npending - 1];
+		ssize_t ret = fi_recv(s->ep, s->buf + slot * o.size, o.size,
+				      s->desc, 0, &s->ctx[slot]);
+
+		if (ret == -FI_EAGAIN)
+			return;
+		TRY(ret);
+		s->npending--;
+	}
+}
+
+/* Send len bytes from slot; 0 when the transmit queue is full. */
+static int try_send(struct side *s, size_t slot, size_t len)
+{
+	ssize_t ret = fi_send(s->ep, s->buf + slot * o.size, len, s->desc, 0,
+			      &s->ctx[slot]);
+
+	if (ret == -FI_EAGAIN)
+		return 0;
+	TRY(ret);
+	return 1;
+}
+
+/* Server: take the connection request, post receives, accept. */
+static void server_accept(size_t nslots, uint64_t access)
+{
+	struct fi_eq_cm_entry cm;
+	size_t i;
+
+	eq_expect(pep_eq, FI_CONNREQ, "server: connection request", &cm);
+	open_side(&srv, cm.info, pep_eq, nslots, access);
+	for (i = o.pingpong ? PP_RECV_SLOT : 0; i < nslots; i++)
+		post_recv(&srv, i);
+	flush_recvs(&srv);
+	TRY(fi_accept(srv.ep, NULL, 0));
+	eq_expect(pep_eq, FI_CONNECTED, "server: fi_accept", NULL);
+}
+
+/* Client: connect to the passive endpoint. */
+static void client_connect(size_t nslots, uint64_t access)
+{
+	char port[16];
+
+	listening_port(port, sizeof(port));
+	open_side(&cli, get_info("127.0.0.1", port, 0), open_eq(), nslots,
+		  access);
+	if (o.pingpong) {
+		post_recv(&cli, PP_RECV_SLOT);
+		flush_recvs(&cli);
+	}
+	TRY(fi_connect(cli.ep, cli.info->dest_addr, NULL, 0));
+	eq_expect(cli.eq, FI_CONNECTED, "client: fi_connect", NULL);
+}
+
+static void close_fid(struct fid *f)
+{
+	if (f)
+		TRY(fi_close(f));
+}
+
+static void free_side(struct side *s, int own_eq)
+{
+	close_fid(s->mr ? &s->mr->fid : NULL);
+	close_fid(s->cq ? &s->cq->fid : NULL);
+	if (own_eq)
+		close_fid(s->eq ? &s->eq->fid : NULL);
+	if (s->info)
+		fi_freeinfo(s->info);
+	free(s->buf);
+	free(s->ctx);
+	free(s->pending);
+}
+
+/*
+ * Close everything: the endpoints first (no fi_shutdown before: the sockets
+ * provider does not take it well), the fabric last.
+ */
+static void close_all(void)
+{
+	close_fid(cli.ep ? &cli.ep->fid : NULL);
+	close_fid(srv.ep ? &srv.ep->fid : NULL);
+	close_fid(&pep->fid);
+	free_side(&cli, 1);
+	free_side(&srv, 0);
+	close_fid(&pep_eq->fid);
+	close_fid(&domain->fid);
+	close_fid(&fabric->fid);
+	fi_freeinfo(pep_info);
+	fi_freeinfo(hints);
+}
+
+/* Run the server thread, connect the client, and start both together. */
+static pthread_t start(void *(*server)(void *), size_t nslots,
+		       uint64_t access)
+{
+	pthread_t t;
+	int ret = pthread_create(&t, NULL, server, NULL);
+
+	if (ret)
+		errx(1, "pthread_create: %s", strerror(ret));
+	client_connect(nslots, access);
+	pthread_barrier_wait(&start_line);
+	return t;
+}
+
+/* ------------------------------------------------------------------ bw */
+
+/* Receive until the client is done and every message it sent arrived. */
+static void *bw_server(void *arg)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	uint64_t received = 0;
+	int n, j;
+
+	(void)arg;
+	server_accept(o.rx_depth, FI_RECV);
+	pthread_barrier_wait(&start_line);
+	for (;;) {
+		flush_recvs(&srv);
+		n = cq_poll(&srv, comp);
+		if (n == 0) {
+			if (atomic_load(&client_done) &&
+			    received >= atomic_load(&total_sent))
+				break;
+			continue;
+		}
+		for (j = 0; j < n; j++) {
+			if (!(comp[j].flags & FI_RECV) || comp[j].len != o.size)
+				errx(1, "server: unexpected completion (%zu "
+					"bytes)", comp[j].len);
+			post_recv(&srv, slot_of(&srv, comp[j].op_context));
+		}
+		received += (uint64_t)n;
+		last_receive = now_sec();
+	}
+	server_received = received;
+	return NULL;
+}
+
+/*
+ * Send with up to o.window messages outstanding until the time or the count
+ * is used up, then wait for every send completion. Returns the number sent;
+ * *t0 is when the first send was posted.
+ */
+static uint64_t bw_client(double *t0)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	size_t *free_slots, nfree = o.window, i;
+	uint64_t posted = 0, completed = 0;
+	double deadline;
+	int stop = 0, n, j;
+
+	free_slots = malloc(o.window * sizeof(*free_slots));
+	if (!free_slots)
+		errx(1, "malloc: out of memory");
+	for (i = 0; i < o.window; i++)
+		free_slots[i] = i;
+	*t0 = now_sec();
+	deadline = *t0 + o.seconds;
+	while (!stop || completed < posted) {
+		while (!stop && nfree > 0) {
+			if (posted >= o.max_count ||
+			    (posted % TIME_CHECK_EVERY == 0 && posted > 0 &&
+			     now_sec() > deadline)) {
+				stop = 1;
+				atomic_store(&total_sent, posted);
+				atomic_store(&client_done, 1);
+				break;
+			}
+			if (!try_send(&cli, free_slots[nfree - 1], o.size))
+				break; /* queue full: reap, then retry */
+			nfree--;
+			posted++;
+		}
+		n = cq_poll(&cli, comp);
+		for (j = 0; j < n; j++)
+			free_slots[nfree++] = slot_of(&cli, comp[j].op_context);
+		completed += (uint64_t)n;
+	}
+	free(free_slots);
+	return posted;
+}
+
+static void run_bw(void)
+{
+	pthread_t server = start(bw_server, o.window, FI_SEND);
+	double t0, cpu0 = cpu_sec(), cpu, secs, gb;
+	uint64_t sent = bw_client(&t0);
+
+	pthread_join(server, NULL);
+	cpu = cpu_sec() - cpu0;
+	if (server_received != sent)
+		errx(1, "server received %" PRIu64 " of %" PRIu64 " messages",
+		     server_received, sent);
+	close_all();
+
+	secs = last_receive - t0;
+	gb = (double)sent * (double)o.size / 1e9;
+	printf("{\"mode\":\"bw\",\"provider\":\"%s\",\"size\":%zu,"
+	       "\"window\":%zu,\"rx_bufs\":%zu,\"messages\":%" PRIu64
+	       ",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"mb_per_s\":%.3f,"
+	       "\"msgs_per_s\":%.1f,\"cpu_seconds\":%.6f,"
+	       "\"cpu_s_per_gb\":%.6f}\n",
+	       o.provider, o.size, o.window, o.rx_depth, sent,
+	       sent * (uint64_t)o.size, secs, secs > 0 ? gb * 1e3 / secs : 0,
+	       secs > 0 ? (double)sent / secs : 0, cpu, gb > 0 ? cpu / gb : 0);
+}
+
+/* ------------------------------------------------------------ pingpong */
+
+/* Echo every message until the client is done. */
+static void *pp_server(void *arg)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	int n, j;
+
+	(void)arg;
+	server_accept(2, FI_SEND | FI_RECV);
+	pthread_barrier_wait(&start_line);
+	while (!atomic_load(&client_done)) {
+		n = cq_poll(&srv, comp);
+		for (j = 0; j < n; j++) {
+			if (!(comp[j].flags & FI_RECV))
+				continue; /* an echo's send completion */
+			post_recv(&srv, PP_RECV_SLOT);
+			flush_recvs(&srv);
+			while (!try_send(&srv, PP_SEND_SLOT, comp[j].len))
+				;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Spin until the pong arrived and the ping's send completed (the send slot
+ * is free again); returns when the pong's completion was read.
+ */
+static double pp_await(void)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	int got_pong = 0, sent = 0, n, j;
+	double at = 0;
+
+	while (!got_pong || !sent) {
+		n = cq_poll(&cli, comp);
+		for (j = 0; j < n; j++) {
+			if (comp[j].flags & FI_RECV) {
+				at = now_sec();
+				got_pong = 1;
+			} else {
+				sent = 1;
+			}
+		}
+	}
+	return at;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Half the q-quantile of sorted round trips, in µs, as netio-perf picks it. */
+static double one_way_us(const double *rtts, size_t n, double q)
+{
+	size_t i = (size_t)(q * (double)n);
+
+	return n ? rtts[i < n ? i : n - 1] / 2 * 1e6 : 0;
+}
+
+static void run_pingpong(void)
+{
+	double *rtts = malloc(o.max_count * sizeof(*rtts)), deadline, t, back;
+	pthread_t server;
+	uint64_t trips = 0;
+	size_t n = 0;
+
+	if (!rtts)
+		errx(1, "malloc: out of memory");
+	server = start(pp_server, 2, FI_SEND | FI_RECV);
+	deadline = now_sec() + o.seconds;
+	for (;;) {
+		t = now_sec();
+		while (!try_send(&cli, PP_SEND_SLOT, o.size))
+			;
+		back = pp_await();
+		post_recv(&cli, PP_RECV_SLOT);
+		flush_recvs(&cli);
+		if (++trips > WARMUP)
+			rtts[n++] = back - t;
+		if (n >= o.max_count || (back > deadline && n >= MIN_TIMED))
+			break;
+	}
+	atomic_store(&client_done, 1);
+	pthread_join(server, NULL);
+	close_all();
+
+	qsort(rtts, n, sizeof(*rtts), cmp_double);
+	printf("{\"mode\":\"pingpong\",\"provider\":\"%s\",\"size\":%zu,"
+	       "\"round_trips\":%zu,\"latency_p50_us\":%.3f,"
+	       "\"latency_p99_us\":%.3f}\n",
+	       o.provider, o.size, n, one_way_us(rtts, n, 0.50),
+	       one_way_us(rtts, n, 0.99));
+	free(rtts);
+}
+
+int main(int argc, char **argv)
+{
+	parse_args(argc, argv);
+	alarm(o.timeout); /* the default action ends the process */
+	if (pthread_barrier_init(&start_line, NULL, 2))
+		errx(1, "pthread_barrier_init failed");
+	open_fabric();
+	if (o.pingpong)
+		run_pingpong();
+	else
+		run_bw();
+	pthread_barrier_destroy(&start_line);
+	return 0;
+}
