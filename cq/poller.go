@@ -13,6 +13,7 @@ package cq
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,9 @@ const (
 	DefaultMaxBlock   = 50 * time.Millisecond
 	DefaultSize       = 4096
 	DefaultEQSize     = 256
+	// MaxSize bounds Config.Size: providers allocate every entry up front,
+	// and a size from a typo should be an error, not gigabytes.
+	MaxSize = 1 << 22
 )
 
 // Config configures a Poller. The zero value is usable.
@@ -65,11 +69,12 @@ type Config struct {
 	// make progress when their queues are read; a poller that blocked
 	// forever would leave progress to the provider's own thread alone, which
 	// stalls a stream under CPU load. 0 selects DefaultMaxBlock; an idle
-	// poller wakes this often and goes back to sleep.
+	// poller wakes this often and goes back to sleep. It is rounded up to
+	// whole milliseconds.
 	MaxBlock time.Duration
 	// Size is the number of entries of the completion queue. It should be at
 	// least the number of operations that can be outstanding on all
-	// endpoints bound to it. 0 selects DefaultSize.
+	// endpoints bound to it. 0 selects DefaultSize; at most MaxSize.
 	Size int
 	// Logger receives errors the poller cannot hand to an owner. The zero
 	// value logs nothing.
@@ -80,8 +85,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Mode > BusyPoll {
 		return c, fmt.Errorf("%w: cq: unknown mode %d", netio.ErrInvalidArgument, c.Mode)
 	}
-	if c.Size < 0 {
-		return c, fmt.Errorf("%w: cq: negative size %d", netio.ErrInvalidArgument, c.Size)
+	if c.Size < 0 || c.Size > MaxSize {
+		return c, fmt.Errorf("%w: cq: size %d outside 0..%d", netio.ErrInvalidArgument, c.Size, MaxSize)
 	}
 	if c.SpinBudget == 0 {
 		c.SpinBudget = DefaultSpinBudget
@@ -155,6 +160,7 @@ type Poller struct {
 
 	pollFDs []unix.PollFd // CQ, EQ, wake eventfd (Adaptive only)
 	wakeFD  int
+	blockMS int // cfg.MaxBlock as a poll timeout
 
 	regMu  sync.Mutex
 	nextID uint32
@@ -176,22 +182,27 @@ type Poller struct {
 }
 
 // Open opens a completion queue and an event queue on the domain and starts
-// the poller goroutine. Close stops it and closes both queues.
+// the poller goroutine. Close stops it and closes both queues. A nil fabric
+// or domain is an error matching netio.ErrInvalidArgument, a closed one an
+// error matching netio.ErrClosed.
 func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
+	if fab == nil || dom == nil {
+		return nil, fmt.Errorf("%w: cq: nil fabric or domain", netio.ErrInvalidArgument)
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
 	wait := cfg.Mode == Adaptive
-	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, done: make(chan struct{})}
+	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{})}
 	empty := map[uint32]Handler{}
 	p.owners.Store(&empty)
 	if p.cq, err = dom.OpenCQ(cfg.Size, wait); err != nil {
-		return nil, fmt.Errorf("cq: %w", err)
+		return nil, openError(err)
 	}
 	if p.eq, err = fab.OpenEQ(DefaultEQSize, wait); err != nil {
 		_ = p.cq.Close()
-		return nil, fmt.Errorf("cq: %w", err)
+		return nil, openError(err)
 	}
 	if wait {
 		if err = p.openWaitFDs(); err != nil {
@@ -202,6 +213,27 @@ func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
 	}
 	go p.run()
 	return p, nil
+}
+
+// openError wraps an error of opening a queue; a closed fabric or domain
+// (fabric.EBADF) also matches netio.ErrClosed.
+func openError(err error) error {
+	if errors.Is(err, fabric.EBADF) {
+		return fmt.Errorf("cq: %w: %w", netio.ErrClosed, err)
+	}
+	return fmt.Errorf("cq: %w", err)
+}
+
+// pollTimeout turns MaxBlock into poll's timeout in milliseconds: rounded
+// up, so that a bound below a millisecond still blocks instead of spinning,
+// and capped, so that a huge bound does not wrap to a negative (infinite)
+// timeout.
+func pollTimeout(d time.Duration) int {
+	ms := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return int(min(ms, math.MaxInt32))
 }
 
 func (p *Poller) openWaitFDs() error {
@@ -232,8 +264,12 @@ func (p *Poller) CQ() *fabric.CQ { return p.cq }
 func (p *Poller) EQ() *fabric.EQ { return p.eq }
 
 // Register adds a handler and returns its Owner. Its completions and events
-// are delivered until Unregister.
+// are delivered until Unregister. A nil handler is an error matching
+// netio.ErrInvalidArgument.
 func (p *Poller) Register(h Handler) (Owner, error) {
+	if h == nil {
+		return Owner{}, fmt.Errorf("%w: cq: register a nil handler", netio.ErrInvalidArgument)
+	}
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	if p.stopping.Load() {
@@ -305,7 +341,11 @@ func goroutineID() uint64 {
 // Do runs fn on the poller goroutine, between two batches, and returns when
 // it has run. It runs fn at once when called on the poller goroutine or when
 // the poller has stopped. Use it to serialize state changes with callbacks.
+// A nil fn does nothing.
 func (p *Poller) Do(fn func()) {
+	if fn == nil {
+		return
+	}
 	if p.OnPollerGoroutine() {
 		fn()
 		return
@@ -328,8 +368,11 @@ func (p *Poller) Do(fn func()) {
 // queues and before it closes them, or at once when it has stopped already.
 // Objects whose close must not race with queue reads (a passive endpoint:
 // tcp in libfabric 1.17 reads freed connection handles after fi_close of a
-// listening endpoint) are closed here.
+// listening endpoint) are closed here. A nil fn does nothing.
 func (p *Poller) AtStop(fn func()) {
+	if fn == nil {
+		return
+	}
 	p.queueMu.Lock()
 	if p.draining {
 		p.queueMu.Unlock()
@@ -560,7 +603,7 @@ func (p *Poller) block() {
 		return
 	}
 	p.sleeps.Add(1)
-	if _, err := unix.Poll(p.pollFDs, int(p.cfg.MaxBlock.Milliseconds())); err != nil && err != unix.EINTR {
+	if _, err := unix.Poll(p.pollFDs, p.blockMS); err != nil && err != unix.EINTR {
 		p.log.Error().Err(err).Msg("cq: poll failed")
 		time.Sleep(errorBackoff)
 		return

@@ -5,9 +5,11 @@
 package domain
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -70,6 +72,7 @@ type Manager struct {
 	info *fabric.Info
 	fab  *fabric.Fabric
 	dom  *fabric.Domain
+	prov string // the provider's name, kept for after Close frees info
 	addr string
 	caps uint64 // the capabilities asked for and granted
 	log  zerolog.Logger
@@ -110,7 +113,7 @@ func Open(cfg Config) (*Manager, error) {
 		info.Free()
 		return nil, fmt.Errorf("domain: %w", err)
 	}
-	m := &Manager{info: info, fab: fab, dom: dom, addr: cfg.Address, caps: caps, log: cfg.Logger, regs: make(map[*Registration]struct{})}
+	m := &Manager{info: info, fab: fab, dom: dom, prov: info.Provider(), addr: cfg.Address, caps: caps, log: cfg.Logger, regs: make(map[*Registration]struct{})}
 	m.stats.MaxRegistrations = cfg.MaxRegistrations
 	if m.stats.MaxRegistrations == 0 {
 		m.stats.MaxRegistrations = info.MRCount()
@@ -121,8 +124,8 @@ func Open(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Provider returns the provider's name.
-func (m *Manager) Provider() string { return m.info.Provider() }
+// Provider returns the provider's name, also after Close.
+func (m *Manager) Provider() string { return m.prov }
 
 // Address returns the local address the domain was opened on (host only).
 func (m *Manager) Address() string { return m.addr }
@@ -137,7 +140,8 @@ func (m *Manager) Caps() uint64 { return m.caps }
 func (m *Manager) SupportsRMA() bool { return m.caps&fabric.CapRMA == fabric.CapRMA }
 
 // Info returns the provider description the domain was opened with. It is
-// owned by the Manager and valid until Close.
+// owned by the Manager and valid until Close; after Close its accessors
+// return zero values.
 func (m *Manager) Info() *fabric.Info { return m.info }
 
 // Fabric returns the open fabric, for the endpoint and cq packages.
@@ -151,6 +155,28 @@ func (m *Manager) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stats
+}
+
+// RegistrationInfo describes one live registration of a Manager.
+type RegistrationInfo struct {
+	Addr   uintptr // first registered byte
+	Len    int     // registered bytes
+	Access Access  // what the registration allows
+}
+
+// Registrations returns the live registrations, ordered by address: which
+// memory the provider, and through it a peer, may touch, and how. It is
+// for diagnostics and tests (least access, leaks); it allocates and takes
+// the Manager's lock.
+func (m *Manager) Registrations() []RegistrationInfo {
+	m.mu.Lock()
+	out := make([]RegistrationInfo, 0, len(m.regs))
+	for r := range m.regs {
+		out = append(out, RegistrationInfo{Addr: r.addr, Len: r.length, Access: r.access})
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b RegistrationInfo) int { return cmp.Compare(a.Addr, b.Addr) })
+	return out
 }
 
 // Close closes the domain and the fabric. While registrations are alive it

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -174,6 +175,7 @@ func Free(mem []byte) error {
 	if err := unix.Munmap(mem[:cap(mem)]); err != nil {
 		return fmt.Errorf("domain: munmap: %w", err)
 	}
+	mappedBytes.Add(-int64(cap(mem)))
 	return nil
 }
 
@@ -192,5 +194,18 @@ func Alloc(size int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: domain: mmap %d bytes: %v", netio.ErrNoResources, n, err)
 	}
+	mappedBytes.Add(int64(n))
 	return mem[:size], nil
 }
+
+// mappedBytes is what Alloc mapped and Free has not unmapped yet, in
+// whole pages, over the whole process.
+var mappedBytes atomic.Int64
+
+// MappedBytes returns how many bytes Alloc has mapped that Free has not
+// unmapped yet, in whole pages, over every Manager in the process. Memory
+// mapped by other means (a pool's huge-page mappings, for example) is not
+// counted. It is a leak check: once every endpoint, pool and buffer is
+// closed (and a buffer held past its pool's Close has become unreachable),
+// it is back where it started.
+func MappedBytes() int64 { return mappedBytes.Load() }

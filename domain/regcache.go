@@ -161,15 +161,29 @@ func itemLess(a, b item) bool {
 
 func (e *CachedRegistration) item() item { return item{addr: e.addr, end: e.end, seq: e.seq, e: e} }
 
+// knownAccess is every access flag a registration may ask for.
+const knownAccess = AccessSend | AccessRecv | AccessRead | AccessWrite | AccessRemoteRead | AccessRemoteWrite
+
 // NewRegistrationCache creates a registration cache on m. Its registrations
 // go through m.Register, so the domain's limits and accounting cover them
-// like any other registration. Close it before closing m.
+// like any other registration. Close it before closing m. A nil or closed
+// Manager, a negative limit or unknown access bits are refused with an
+// error (matching netio.ErrInvalidArgument, or netio.ErrClosed).
 func (m *Manager) NewRegistrationCache(cfg CacheConfig) (*RegistrationCache, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: registration cache: nil Manager", netio.ErrInvalidArgument)
 	}
 	if cfg.MaxRegistrations < 0 {
 		return nil, fmt.Errorf("%w: registration cache: negative MaxRegistrations %d", netio.ErrInvalidArgument, cfg.MaxRegistrations)
+	}
+	if cfg.Access&^knownAccess != 0 {
+		return nil, fmt.Errorf("%w: registration cache: unknown access bits %#x", netio.ErrInvalidArgument, uint64(cfg.Access&^knownAccess))
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("registration cache: %w", netio.ErrClosed)
 	}
 	if cfg.Access == 0 {
 		cfg.Access = AccessSend

@@ -40,6 +40,12 @@ type CompletionError struct {
 // has a file descriptor (FI_WAIT_FD) that WaitFD returns; without, it can
 // only be polled.
 func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
+	if err := notOpen("fi_cq_open", d); err != nil {
+		return nil, err
+	}
+	if size < 0 {
+		return nil, invalid("fi_cq_open")
+	}
 	var q *C.struct_fid_cq
 	if err := opErr("fi_cq_open", C.netio_cq_open(d.c, C.size_t(size), cbool(waitFD), &q)); err != nil {
 		return nil, err
@@ -55,13 +61,16 @@ func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
 func (q *CQ) fid() *C.struct_fid { return &q.c.fid }
 
 // WaitFD returns the queue's wait file descriptor.
-func (q *CQ) WaitFD() (int, error) { return waitFD(q.fid(), "fi_control(cq, FI_GETWAIT)") }
+func (q *CQ) WaitFD() (int, error) { return waitFD(q, "fi_control(cq, FI_GETWAIT)") }
 
 // Read reads up to MaxBatch completions in one cgo call; Entry(i) returns
 // them until the next Read. avail is true when an error completion is
 // waiting (read it with ReadError). errno is non-zero only when the queue
-// itself failed.
+// itself failed, or is EBADF when it is closed.
 func (q *CQ) Read() (n int, avail bool, errno Errno) {
+	if !q.open() {
+		return 0, false, EBADF
+	}
 	rc := C.netio_cq_read(q.c, &q.entries[0], MaxBatch)
 	switch {
 	case rc == -C.FI_EAGAIN:
@@ -74,14 +83,21 @@ func (q *CQ) Read() (n int, avail bool, errno Errno) {
 	return int(rc), false, 0
 }
 
-// Entry returns completion i (0 <= i < n) of the last Read.
+// Entry returns completion i (0 <= i < n) of the last Read. An index
+// outside the batch, or a closed queue, gives the zero Completion.
 func (q *CQ) Entry(i int) Completion {
+	if !q.open() || uint(i) >= MaxBatch {
+		return Completion{}
+	}
 	e := &q.entries[i]
 	return Completion{Context: uint64(uintptr(e.op_context)), Flags: uint64(e.flags), Len: uint64(e.len)}
 }
 
 // ReadError reads one error completion. ok is false when none is waiting.
 func (q *CQ) ReadError() (ce CompletionError, ok bool) {
+	if !q.open() {
+		return CompletionError{}, false
+	}
 	var e C.struct_netio_cq_err
 	if C.netio_cq_readerr(q.c, &e) < 0 {
 		return CompletionError{}, false
@@ -98,7 +114,7 @@ func (q *CQ) ReadError() (ce CompletionError, ok bool) {
 // Close closes the queue and frees its entry buffer. It is safe to call more
 // than once.
 func (q *CQ) Close() error {
-	if q == nil || q.c == nil {
+	if !q.open() {
 		return nil
 	}
 	if err := opErr("fi_close(cq)", C.netio_close(&q.c.fid)); err != nil {

@@ -15,4 +15,9 @@
 // Objects are not safe for concurrent Close; the packages above serialize
 // their lifetime. Data-path calls on an endpoint are safe for concurrent use
 // because domains are opened with FI_THREAD_SAFE.
+//
+// A call on a nil or closed object, or with one as an argument, is refused
+// with EBADF before it reaches libfabric, where a NULL fid would crash the
+// process; sizes libfabric would misread (a negative length becomes a huge
+// size_t) are refused with EINVAL.
 package fabric

@@ -19,6 +19,9 @@ type PassiveEndpoint struct {
 // local address; port 0 picks a free port). ctx is reported as the Context
 // of events about it.
 func (f *Fabric) OpenPassiveEndpoint(info *Info, ctx uint64) (*PassiveEndpoint, error) {
+	if err := notOpen("fi_passive_ep", f, info); err != nil {
+		return nil, err
+	}
 	var p *C.struct_fid_pep
 	if err := opErr("fi_passive_ep", C.netio_pep_open(f.c, info.c, C.uint64_t(ctx), &p)); err != nil {
 		return nil, err
@@ -28,23 +31,39 @@ func (f *Fabric) OpenPassiveEndpoint(info *Info, ctx uint64) (*PassiveEndpoint, 
 
 // Bind binds the event queue that receives connection requests.
 func (p *PassiveEndpoint) Bind(eq *EQ) error {
+	if err := notOpen("fi_pep_bind", p, eq); err != nil {
+		return err
+	}
 	return opErr("fi_pep_bind", C.netio_pep_bind(p.c, eq.c))
 }
 
 // Listen starts listening.
-func (p *PassiveEndpoint) Listen() error { return opErr("fi_listen", C.netio_listen(p.c)) }
+func (p *PassiveEndpoint) Listen() error {
+	if err := notOpen("fi_listen", p); err != nil {
+		return err
+	}
+	return opErr("fi_listen", C.netio_listen(p.c))
+}
 
 // Reject refuses the connection request that info describes.
 func (p *PassiveEndpoint) Reject(info *Info) error {
+	if err := notOpen("fi_reject", p, info); err != nil {
+		return err
+	}
 	return opErr("fi_reject", C.netio_reject(p.c, info.c))
 }
 
 // Addr returns the bound local address as "ip:port".
-func (p *PassiveEndpoint) Addr() (string, error) { return getName(&p.c.fid) }
+func (p *PassiveEndpoint) Addr() (string, error) {
+	if err := notOpen("fi_getname", p); err != nil {
+		return "", err
+	}
+	return getName(&p.c.fid)
+}
 
 // Close closes the passive endpoint. It is safe to call more than once.
 func (p *PassiveEndpoint) Close() error {
-	if p == nil || p.c == nil {
+	if !p.open() {
 		return nil
 	}
 	if err := opErr("fi_close(pep)", C.netio_close(&p.c.fid)); err != nil {
@@ -71,6 +90,9 @@ type Endpoint struct {
 // destination for a connecting side, or the Info of a connection request
 // for an accepting side. ctx is reported as the Context of its events.
 func (d *Domain) OpenEndpoint(info *Info, ctx uint64) (*Endpoint, error) {
+	if err := notOpen("fi_endpoint", d, info); err != nil {
+		return nil, err
+	}
 	var e *C.struct_fid_ep
 	if err := opErr("fi_endpoint", C.netio_ep_open(d.c, info.c, C.uint64_t(ctx), &e)); err != nil {
 		return nil, err
@@ -80,36 +102,65 @@ func (d *Domain) OpenEndpoint(info *Info, ctx uint64) (*Endpoint, error) {
 
 // BindEQ binds the event queue for connection events.
 func (e *Endpoint) BindEQ(eq *EQ) error {
+	if err := notOpen("fi_ep_bind(eq)", e, eq); err != nil {
+		return err
+	}
 	return opErr("fi_ep_bind(eq)", C.netio_ep_bind(e.c, &eq.c.fid, 0))
 }
 
 // BindCQ binds a completion queue for the operations named by flags
 // (BindTransmit, BindRecv or both).
 func (e *Endpoint) BindCQ(cq *CQ, flags uint64) error {
+	if err := notOpen("fi_ep_bind(cq)", e, cq); err != nil {
+		return err
+	}
 	return opErr("fi_ep_bind(cq)", C.netio_ep_bind(e.c, &cq.c.fid, C.uint64_t(flags)))
 }
 
 // Enable enables the endpoint; receives may be posted after it.
-func (e *Endpoint) Enable() error { return opErr("fi_enable", C.netio_ep_enable(e.c)) }
+func (e *Endpoint) Enable() error {
+	if err := notOpen("fi_enable", e); err != nil {
+		return err
+	}
+	return opErr("fi_enable", C.netio_ep_enable(e.c))
+}
 
 // Connect starts connecting to info's destination address. The outcome is
 // an EventConnected or an error event on the bound EQ.
 func (e *Endpoint) Connect(info *Info) error {
+	if err := notOpen("fi_connect", e, info); err != nil {
+		return err
+	}
 	return opErr("fi_connect", C.netio_connect(e.c, info.c))
 }
 
 // Accept accepts the connection request the endpoint was opened for.
-func (e *Endpoint) Accept() error { return opErr("fi_accept", C.netio_accept(e.c)) }
+func (e *Endpoint) Accept() error {
+	if err := notOpen("fi_accept", e); err != nil {
+		return err
+	}
+	return opErr("fi_accept", C.netio_accept(e.c))
+}
 
 // Shutdown shuts the connection down; the peer gets an EventShutdown.
-func (e *Endpoint) Shutdown() error { return opErr("fi_shutdown", C.netio_shutdown(e.c)) }
+func (e *Endpoint) Shutdown() error {
+	if err := notOpen("fi_shutdown", e); err != nil {
+		return err
+	}
+	return opErr("fi_shutdown", C.netio_shutdown(e.c))
+}
 
 // Addr returns the local address as "ip:port".
-func (e *Endpoint) Addr() (string, error) { return getName(&e.c.fid) }
+func (e *Endpoint) Addr() (string, error) {
+	if err := notOpen("fi_getname", e); err != nil {
+		return "", err
+	}
+	return getName(&e.c.fid)
+}
 
 // Close closes the endpoint. It is safe to call more than once.
 func (e *Endpoint) Close() error {
-	if e == nil || e.c == nil {
+	if !e.open() {
 		return nil
 	}
 	if err := opErr("fi_close(ep)", C.netio_close(&e.c.fid)); err != nil {
@@ -122,6 +173,9 @@ func (e *Endpoint) Close() error {
 // Send posts one message of length bytes at addr (registered memory with
 // descriptor desc). ctx comes back in the completion.
 func (e *Endpoint) Send(addr uintptr, length int, desc uintptr, ctx uint64) Errno {
+	if errno := e.check(length); errno != 0 {
+		return errno
+	}
 	return errnoOfSize(C.netio_send(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
 }
 
@@ -136,6 +190,9 @@ type IOVec struct {
 // in desc (same length). The slices may live on the Go heap: they hold
 // addresses, not Go pointers, and are read before Sendv returns.
 func (e *Endpoint) Sendv(iov []IOVec, desc []uintptr, ctx uint64) Errno {
+	if !e.open() {
+		return EBADF
+	}
 	if len(iov) == 0 || len(desc) != len(iov) {
 		return EINVAL
 	}
@@ -146,6 +203,9 @@ func (e *Endpoint) Sendv(iov []IOVec, desc []uintptr, ctx uint64) Errno {
 // Inject sends a small message (up to the provider's inject size) that is
 // copied before the call returns; it generates no completion.
 func (e *Endpoint) Inject(b []byte) Errno {
+	if !e.open() {
+		return EBADF
+	}
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
@@ -155,12 +215,18 @@ func (e *Endpoint) Inject(b []byte) Errno {
 
 // Recv posts one receive buffer of length bytes at addr.
 func (e *Endpoint) Recv(addr uintptr, length int, desc uintptr, ctx uint64) Errno {
+	if errno := e.check(length); errno != 0 {
+		return errno
+	}
 	return errnoOfSize(C.netio_recv(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
 }
 
 // RecvBatch posts len(addrs) receive buffers in one call. It returns how
 // many were posted; errno is set when none could be.
 func (e *Endpoint) RecvBatch(addrs []uintptr, lens []uint64, descs []uintptr, ctxs []uint64) (int, Errno) {
+	if !e.open() {
+		return 0, EBADF
+	}
 	n := len(addrs)
 	if n == 0 {
 		return 0, 0
@@ -181,6 +247,9 @@ func (e *Endpoint) RecvBatch(addrs []uintptr, lens []uint64, descs []uintptr, ct
 // accessed with key, land at addr (registered memory with descriptor desc).
 // ctx comes back in the completion, whose flags carry FlagRead.
 func (e *Endpoint) Read(addr uintptr, length int, desc uintptr, remoteAddr, key, ctx uint64) Errno {
+	if errno := e.check(length); errno != 0 {
+		return errno
+	}
 	return errnoOfSize(C.netio_read(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc),
 		C.uint64_t(remoteAddr), C.uint64_t(key), C.uint64_t(ctx)))
 }
@@ -189,6 +258,22 @@ func (e *Endpoint) Read(addr uintptr, length int, desc uintptr, remoteAddr, key,
 // peer's region at remoteAddr, accessed with key. ctx comes back in the
 // completion, whose flags carry FlagWrite.
 func (e *Endpoint) Write(addr uintptr, length int, desc uintptr, remoteAddr, key, ctx uint64) Errno {
+	if errno := e.check(length); errno != 0 {
+		return errno
+	}
 	return errnoOfSize(C.netio_write(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc),
 		C.uint64_t(remoteAddr), C.uint64_t(key), C.uint64_t(ctx)))
+}
+
+// check is the hot-path guard of the one-buffer posts: EBADF on a closed
+// endpoint, EINVAL for a negative length, which libfabric would take as a
+// huge size_t and read or write far past the buffer.
+func (e *Endpoint) check(length int) Errno {
+	switch {
+	case !e.open():
+		return EBADF
+	case length < 0:
+		return EINVAL
+	}
+	return 0
 }

@@ -61,7 +61,9 @@ type Hints struct {
 	Caps     uint64 // default CapMsg
 }
 
-// Info is one fi_info entry, owned by the Go value: Free releases it.
+// Info is one fi_info entry, owned by the Go value: Free releases it. The
+// accessors of a nil or freed Info return zero values, and the calls that
+// take one refuse it with EBADF.
 type Info struct {
 	c *C.struct_fi_info
 }
@@ -113,64 +115,88 @@ func GetInfo(h Hints) (*Info, error) {
 
 // Free releases the entry. It is safe to call more than once.
 func (i *Info) Free() {
-	if i != nil && i.c != nil {
+	if i.open() {
 		C.fi_freeinfo(i.c)
 		i.c = nil
 	}
 }
 
 // Provider returns the provider name, e.g. "tcp".
-func (i *Info) Provider() string { return C.GoString(i.c.fabric_attr.prov_name) }
+func (i *Info) Provider() string { return C.GoString(i.attrs().fabric_attr.prov_name) }
 
 // FabricName returns the fabric's name, e.g. "127.0.0.1/32".
-func (i *Info) FabricName() string { return C.GoString(i.c.fabric_attr.name) }
+func (i *Info) FabricName() string { return C.GoString(i.attrs().fabric_attr.name) }
 
 // DomainName returns the domain's name, e.g. "lo".
-func (i *Info) DomainName() string { return C.GoString(i.c.domain_attr.name) }
+func (i *Info) DomainName() string { return C.GoString(i.attrs().domain_attr.name) }
 
 // MRCount returns the provider's limit on memory registrations (mr_cnt), or
 // 0 when it reports none.
-func (i *Info) MRCount() int { return int(i.c.domain_attr.mr_cnt) }
+func (i *Info) MRCount() int { return int(i.attrs().domain_attr.mr_cnt) }
 
 // IOVLimit returns the largest number of iovecs one send may carry.
-func (i *Info) IOVLimit() int { return int(i.c.tx_attr.iov_limit) }
+func (i *Info) IOVLimit() int { return int(i.attrs().tx_attr.iov_limit) }
 
 // InjectSize returns the largest message Inject accepts.
-func (i *Info) InjectSize() int { return int(i.c.tx_attr.inject_size) }
+func (i *Info) InjectSize() int { return int(i.attrs().tx_attr.inject_size) }
 
 // TxSize returns the transmit queue depth.
-func (i *Info) TxSize() int { return int(i.c.tx_attr.size) }
+func (i *Info) TxSize() int { return int(i.attrs().tx_attr.size) }
 
 // RxSize returns the receive queue depth.
-func (i *Info) RxSize() int { return int(i.c.rx_attr.size) }
+func (i *Info) RxSize() int { return int(i.attrs().rx_attr.size) }
 
 // MaxMsgSize returns the largest message the endpoint type carries.
-func (i *Info) MaxMsgSize() uint64 { return uint64(i.c.ep_attr.max_msg_size) }
+func (i *Info) MaxMsgSize() uint64 { return uint64(i.attrs().ep_attr.max_msg_size) }
 
 // MRModeLocal reports whether local buffers must be registered (FI_MR_LOCAL);
 // netio-go registers them in any case.
-func (i *Info) MRModeLocal() bool { return i.c.domain_attr.mr_mode&C.FI_MR_LOCAL != 0 }
+func (i *Info) MRModeLocal() bool { return i.attrs().domain_attr.mr_mode&C.FI_MR_LOCAL != 0 }
 
 // MRProvKey reports whether the provider picks registration keys.
-func (i *Info) MRProvKey() bool { return i.c.domain_attr.mr_mode&C.FI_MR_PROV_KEY != 0 }
+func (i *Info) MRProvKey() bool { return i.attrs().domain_attr.mr_mode&C.FI_MR_PROV_KEY != 0 }
 
 // Caps returns the capabilities the provider granted (CapMsg, CapRMA bits,
 // and secondary ones it adds).
-func (i *Info) Caps() uint64 { return uint64(i.c.caps) }
+func (i *Info) Caps() uint64 { return uint64(i.attrs().caps) }
 
 // HasCaps reports whether every bit of caps was granted.
-func (i *Info) HasCaps(caps uint64) bool { return uint64(i.c.caps)&caps == caps }
+func (i *Info) HasCaps(caps uint64) bool { return uint64(i.attrs().caps)&caps == caps }
 
 // MRVirtAddr reports whether RMA addresses are virtual addresses of the
 // target's memory (FI_MR_VIRT_ADDR). Without it they are offsets from the
 // start of the target's registration.
-func (i *Info) MRVirtAddr() bool { return i.c.domain_attr.mr_mode&C.FI_MR_VIRT_ADDR != 0 }
+func (i *Info) MRVirtAddr() bool { return i.attrs().domain_attr.mr_mode&C.FI_MR_VIRT_ADDR != 0 }
 
 // MRMode returns the raw mr_mode bits the domain works with.
-func (i *Info) MRMode() uint64 { return uint64(i.c.domain_attr.mr_mode) }
+func (i *Info) MRMode() uint64 { return uint64(i.attrs().domain_attr.mr_mode) }
 
 // Version returns the libfabric library version as "major.minor".
 func Version() string {
 	v := uint32(C.fi_version())
 	return strconv.Itoa(int(v>>16)) + "." + strconv.Itoa(int(v&0xffff))
+}
+
+// SetDeliveryComplete asks that sends on endpoints opened with this entry
+// complete only once the data is placed in the peer's receive buffer
+// (FI_DELIVERY_COMPLETE in tx_attr.op_flags), not when the provider has
+// buffered it.
+func (i *Info) SetDeliveryComplete() {
+	if i.open() {
+		i.c.tx_attr.op_flags |= C.FI_DELIVERY_COMPLETE
+	}
+}
+
+// PeerAddr returns the entry's destination address as "ip:port": for the
+// Info of a connection request, the address of the peer asking to connect.
+// It fails with EADDRNOTAVAIL when the entry holds no IP socket address.
+func (i *Info) PeerAddr() (string, error) {
+	if !i.open() {
+		return "", &OpError{Op: "fi_info dest_addr", Err: EBADF}
+	}
+	var buf [80]C.char
+	if err := opErr("fi_info dest_addr", C.netio_info_dest(i.c, &buf[0], C.size_t(len(buf)))); err != nil {
+		return "", err
+	}
+	return C.GoString(&buf[0]), nil
 }

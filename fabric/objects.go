@@ -18,6 +18,9 @@ type Fabric struct {
 
 // OpenFabric opens the fabric that info names.
 func OpenFabric(info *Info) (*Fabric, error) {
+	if err := notOpen("fi_fabric", info); err != nil {
+		return nil, err
+	}
 	var f *C.struct_fid_fabric
 	if err := opErr("fi_fabric", C.netio_fabric(info.c, &f)); err != nil {
 		return nil, err
@@ -27,7 +30,7 @@ func OpenFabric(info *Info) (*Fabric, error) {
 
 // Close closes the fabric. Everything opened from it must be closed first.
 func (f *Fabric) Close() error {
-	if f == nil || f.c == nil {
+	if !f.open() {
 		return nil
 	}
 	if err := opErr("fi_close(fabric)", C.netio_close(&f.c.fid)); err != nil {
@@ -39,8 +42,13 @@ func (f *Fabric) Close() error {
 
 // TryWait reports whether the caller may block on the wait file descriptors
 // of a (and b, when not nil): fi_trywait. False means completions or events
-// may already be pending, so the caller must read before blocking.
+// may already be pending, so the caller must read before blocking; it is
+// also the answer when f, a or b is closed (or a is nil), whose reads then
+// report the error.
 func (f *Fabric) TryWait(a, b Waitable) bool {
+	if !f.open() || a == nil || !a.open() || b != nil && !b.open() {
+		return false
+	}
 	var fb *C.struct_fid
 	if b != nil {
 		fb = b.fid()
@@ -50,13 +58,18 @@ func (f *Fabric) TryWait(a, b Waitable) bool {
 
 // Waitable is an object with a wait file descriptor: a CQ or an EQ.
 type Waitable interface {
+	object
 	fid() *C.struct_fid
 	// WaitFD returns the file descriptor that becomes readable when the
 	// object may have something to read (FI_GETWAIT).
 	WaitFD() (int, error)
 }
 
-func waitFD(fid *C.struct_fid, op string) (int, error) {
+func waitFD(q Waitable, op string) (int, error) {
+	if err := notOpen(op, q); err != nil {
+		return -1, err
+	}
+	fid := q.fid()
 	var fd C.int
 	if err := opErr(op, C.netio_getwait(fid, &fd)); err != nil {
 		return -1, err
@@ -71,6 +84,9 @@ type Domain struct {
 
 // OpenDomain opens the domain that info names on the fabric.
 func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
+	if err := notOpen("fi_domain", f, info); err != nil {
+		return nil, err
+	}
 	var d *C.struct_fid_domain
 	if err := opErr("fi_domain", C.netio_domain(f.c, info.c, &d)); err != nil {
 		return nil, err
@@ -81,7 +97,7 @@ func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
 // Close closes the domain. Endpoints, CQs and registrations must be closed
 // first.
 func (d *Domain) Close() error {
-	if d == nil || d.c == nil {
+	if !d.open() {
 		return nil
 	}
 	if err := opErr("fi_close(domain)", C.netio_close(&d.c.fid)); err != nil {
@@ -101,8 +117,17 @@ type MR struct {
 // RegisterMemory registers length bytes at addr with the given access flags
 // (AccessSend, AccessRecv, ...). requestedKey must be unique in the domain
 // when the provider does not choose keys itself. The memory must stay mapped
-// and in place until the registration is closed.
+// and in place until the registration is closed. A nil address, a length
+// that is not positive or wraps around the address space, and access that
+// is empty or has other bits are refused with EINVAL: tcp and sockets would
+// register them.
 func (d *Domain) RegisterMemory(addr uintptr, length int, access, requestedKey uint64) (*MR, error) {
+	if err := notOpen("fi_mr_reg", d); err != nil {
+		return nil, err
+	}
+	if addr == 0 || length <= 0 || addr+uintptr(length) < addr || access == 0 || access&^accessMask != 0 {
+		return nil, invalid("fi_mr_reg")
+	}
 	var mr *C.struct_fid_mr
 	rc := C.netio_mr_reg(d.c, C.uintptr_t(addr), C.size_t(length), C.uint64_t(access), C.uint64_t(requestedKey), &mr)
 	if err := opErr("fi_mr_reg", rc); err != nil {
@@ -139,6 +164,12 @@ type EQ struct {
 // OpenEQ opens an event queue of the given size. With waitFD the queue has a
 // file descriptor (FI_WAIT_FD) that WaitFD returns.
 func (f *Fabric) OpenEQ(size int, waitFD bool) (*EQ, error) {
+	if err := notOpen("fi_eq_open", f); err != nil {
+		return nil, err
+	}
+	if size < 0 {
+		return nil, invalid("fi_eq_open")
+	}
 	var q *C.struct_fid_eq
 	if err := opErr("fi_eq_open", C.netio_eq_open(f.c, C.size_t(size), cbool(waitFD), &q)); err != nil {
 		return nil, err
@@ -154,7 +185,7 @@ func (f *Fabric) OpenEQ(size int, waitFD bool) (*EQ, error) {
 func (q *EQ) fid() *C.struct_fid { return &q.c.fid }
 
 // WaitFD returns the queue's wait file descriptor.
-func (q *EQ) WaitFD() (int, error) { return waitFD(q.fid(), "fi_control(eq, FI_GETWAIT)") }
+func (q *EQ) WaitFD() (int, error) { return waitFD(q, "fi_control(eq, FI_GETWAIT)") }
 
 // EventKind names a connection management event.
 type EventKind uint32
@@ -198,6 +229,9 @@ type Event struct {
 
 // Read reads one event without blocking. ok is false when none is pending.
 func (q *EQ) Read() (ev Event, ok bool, err error) {
+	if err := notOpen("fi_eq_read", q); err != nil {
+		return Event{}, false, err
+	}
 	rc := C.netio_eq_read(q.c, q.entry)
 	if rc == -C.FI_EAGAIN {
 		return Event{}, false, nil
@@ -242,7 +276,7 @@ func (e *ProviderError) Unwrap() error { return e.Errno }
 
 // Close closes the queue. It is safe to call more than once.
 func (q *EQ) Close() error {
-	if q == nil || q.c == nil {
+	if !q.open() {
 		return nil
 	}
 	if err := opErr("fi_close(eq)", C.netio_close(&q.c.fid)); err != nil {

@@ -151,26 +151,42 @@ int netio_reject(struct fid_pep *pep, struct fi_info *info)
 	return fi_reject(pep, info->handle, NULL, 0);
 }
 
-int netio_getname(struct fid *fid, char *buf, size_t len)
+/* format_sockaddr writes an IPv4 or IPv6 socket address of salen bytes as
+ * "ip:port" or "[ip]:port". */
+static int format_sockaddr(const void *sa, size_t salen, char *buf, size_t len)
 {
-	struct sockaddr_storage ss;
-	size_t sslen = sizeof(ss);
 	char host[INET6_ADDRSTRLEN];
-	int ret = fi_getname(fid, &ss, &sslen);
-	if (ret)
-		return ret;
-	if (ss.ss_family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	sa_family_t family;
+	if (sa == NULL || salen < sizeof(family))
+		return -FI_EADDRNOTAVAIL;
+	memcpy(&family, sa, sizeof(family));
+	if (family == AF_INET && salen >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *sin = sa;
 		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
 		snprintf(buf, len, "%s:%u", host, ntohs(sin->sin_port));
-	} else if (ss.ss_family == AF_INET6) {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	} else if (family == AF_INET6 && salen >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *sin6 = sa;
 		inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
 		snprintf(buf, len, "[%s]:%u", host, ntohs(sin6->sin6_port));
 	} else {
 		return -FI_EADDRNOTAVAIL;
 	}
 	return 0;
+}
+
+int netio_getname(struct fid *fid, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	size_t sslen = sizeof(ss);
+	int ret = fi_getname(fid, &ss, &sslen);
+	if (ret)
+		return ret;
+	return format_sockaddr(&ss, sslen, buf, len);
+}
+
+int netio_info_dest(struct fi_info *info, char *buf, size_t len)
+{
+	return format_sockaddr(info->dest_addr, info->dest_addrlen, buf, len);
 }
 
 int netio_ep_open(struct fid_domain *dom, struct fi_info *info, uint64_t ctx, struct fid_ep **ep)

@@ -62,6 +62,7 @@ int netio_pep_bind(struct fid_pep *pep, struct fid_eq *eq);
 int netio_listen(struct fid_pep *pep);
 int netio_reject(struct fid_pep *pep, struct fi_info *info);
 int netio_getname(struct fid *fid, char *buf, size_t len);
+int netio_info_dest(struct fi_info *info, char *buf, size_t len);
 
 int netio_ep_open(struct fid_domain *dom, struct fi_info *info, uint64_t ctx, struct fid_ep **ep);
 int netio_ep_bind(struct fid_ep *ep, struct fid *obj, uint64_t flags);
