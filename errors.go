@@ -24,4 +24,9 @@ var (
 	ErrConnectionClosed = errors.New("netio: connection closed")
 	// ErrBadAddress reports an address that does not parse as HOST:PORT.
 	ErrBadAddress = errors.New("netio: bad address")
+	// ErrTimeout reports that an operation or a connection made no progress
+	// within its time bound.
+	ErrTimeout = errors.New("netio: timed out")
+	// ErrNotSupported reports a feature the provider does not offer.
+	ErrNotSupported = errors.New("netio: not supported")
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -46,8 +47,28 @@ type SendConfig struct {
 	// OnConnectionClosed is called once when the connection ends: with
 	// netio.ErrClosed after Close, or an error matching
 	// netio.ErrConnectionClosed when the peer shut down or the connection
-	// broke. It runs on the poller goroutine and must not block. May be nil.
+	// broke (also netio.ErrTimeout when ProgressTimeout ended it). It runs
+	// on the poller goroutine and must not block. May be nil.
 	OnConnectionClosed func(err error)
+	// DeliveryComplete makes a send complete (OnSendCompleted with OK) only
+	// once the message is in a receive buffer of the peer, not when the
+	// provider has taken it: a message the peer's process loses by closing
+	// or crashing is then reported, never counted as sent. It costs an
+	// acknowledgement per message. libfabric 1.17's tcp honours it; on other
+	// providers Dial fails with netio.ErrNotSupported (sockets completes
+	// sends once it has buffered them whatever is asked).
+	DeliveryComplete bool
+	// ProgressTimeout ends the connection when sends are pending and none
+	// has completed for this long: a peer or link that stopped taking data
+	// (a cable pulled, a host hung) then fails the pending sends with their
+	// keys within about 1.25 × ProgressTimeout instead of after the
+	// kernel's TCP retransmission limit (many minutes). OnConnectionClosed
+	// gets an error matching netio.ErrConnectionClosed and netio.ErrTimeout.
+	// Set it well above the longest stall a healthy receiver may impose
+	// (back-pressure). 0 disables it. On sockets it fires only when the
+	// provider itself stops taking data: sockets completes sends once it has
+	// buffered them, and buffers what a stalled peer leaves.
+	ProgressTimeout time.Duration
 	// Poller is an event loop to share with other endpoints; the caller
 	// closes it after the endpoints. Nil gives the endpoint its own,
 	// configured by PollerConfig and closed with it.
@@ -65,6 +86,9 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 	c.Params = c.Params.WithDefaults()
 	if err := c.Params.Validate(); err != nil {
 		return err
+	}
+	if c.ProgressTimeout < 0 {
+		return fmt.Errorf("%w: endpoint: negative ProgressTimeout %v", netio.ErrInvalidArgument, c.ProgressTimeout)
 	}
 	if c.Buffers != nil {
 		if c.Params.UseSharedBuffers {
@@ -154,7 +178,8 @@ func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig)
 	}
 	s := &SendEndpointBuffered{cfg: cfg, holder: nextHolder.Add(1)}
 	s.c = sendConn{mgr: mgr, addr: addr, kind: s}
-	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed}
+	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed,
+		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout}
 	if err := s.c.dial(ctx, host, port, opts, s.openPool); err != nil {
 		return nil, err
 	}

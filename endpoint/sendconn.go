@@ -40,6 +40,9 @@ type sendKind interface {
 	// releaseResources frees the kind's memory once the endpoint is closed.
 	// It runs once, from teardown or from a failed dial.
 	releaseResources() error
+	// progress reports whether operations are pending and how many have
+	// finished so far, for ProgressTimeout. It is safe for concurrent use.
+	progress() (pending bool, finished uint64)
 }
 
 // sendConn is the connection half of a send endpoint: the poller, the
@@ -67,6 +70,8 @@ type sendConn struct {
 
 	freeOnce sync.Once // the kind's resources and the own poller go once
 	freeErr  error
+
+	watchdog atomic.Pointer[time.Timer] // ProgressTimeout's check, while connected
 }
 
 // connOptions are the connection settings every send endpoint config has.
@@ -75,6 +80,9 @@ type connOptions struct {
 	pollerConfig cq.Config
 	log          zerolog.Logger
 	onClosed     func(error)
+
+	deliveryComplete bool          // sends complete when placed at the peer
+	progressTimeout  time.Duration // 0: no watchdog
 }
 
 // dial connects to host:port. prepare sets up the kind's resources once the
@@ -95,6 +103,9 @@ func (c *sendConn) dial(ctx context.Context, host, port string, o connOptions, p
 		_ = c.release()
 		return connectError(c.addr, err)
 	}
+	if o.progressTimeout > 0 {
+		c.watchProgress(o.progressTimeout)
+	}
 	c.log.Debug().Str("peer", c.addr).Msg("connected")
 	return nil
 }
@@ -113,6 +124,11 @@ func (c *sendConn) open(host, port string, o connOptions, prepare func() error) 
 	}
 	if c.info, err = infoFor(c.mgr, host, port, false); err != nil {
 		return err
+	}
+	if o.deliveryComplete {
+		if err = requestDeliveryComplete(c.info); err != nil {
+			return err
+		}
 	}
 	if c.guard.ep, err = openEndpoint(c.mgr, c.poller, c.info, c.owner); err != nil {
 		return err
@@ -172,6 +188,9 @@ func (c *sendConn) teardown(reason error) {
 	}
 	c.ended.Store(true)
 	c.reason = reason
+	if t := c.watchdog.Load(); t != nil {
+		t.Stop()
+	}
 	c.closeEndpoint()
 	c.poller.Unregister(c.owner)
 	c.kind.cancelPending()

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/rs/zerolog"
@@ -74,6 +75,9 @@ type ZeroCopyConfig struct {
 	// OnConnectionClosed is called once when the connection ends, as for
 	// SendConfig. May be nil.
 	OnConnectionClosed func(err error)
+	// DeliveryComplete and ProgressTimeout are as for SendConfig.
+	DeliveryComplete bool
+	ProgressTimeout  time.Duration
 	// Poller, PollerConfig and Logger are as for SendConfig.
 	Poller       *cq.Poller
 	PollerConfig cq.Config
@@ -124,7 +128,8 @@ func DialZeroCopy(ctx context.Context, mgr *domain.Manager, addr string, cfg Zer
 	z := &SendEndpointZeroCopy{cfg: cfg, keepGo: *cfg.KeepGoRegistrations}
 	z.maxIOV = min(maxPieces, max(mgr.Info().IOVLimit(), 1))
 	z.c = sendConn{mgr: mgr, addr: addr, kind: z}
-	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed}
+	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed,
+		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout}
 	if err := z.c.dial(ctx, host, port, opts, z.prepare); err != nil {
 		return nil, err
 	}
@@ -132,6 +137,9 @@ func DialZeroCopy(ctx context.Context, mgr *domain.Manager, addr string, cfg Zer
 }
 
 func (c *ZeroCopyConfig) withDefaults(mgr *domain.Manager) error {
+	if c.ProgressTimeout < 0 {
+		return fmt.Errorf("%w: endpoint: negative ProgressTimeout %v", netio.ErrInvalidArgument, c.ProgressTimeout)
+	}
 	if c.HeaderSize == 0 {
 		c.HeaderSize = DefaultHeaderSize
 	}
