@@ -1,0 +1,381 @@
+// Command soak runs a mixed workload with faults for a given time and
+// accounts for every message: handed over, delivered, reported failed.
+//
+//	go run ./hack/soak --duration 60s [--provider tcp] [--senders 4]
+//
+// Senders are endpoint.ReconnectingSenders streaming messages of random
+// sizes into one listener on 127.0.0.1. Every message carries its sender,
+// its key and a pattern, so the receiver checks content and records which
+// keys arrived. While they stream, a fault loop restarts the listener,
+// closes connections from the server side and churns idle connections.
+// At the end every sender is drained and closed, and each key handed over
+// must be delivered or reported failed (or both: a message in flight when
+// its connection broke may have arrived although its sender could not know).
+// The summary line is JSON; the exit status is 1 when a message was lost,
+// delivered twice or corrupted, 2 for bad flags.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/endpoint"
+)
+
+// headerLen is the message header: key (8), sender (4), length (4).
+const headerLen = 16
+
+type options struct {
+	duration   time.Duration
+	provider   string
+	senders    int
+	faultEvery time.Duration
+	maxSize    int
+	seed       uint64
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", 60*time.Second, "how long to stream")
+	fs.StringVar(&o.provider, "provider", "tcp", "libfabric provider: tcp, the one that completes sends on delivery")
+	fs.IntVar(&o.senders, "senders", 4, "reconnecting senders")
+	fs.DurationVar(&o.faultEvery, "fault-every", 2*time.Second, "time between faults")
+	fs.IntVar(&o.maxSize, "max-size", 16<<10, "largest message in bytes")
+	fs.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "random seed (printed)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case o.provider != "tcp":
+		return o, errors.New("--provider: exact accounting needs delivery-complete sends, which only tcp offers in libfabric 1.17")
+	case o.duration <= 0 || o.faultEvery <= 0:
+		return o, errors.New("--duration and --fault-every must be positive")
+	case o.senders < 1 || o.senders > 64:
+		return o, errors.New("--senders must be 1..64")
+	case o.maxSize < headerLen || o.maxSize > 1<<20:
+		return o, fmt.Errorf("--max-size must be %d..%d", headerLen, 1<<20)
+	}
+	return o, nil
+}
+
+// keySet is a growable bitset of keys, safe for concurrent use.
+type keySet struct {
+	mu   sync.Mutex
+	bits []uint64
+}
+
+// add sets key and reports whether it was set already.
+func (s *keySet) add(key uint64) (dup bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := int(key / 64)
+	for len(s.bits) <= w {
+		s.bits = append(s.bits, 0)
+	}
+	mask := uint64(1) << (key % 64)
+	dup = s.bits[w]&mask != 0
+	s.bits[w] |= mask
+	return dup
+}
+
+// snapshot returns a copy of the set.
+func (s *keySet) snapshot() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]uint64(nil), s.bits...)
+}
+
+// count returns how many keys are in a, and how many of them are also in b.
+func count(a, b []uint64) (n, both int) {
+	for i, w := range a {
+		n += bits.OnesCount64(w)
+		if i < len(b) {
+			both += bits.OnesCount64(w & b[i])
+		}
+	}
+	return n, both
+}
+
+// stream is one sender's account.
+type stream struct {
+	rs        *endpoint.ReconnectingSender
+	delivered keySet
+	failed    keySet
+	reported  atomic.Uint64
+}
+
+// soak is the whole run's state.
+type soak struct {
+	o        options
+	mgr      *domain.Manager
+	addr     string
+	streams  []*stream
+	listener atomic.Pointer[endpoint.Listener]
+
+	verifyErrors, duplicates, foreign atomic.Uint64
+	faults                            map[string]int
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(2)
+	}
+	res, err := run(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(1)
+	}
+	out, _ := json.Marshal(res)
+	fmt.Println(string(out))
+	if res.Lost != 0 || res.Duplicates != 0 || res.VerifyErrors != 0 {
+		os.Exit(1)
+	}
+}
+
+// result is the summary line.
+type result struct {
+	Provider     string         `json:"provider"`
+	Seconds      float64        `json:"seconds"`
+	Seed         uint64         `json:"seed"`
+	HandedOver   uint64         `json:"handed_over"`
+	Delivered    uint64         `json:"delivered"`
+	Failed       uint64         `json:"failed"`
+	Both         uint64         `json:"delivered_and_reported_failed"`
+	Lost         int64          `json:"lost"`
+	Duplicates   uint64         `json:"duplicates"`
+	VerifyErrors uint64         `json:"verify_errors"`
+	Connections  uint64         `json:"connections"`
+	Faults       map[string]int `json:"faults"`
+}
+
+func run(o options) (result, error) {
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1"})
+	if err != nil {
+		return result{}, err
+	}
+	defer mgr.Close()
+	s := &soak{o: o, mgr: mgr, faults: map[string]int{}}
+	if err := s.startListener("127.0.0.1:0"); err != nil {
+		return result{}, err
+	}
+	s.addr = s.listener.Load().Addr()
+	if err := s.startSenders(); err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), o.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, st := range s.streams {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.send(ctx, uint32(i), st) }()
+	}
+	s.injectFaults(ctx)
+	wg.Wait()
+	elapsed := time.Since(start)
+	s.settle()
+	return s.account(elapsed), s.listener.Load().Close()
+}
+
+func (s *soak) startListener(addr string) error {
+	cfg := endpoint.ListenConfig{
+		Params: netio.ReceiveParams{BufferSize: s.o.maxSize, BufferCount: 64},
+		OnData: func(_ *endpoint.ReceiveEndpoint, data []byte) { s.receive(data) },
+	}
+	var err error
+	for range 50 { // the old listener's port goes when its poller stops
+		var l *endpoint.Listener
+		if l, err = endpoint.Listen(s.mgr, addr, cfg); err == nil {
+			s.listener.Store(l)
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
+func (s *soak) startSenders() error {
+	for range s.o.senders {
+		st := &stream{}
+		rs, err := endpoint.DialReconnecting(s.mgr, s.addr, endpoint.ReconnectConfig{
+			// Delivery-complete sends make OK mean "in the receiver's
+			// buffer", so a restart cannot swallow a message counted as sent.
+			Send: endpoint.SendConfig{
+				Params:           netio.BufferedSendParams{BufferSize: s.o.maxSize, BufferCount: 32},
+				DeliveryComplete: true,
+			},
+			InitialBackoff: 5 * time.Millisecond,
+			MaxBackoff:     200 * time.Millisecond,
+			DialTimeout:    2 * time.Second,
+			OnSendCompleted: func(key uint64, status netio.Status) {
+				if status != netio.OK {
+					st.failed.add(key)
+				}
+				st.reported.Add(1)
+			},
+		})
+		if err != nil {
+			return err
+		}
+		st.rs = rs
+		s.streams = append(s.streams, st)
+	}
+	return nil
+}
+
+// send streams messages of random sizes until ctx ends. Keys are handed
+// out in order from 1, so the key a message will get is known when it is
+// written.
+func (s *soak) send(ctx context.Context, id uint32, st *stream) {
+	rng := rand.New(rand.NewPCG(s.o.seed, uint64(id)))
+	msg := make([]byte, s.o.maxSize)
+	for key := uint64(1); ctx.Err() == nil; {
+		n := headerLen + rng.IntN(s.o.maxSize-headerLen+1)
+		fill(msg[:n], key, id)
+		for ctx.Err() == nil {
+			got, status := st.rs.Send(msg[:n])
+			if status == netio.OK {
+				if got != key {
+					panic(fmt.Sprintf("sender %d: key %d, expected %d", id, got, key))
+				}
+				key++
+				break
+			}
+			time.Sleep(50 * time.Microsecond) // backlog full: wait for the link
+		}
+	}
+}
+
+func fill(msg []byte, key uint64, sender uint32) {
+	binary.LittleEndian.PutUint64(msg, key)
+	binary.LittleEndian.PutUint32(msg[8:], sender)
+	binary.LittleEndian.PutUint32(msg[12:], uint32(len(msg)))
+	for i := headerLen; i < len(msg); i++ {
+		msg[i] = byte(key + uint64(i))
+	}
+}
+
+// receive checks a message and records its key. It runs on a poller.
+func (s *soak) receive(data []byte) {
+	if len(data) < headerLen || int(binary.LittleEndian.Uint32(data[12:])) != len(data) {
+		s.verifyErrors.Add(1)
+		return
+	}
+	key, sender := binary.LittleEndian.Uint64(data), binary.LittleEndian.Uint32(data[8:])
+	if int(sender) >= len(s.streams) {
+		s.foreign.Add(1)
+		return
+	}
+	for i := headerLen; i < len(data); i++ {
+		if data[i] != byte(key+uint64(i)) {
+			s.verifyErrors.Add(1)
+			return
+		}
+	}
+	if s.streams[sender].delivered.add(key) {
+		s.duplicates.Add(1)
+	}
+}
+
+// injectFaults breaks things until ctx ends.
+func (s *soak) injectFaults(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(s.o.seed, 1<<32))
+	t := time.NewTicker(s.o.faultEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		switch rng.IntN(3) {
+		case 0:
+			s.fault("listener restart", s.restartListener())
+		case 1:
+			s.fault("connection closed by server", s.closeConnection(rng))
+		default:
+			s.fault("idle connection churn", s.churn())
+		}
+	}
+}
+
+func (s *soak) fault(name string, err error) {
+	s.faults[name]++
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "soak: %s: %v\n", name, err)
+	}
+}
+
+func (s *soak) restartListener() error {
+	if err := s.listener.Load().Close(); err != nil {
+		return err
+	}
+	return s.startListener(s.addr)
+}
+
+func (s *soak) closeConnection(rng *rand.Rand) error {
+	conns := s.listener.Load().Connections()
+	if len(conns) == 0 {
+		return nil
+	}
+	return conns[rng.IntN(len(conns))].Close()
+}
+
+// churn opens a connection that sends nothing and closes it.
+func (s *soak) churn() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ep, err := endpoint.Dial(ctx, s.mgr, s.addr, endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 64, BufferCount: 1}})
+	if err != nil {
+		return err
+	}
+	return ep.Close()
+}
+
+// settle waits for every message handed over to be reported while the
+// listener still runs, then closes the senders: what is left in a backlog
+// is reported Canceled.
+func (s *soak) settle() {
+	deadline := time.Now().Add(15 * time.Second)
+	for _, st := range s.streams {
+		for st.reported.Load() < st.rs.Stats().HandedOver && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		_ = st.rs.Close()
+	}
+}
+
+func (s *soak) account(elapsed time.Duration) result {
+	r := result{
+		Provider: s.o.provider, Seconds: elapsed.Seconds(), Seed: s.o.seed, Faults: s.faults,
+		Duplicates: s.duplicates.Load(), VerifyErrors: s.verifyErrors.Load() + s.foreign.Load(),
+	}
+	for _, st := range s.streams {
+		stats := st.rs.Stats()
+		delivered, failedSet := st.delivered.snapshot(), st.failed.snapshot()
+		nDelivered, both := count(delivered, failedSet)
+		failed, _ := count(failedSet, nil)
+		r.HandedOver += stats.HandedOver
+		r.Delivered += uint64(nDelivered)
+		r.Failed += uint64(failed)
+		r.Both += uint64(both)
+		r.Connections += stats.Connections
+	}
+	r.Lost = int64(r.HandedOver) - int64(r.Delivered+r.Failed-r.Both)
+	return r
+}
