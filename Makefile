@@ -14,12 +14,14 @@ GOFMT       ?= gofmt
 TEST_FLAGS  ?= -race -count=1 -timeout 15m
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
 BENCH_COMPARE_ARGS ?=
+FUZZ_TIME   ?= 3s
+SOAK_TIME   ?= 60s
 DEMO_ARGS   ?=
 
 # Prerequisites run in the order written (deps before build), even under -j.
 .NOTPARALLEL:
 
-.PHONY: all deps build demo test vet fmt-check unit bench bench-go clean
+.PHONY: all deps build demo test vet fmt-check unit fuzz cgocheck soak bench bench-go clean
 
 all: build
 
@@ -36,8 +38,10 @@ build:
 demo: deps build
 	./bin/netio-perf $(DEMO_ARGS)
 
-## test: set up, then go vet, gofmt check and the whole test suite with -race
-test: deps vet fmt-check unit
+## test: set up, then go vet, gofmt check, the whole test suite with -race,
+## every fuzz target briefly, the integration tests under cgocheck2, and a
+## soak with faults
+test: deps vet fmt-check unit fuzz cgocheck soak
 
 vet:
 	$(GO) vet ./...
@@ -53,6 +57,20 @@ fmt-check:
 
 unit:
 	$(GO) test $(TEST_FLAGS) ./...
+
+## fuzz: run every fuzz target for FUZZ_TIME on top of its seed corpus
+fuzz:
+	FUZZ_TIME=$(FUZZ_TIME) GO=$(GO) bash hack/fuzz-brief.sh
+
+## cgocheck: the integration tests (processes, C peer) with cgocheck2, which
+## checks every pointer passed to C for Go pointers it must not hold
+cgocheck:
+	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m ./tests/
+
+## soak: a mixed workload with faults for SOAK_TIME; fails if a message is
+## lost, duplicated or corrupted
+soak:
+	$(GO) run ./hack/soak --duration $(SOAK_TIME)
 
 ## bench: netio-go vs a C libfabric baseline vs Go TCP, one run, ratios (hack/bench-compare)
 bench: deps
