@@ -157,6 +157,16 @@ func (m *Manager) Stats() Stats {
 	return m.stats
 }
 
+// Closed reports whether Close has marked the Manager closed: from then on
+// it refuses registrations with netio.ErrClosed, so nothing can be opened
+// in it. It lets a caller that would open things later (a reconnecting
+// sender) refuse up front. A Close that fails clears the mark again.
+func (m *Manager) Closed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
 // RegistrationInfo describes one live registration of a Manager.
 type RegistrationInfo struct {
 	Addr   uintptr // first registered byte

@@ -77,6 +77,9 @@ func TestBadInputNilOrClosedDomain(t *testing.T) {
 	ctors["AllocExposed"] = func(m *domain.Manager, _ string) error {
 		return closeIfOpen(endpoint.AllocExposed(m, 64, domain.AccessRemoteWrite))
 	}
+	ctors["DialReconnecting"] = func(m *domain.Manager, a string) error {
+		return closeIfOpen(endpoint.DialReconnecting(m, a, endpoint.ReconnectConfig{}))
+	}
 	for name, open := range ctors {
 		var err error
 		require.NotPanics(t, func() { err = open(nil, "127.0.0.1:1") }, name)
@@ -120,6 +123,19 @@ func TestBadInputConfigs(t *testing.T) {
 	sendBufs, err := pool.New(mgr, pool.Config{Size: 4096})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, sendBufs.Close()) }()
+	// More access than the buffers need (least access): a peer could write
+	// into them, or a receive land in a send buffer.
+	wider := map[string]*pool.Pool{}
+	for name, access := range map[string]domain.Access{
+		"send+remote-write": domain.AccessSend | domain.AccessRemoteWrite,
+		"recv+remote-write": domain.AccessRecv | domain.AccessRemoteWrite,
+		"send+recv":         domain.AccessSend | domain.AccessRecv,
+	} {
+		p, err := pool.New(mgr, pool.Config{Size: 4096, Access: access})
+		require.NoError(t, err)
+		defer func() { assert.NoError(t, p.Close()) }()
+		wider[name] = p
+	}
 
 	const addr = "127.0.0.1:1" // never reached
 	onData := func(*endpoint.ReceiveEndpoint, []byte) {}
@@ -145,6 +161,12 @@ func TestBadInputConfigs(t *testing.T) {
 		},
 		"Listen foreign buffers":   func() error { return listen(endpoint.ListenConfig{OnData: onData, Buffers: foreignBufs}) },
 		"Listen send-only buffers": func() error { return listen(endpoint.ListenConfig{OnData: onData, Buffers: sendBufs}) },
+		"Listen receive and remote-write buffers": func() error {
+			return listen(endpoint.ListenConfig{OnData: onData, Buffers: wider["recv+remote-write"]})
+		},
+		"Listen send and receive buffers": func() error {
+			return listen(endpoint.ListenConfig{OnData: onData, Buffers: wider["send+recv"]})
+		},
 		"Listen bad poller config": func() error { return listen(endpoint.ListenConfig{OnData: onData, PollerConfig: cq.Config{Size: -1}}) },
 		"Dial size above max": func() error {
 			return dialCfg(endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: netio.MaxBufferSize + 1}})
@@ -159,6 +181,10 @@ func TestBadInputConfigs(t *testing.T) {
 		},
 		"Dial foreign buffers":      func() error { return dialCfg(endpoint.SendConfig{Buffers: foreignBufs}) },
 		"Dial receive-only buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: recvBufs}) },
+		"Dial send and remote-write buffers": func() error {
+			return dialCfg(endpoint.SendConfig{Buffers: wider["send+remote-write"]})
+		},
+		"Dial send and receive buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: wider["send+recv"]}) },
 		"Dial buffers and shared": func() error {
 			return dialCfg(endpoint.SendConfig{Buffers: sendBufs, Params: netio.BufferedSendParams{UseSharedBuffers: true}})
 		},
@@ -175,6 +201,17 @@ func TestBadInputConfigs(t *testing.T) {
 		},
 		"DialReconnecting negative timeout": func() error {
 			return closeIfOpen(endpoint.DialReconnecting(mgr, addr, endpoint.ReconnectConfig{DialTimeout: -1}))
+		},
+		"DialReconnecting huge backlog": func() error {
+			return closeIfOpen(endpoint.DialReconnecting(mgr, addr, endpoint.ReconnectConfig{Backlog: 1 << 40}))
+		},
+		"DialReconnecting backlog above MaxBufferCount": func() error {
+			return closeIfOpen(endpoint.DialReconnecting(mgr, addr, endpoint.ReconnectConfig{Backlog: netio.MaxBufferCount + 1,
+				Send: endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 1}}}))
+		},
+		"DialReconnecting backlog above MaxReconnectBacklogBytes": func() error {
+			return closeIfOpen(endpoint.DialReconnecting(mgr, addr, endpoint.ReconnectConfig{Backlog: 2,
+				Send: endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: endpoint.MaxReconnectBacklogBytes/2 + 1}}}))
 		},
 		"AllocExposed local access": func() error {
 			return closeIfOpen(endpoint.AllocExposed(mgr, 64, domain.AccessRemoteRead|domain.AccessSend))

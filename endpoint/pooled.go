@@ -11,15 +11,18 @@ import (
 
 // checkBufferPool refuses a pool.Pool an endpoint of mgr cannot draw its
 // buffers from: one of another domain, whose descriptors mean nothing to
-// mgr's endpoints, or one registered without the access the buffers need
-// (domain.AccessSend for send buffers, domain.AccessRecv for receive
-// buffers). Errors wrap netio.ErrInvalidArgument.
+// mgr's endpoints, or one not registered with exactly the access the
+// buffers need (domain.AccessSend for send buffers, domain.AccessRecv for
+// receive buffers). Exactly, not at least: registrations ask for the least
+// access that works, and a pool that also allowed remote write (or
+// receiving into send buffers) would let a peer write into memory the
+// endpoint hands to the application. Errors wrap netio.ErrInvalidArgument.
 func checkBufferPool(src *pool.Pool, mgr *domain.Manager, need domain.Access) error {
 	switch {
 	case src.Domain() != mgr:
 		return fmt.Errorf("%w: endpoint: the buffer pool belongs to another domain", netio.ErrInvalidArgument)
-	case src.Access()&need == 0:
-		return fmt.Errorf("%w: endpoint: the buffer pool is registered for %s, the endpoint's buffers need %s",
+	case src.Access() != need:
+		return fmt.Errorf("%w: endpoint: the buffer pool is registered for %s, the endpoint's buffers need %s and nothing more",
 			netio.ErrInvalidArgument, accessString(src.Access()), accessString(need))
 	}
 	return nil

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,10 +12,14 @@ import (
 	"github.com/netio-go/netio/domain"
 )
 
-// Defaults for ReconnectConfig.
+// Defaults and limits for ReconnectConfig.
 const (
 	DefaultReconnectInitialBackoff = 10 * time.Millisecond
 	DefaultReconnectMaxBackoff     = 2 * time.Second
+	// MaxReconnectBacklogBytes bounds Backlog × Send.Params.BufferSize:
+	// DialReconnecting allocates the whole backlog up front, on the Go
+	// heap, so an unbounded one could exhaust the process's memory.
+	MaxReconnectBacklogBytes = 1 << 30
 )
 
 // ReconnectConfig configures a ReconnectingSender.
@@ -26,7 +31,10 @@ type ReconnectConfig struct {
 	Send SendConfig
 	// Backlog is how many messages may wait while the sender is
 	// disconnected (or while every send buffer is in flight after a
-	// reconnect). 0 selects Send.Params.BufferCount.
+	// reconnect). 0 selects Send.Params.BufferCount, or as many as fit in
+	// MaxReconnectBacklogBytes if fewer. It is allocated up front (Backlog
+	// × Send.Params.BufferSize bytes), so it may be at most
+	// netio.MaxBufferCount and take at most MaxReconnectBacklogBytes.
 	Backlog int
 	// InitialBackoff is the wait after the first failed dial; each further
 	// failure doubles it up to MaxBackoff. A successful connection resets it.
@@ -41,13 +49,17 @@ type ReconnectConfig struct {
 	// for: OK when the provider completed the send, Failed when the
 	// connection broke while the message was in flight (it may or may not
 	// have arrived; it is not sent again), Canceled when Close found it
-	// still waiting in the backlog. It runs on a poller goroutine or, for
-	// Canceled, on the goroutine calling Close, and must not block. May be
-	// nil.
+	// still waiting in the backlog (or the sender stopped because its
+	// domain was closed). It runs on a poller goroutine or, for Canceled,
+	// on the goroutine calling Close or the sender's dial goroutine, and
+	// must not block. May be nil.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnConnectionChange is called after each connection is established
-	// (err nil) and after each one ends (err says why). It runs on the
-	// sender's dial goroutine and must not block for long. May be nil.
+	// (err nil) and after each one ends (err says why), and once with
+	// connected false and an error matching netio.ErrClosed when the
+	// sender stops by itself because a dial found the domain (or the
+	// shared Send.Poller) closed. It runs on the sender's dial goroutine
+	// and must not block for long. May be nil.
 	OnConnectionChange func(connected bool, err error)
 }
 
@@ -62,7 +74,16 @@ func (c *ReconnectConfig) validate(mgr *domain.Manager) error {
 		return fmt.Errorf("%w: endpoint: negative backlog, backoff or dial timeout", netio.ErrInvalidArgument)
 	}
 	if c.Backlog == 0 {
-		c.Backlog = c.Send.Params.BufferCount
+		// Send.validate applied the defaults: BufferSize is at least 1 and
+		// at most netio.MaxBufferSize, so at least one slot fits.
+		c.Backlog = min(c.Send.Params.BufferCount, MaxReconnectBacklogBytes/c.Send.Params.BufferSize)
+	}
+	if c.Backlog > netio.MaxBufferCount {
+		return fmt.Errorf("%w: endpoint: backlog of %d messages above %d", netio.ErrInvalidArgument, c.Backlog, netio.MaxBufferCount)
+	}
+	if int64(c.Backlog)*int64(c.Send.Params.BufferSize) > MaxReconnectBacklogBytes {
+		return fmt.Errorf("%w: endpoint: backlog of %d messages of %d bytes above %d bytes",
+			netio.ErrInvalidArgument, c.Backlog, c.Send.Params.BufferSize, MaxReconnectBacklogBytes)
 	}
 	if c.InitialBackoff == 0 {
 		c.InitialBackoff = DefaultReconnectInitialBackoff
@@ -105,7 +126,9 @@ type backlogSlot struct {
 // report. Messages accepted while disconnected wait in a bounded backlog and
 // go out, in order, after the next connection is established. A message in
 // flight when a connection breaks is reported Failed and not sent again, so
-// the peer never sees a message twice.
+// the peer never sees a message twice. When a dial finds the domain closed
+// the sender stops by itself, as if closed: the backlog is reported
+// Canceled and Send returns Closed.
 type ReconnectingSender struct {
 	mgr  *domain.Manager
 	addr string
@@ -130,13 +153,18 @@ type ReconnectingSender struct {
 // DialReconnecting starts a ReconnectingSender to addr ("HOST:PORT"). It
 // returns at once: the first connection is dialled in the background, and
 // messages sent before it is up wait in the backlog. Bad configuration and
-// an address that does not parse are reported here.
+// an address that does not parse are reported here (netio.ErrInvalidArgument,
+// netio.ErrBadAddress), and so is a closed domain (netio.ErrClosed), in
+// which no dial could succeed.
 func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*ReconnectingSender, error) {
 	if err := cfg.validate(mgr); err != nil {
 		return nil, err
 	}
 	if _, _, err := splitAddr(addr, false); err != nil {
 		return nil, err
+	}
+	if mgr.Closed() {
+		return nil, fmt.Errorf("endpoint: reconnecting sender: %w", netio.ErrClosed)
 	}
 	r := &ReconnectingSender{mgr: mgr, addr: addr, cfg: cfg, done: make(chan struct{})}
 	r.backlog = make([]backlogSlot, cfg.Backlog)
@@ -272,10 +300,22 @@ func (r *ReconnectingSender) run() {
 	defer close(r.done)
 	backoff := r.cfg.InitialBackoff
 	for r.ctx.Err() == nil {
+		if r.mgr.Closed() {
+			// Closed while we waited: do not dial into it at all (its
+			// fabric objects are gone).
+			r.stopClosed(fmt.Errorf("endpoint: reconnecting sender: domain %w", netio.ErrClosed))
+			return
+		}
 		ended := make(chan error, 1)
 		ep, err := r.dial(ended)
 		if err != nil {
 			r.dialErrors.Add(1)
+			if errors.Is(err, netio.ErrClosed) && r.ctx.Err() == nil {
+				// The domain (or the shared poller) was closed: every
+				// later dial would fail the same way.
+				r.stopClosed(err)
+				return
+			}
 			r.cfg.Send.Logger.Debug().Err(err).Str("addr", r.addr).Dur("backoff", backoff).Msg("dial failed")
 			r.sleep(backoff)
 			backoff = min(2*backoff, r.cfg.MaxBackoff)
@@ -294,6 +334,16 @@ func (r *ReconnectingSender) run() {
 		_ = ep.Close() // reports what was in flight (Failed) before it returns
 		r.notify(false, err)
 	}
+}
+
+// stopClosed stops the sender for good when it can no longer dial (its
+// domain or shared poller is closed), as Close does, instead of retrying
+// forever: the backlog is reported Canceled and Send refuses. It runs on
+// the dial goroutine, which returns after it.
+func (r *ReconnectingSender) stopClosed(err error) {
+	r.cfg.Send.Logger.Debug().Err(err).Str("addr", r.addr).Msg("cannot dial any more: sender stops")
+	r.stop()
+	r.notify(false, err)
 }
 
 // dial makes one connection whose end is signalled on ended.
@@ -378,7 +428,16 @@ func (r *ReconnectingSender) Close() error {
 	r.mu.Unlock()
 	r.cancel()
 	<-r.done
+	r.stop()
+	return nil
+}
+
+// stop refuses further Sends and reports every message in the backlog
+// Canceled. Each key is taken from the backlog under mu, so when the dial
+// goroutine and Close both stop the sender, none is reported twice.
+func (r *ReconnectingSender) stop() {
 	r.mu.Lock()
+	r.closed = true
 	keys := make([]uint64, 0, r.n)
 	for ; r.n > 0; r.n-- {
 		keys = append(keys, r.backlog[r.head].key)
@@ -391,5 +450,4 @@ func (r *ReconnectingSender) Close() error {
 			cb(k, netio.Canceled)
 		}
 	}
-	return nil
 }

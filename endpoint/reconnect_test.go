@@ -1,15 +1,18 @@
 package endpoint_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 )
 
@@ -247,4 +250,73 @@ func TestReconnectingSenderReportsInFlightOnBreak(t *testing.T) {
 	}
 	t.Logf("handed over %d: completed %d, failed %d; delivered %d before and %d after the restart",
 		s.HandedOver, s.Completed, s.Failed, rcv1.count.Load(), rcv2.count.Load())
+}
+
+// TestReconnectingSenderStopsWhenDomainCloses: a sender whose domain is
+// closed while it waits to reconnect stops by itself, as Close would: the
+// backlog is reported Canceled once, OnConnectionChange hears ErrClosed,
+// and Send refuses; it does not retry forever.
+func TestReconnectingSenderStopsWhenDomainCloses(t *testing.T) {
+	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	require.NoError(t, err)
+	rep := &reports{statuses: map[uint64][]netio.Status{}}
+	stopped := make(chan error, 1)
+	pause := &pauseAtFirstDialFailure{failed: make(chan struct{}), resume: make(chan struct{})}
+	rs, err := endpoint.DialReconnecting(mgr, "127.0.0.1:1", endpoint.ReconnectConfig{ // nothing listens: every dial fails
+		Send: endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 256, BufferCount: 2},
+			Logger: zerolog.New(pause)},
+		Backlog:         4,
+		InitialBackoff:  time.Millisecond,
+		MaxBackoff:      time.Millisecond,
+		OnSendCompleted: rep.record,
+		OnConnectionChange: func(connected bool, err error) {
+			if !connected {
+				select { // never connected: only the stop is reported
+				case stopped <- err:
+				default:
+				}
+			}
+		},
+	})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, rs.Close()) }()
+
+	// Close the domain while the sender waits between two dials (closing
+	// it under a dial in progress is a use-after-close the domain does not
+	// guard against).
+	<-pause.failed
+	sendAll(t, rs, 1, 3)
+	require.NoError(t, mgr.Close(), "the failed dial left nothing behind")
+	close(pause.resume)
+	waitFor(t, 10*time.Second, func() bool { return rs.Stats().Canceled == 3 }, "the backlog reported without Close")
+
+	assert.ErrorIs(t, <-stopped, netio.ErrClosed)
+	assert.Equal(t, map[netio.Status]int{netio.Canceled: 3}, rep.assertOnce(t, 3))
+	_, st := rs.Send(seqMessage(4))
+	assert.Equal(t, netio.Closed, st)
+	assert.False(t, rs.Connected())
+	stats := rs.Stats()
+	assert.Zero(t, stats.Backlog)
+	assert.Zero(t, stats.Connections)
+	assert.Equal(t, uint64(1), stats.DialErrors, "no dial into the closed domain")
+	require.NoError(t, rs.Close())
+	assert.Equal(t, uint64(3), rs.Stats().Canceled, "Close reports nothing twice")
+}
+
+// pauseAtFirstDialFailure is a log writer that holds a ReconnectingSender's
+// dial goroutine at its first "dial failed" message, between two dials,
+// until resume is closed.
+type pauseAtFirstDialFailure struct {
+	once           sync.Once
+	failed, resume chan struct{}
+}
+
+func (w *pauseAtFirstDialFailure) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(`"dial failed"`)) {
+		w.once.Do(func() {
+			close(w.failed)
+			<-w.resume
+		})
+	}
+	return len(p), nil
 }

@@ -40,6 +40,7 @@ func TestBadInputLeases(t *testing.T) {
 	before, regs := p.Stats(), m.Stats().Registrations
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
+	var nilCtx context.Context
 
 	for size, want := range map[int]netio.Status{
 		-1:                 netio.InvalidArgument,
@@ -56,11 +57,13 @@ func TestBadInputLeases(t *testing.T) {
 		call func() error
 		want error
 	}{
-		"Get(-1)":                {func() error { _, err := p.Get(context.Background(), -1); return err }, netio.ErrInvalidArgument},
-		"Get(larger)":            {func() error { _, err := p.Get(context.Background(), 4097); return err }, netio.ErrInvalidArgument},
-		"Get canceled":           {func() error { _, err := p.Get(canceled, 2048); return err }, context.Canceled},
-		"GetOrExtend(-1)":        {func() error { _, err := p.GetOrExtend(-1); return err }, netio.ErrInvalidArgument},
-		"GetOrExtend(too large)": {func() error { _, err := p.GetOrExtend(netio.MaxBufferSize + 1); return err }, netio.ErrInvalidArgument},
+		"Get(-1)":                 {func() error { _, err := p.Get(context.Background(), -1); return err }, netio.ErrInvalidArgument},
+		"Get(larger)":             {func() error { _, err := p.Get(context.Background(), 4097); return err }, netio.ErrInvalidArgument},
+		"Get canceled":            {func() error { _, err := p.Get(canceled, 2048); return err }, context.Canceled},
+		"Get nil ctx, would wait": {func() error { _, err := p.Get(nilCtx, 2048); return err }, netio.ErrInvalidArgument},
+		"Get nil ctx, one free":   {func() error { _, err := p.Get(nilCtx, 64); return err }, netio.ErrInvalidArgument},
+		"GetOrExtend(-1)":         {func() error { _, err := p.GetOrExtend(-1); return err }, netio.ErrInvalidArgument},
+		"GetOrExtend(too large)":  {func() error { _, err := p.GetOrExtend(netio.MaxBufferSize + 1); return err }, netio.ErrInvalidArgument},
 		"GetOrExtendN(n -1)": {func() error {
 			dst, err := p.GetOrExtendN([]pool.Buffer{held}, 64, -1)
 			assert.Equal(t, []pool.Buffer{held}, dst, "dst unchanged")
@@ -73,7 +76,9 @@ func TestBadInputLeases(t *testing.T) {
 		}, netio.ErrInvalidArgument},
 	}
 	for name, tc := range errs {
-		assert.ErrorIs(t, tc.call(), tc.want, name)
+		var err error
+		require.NotPanics(t, func() { err = tc.call() }, name)
+		assert.ErrorIs(t, err, tc.want, name)
 	}
 	var zero pool.Buffer
 	assert.NotPanics(t, func() {
@@ -118,4 +123,26 @@ func TestBadInputClosedPool(t *testing.T) {
 	kept.Release()
 	assert.Zero(t, m.Stats().Registrations, "freed at its last release, once")
 	assert.True(t, p.Stats().Closed)
+}
+
+// TestBadInputUnknownAccess: access bits no registration knows are a
+// configuration error from New, whether or not it registers anything up
+// front, and nothing is registered or mapped.
+func TestBadInputUnknownAccess(t *testing.T) {
+	m := newMgr(t, domain.Config{})
+	mapped := domain.MappedBytes()
+	for name, cfg := range map[string]pool.Config{
+		"unknown bit, buffers up front": {Size: 64, Count: 2, Access: domain.AccessSend | 1<<62},
+		"unknown bit, empty pool":       {Size: 64, Access: domain.AccessRecv | 1<<62},
+		"every bit, multi-tier":         {NumTiers: 2, PerTier: 1, FirstSize: 64, SizeMultiple: 4, Access: ^domain.Access(0)},
+	} {
+		p, err := pool.New(m, cfg)
+		assert.ErrorIs(t, err, netio.ErrInvalidArgument, name)
+		assert.Nil(t, p, name)
+		assert.Zero(t, m.Stats().Registrations, name)
+		assert.Equal(t, mapped, domain.MappedBytes(), name)
+		if p != nil {
+			assert.NoError(t, p.Close())
+		}
+	}
 }

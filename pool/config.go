@@ -20,7 +20,8 @@ const maxTiers = 64
 type Config struct {
 	// Access is what each registration allows. 0 selects domain.AccessSend:
 	// registrations ask for the least access that works, so receive or RMA
-	// pools must say so.
+	// pools must say so. Bits other than the domain.Access flags are
+	// refused.
 	Access domain.Access
 
 	// Size is the buffer size of a single-tier pool, in bytes.
@@ -58,6 +59,10 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
+// knownAccess is every access flag a registration may ask for.
+const knownAccess = domain.AccessSend | domain.AccessRecv | domain.AccessRead | domain.AccessWrite |
+	domain.AccessRemoteRead | domain.AccessRemoteWrite
+
 // layout is a validated Config: the tier sizes and counts New registers.
 type layout struct {
 	sizes  []int
@@ -83,6 +88,10 @@ func (cfg *Config) validate() (layout, error) {
 		return l, invalid("negative budget %d", cfg.Budget)
 	case cfg.IdleTimeout < 0:
 		return l, invalid("negative idle timeout %v", cfg.IdleTimeout)
+	case cfg.Access&^knownAccess != 0:
+		// Refused here, not by the first registration: a pool that starts
+		// empty would otherwise fail only when it first grows.
+		return l, invalid("unknown access bits %#x", uint64(cfg.Access&^knownAccess))
 	}
 	if single {
 		if cfg.Size <= 0 || cfg.Size > netio.MaxBufferSize {

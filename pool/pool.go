@@ -477,10 +477,16 @@ func (p *Pool) TryGet(minSize int) (Buffer, netio.Status) {
 // released when every fitting tier is empty. It returns ctx's error when ctx
 // ends first (holding nothing), an error wrapping netio.ErrClosed when the
 // pool is or gets closed, and one wrapping netio.ErrInvalidArgument when no
-// tier fits minSize. Waiters are served first come, first served among
-// those a released buffer fits; see the package documentation. On error the
-// Buffer is the zero Buffer. A Get that does not wait does not allocate.
+// tier fits minSize or ctx is nil. Waiters are served first come, first
+// served among those a released buffer fits; see the package documentation.
+// On error the Buffer is the zero Buffer. A Get that does not wait does not
+// allocate.
 func (p *Pool) Get(ctx context.Context, minSize int) (Buffer, error) {
+	if ctx == nil {
+		// Refused before leasing, so the answer does not depend on whether
+		// a buffer happens to be free.
+		return Buffer{}, errNilContext
+	}
 	b, st := p.TryGet(minSize)
 	switch st {
 	case netio.OK:
@@ -539,7 +545,10 @@ func (p *Pool) Get(ctx context.Context, minSize int) (Buffer, error) {
 	}
 }
 
-var errClosed = fmt.Errorf("pool: %w", netio.ErrClosed)
+var (
+	errClosed     = fmt.Errorf("pool: %w", netio.ErrClosed)
+	errNilContext = fmt.Errorf("%w: pool: get: nil context", netio.ErrInvalidArgument)
+)
 
 func (p *Pool) errNoFit(minSize int) error {
 	return fmt.Errorf("%w: pool: no tier holds %d bytes (largest %d)", netio.ErrInvalidArgument, minSize, p.MaxBufferSize())

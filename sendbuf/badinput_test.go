@@ -33,6 +33,14 @@ func TestBadInputConstructors(t *testing.T) {
 	sendPool, err := pool.New(m, pool.Config{Size: 64})
 	require.NoError(t, err)
 	require.NoError(t, sendPool.Close())
+	// Pools that could send but also let a peer write into the buffers, or
+	// receive into them: more access than a send buffer may have.
+	sendRemoteWrite, err := pool.New(m, pool.Config{Size: 64, Access: domain.AccessSend | domain.AccessRemoteWrite})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, sendRemoteWrite.Close()) }()
+	sendRecv, err := pool.New(m, pool.Config{Size: 64, Access: domain.AccessSend | domain.AccessRecv})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, sendRecv.Close()) }()
 	held, err := m.AllocRegistered(64, domain.AccessSend) // the one registration the domain allows
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, held.Close()) }()
@@ -45,11 +53,20 @@ func TestBadInputConstructors(t *testing.T) {
 			_, err := sendbuf.NewPool(m, netio.MaxBufferSize, netio.MaxBufferCount)
 			return err
 		}, netio.ErrInvalidArgument},
+		"NewPool nil domain":    {func() error { _, err := sendbuf.NewPool(nil, 64, 4); return err }, netio.ErrInvalidArgument},
 		"NewPool closed domain": {func() error { _, err := sendbuf.NewPool(closed, 64, 4); return err }, netio.ErrClosed},
 		"NewPool domain full":   {func() error { _, err := sendbuf.NewPool(m, 64, 4); return err }, netio.ErrNoResources},
 		"NewPoolFrom nil pool":  {func() error { _, err := sendbuf.NewPoolFrom(nil, 64, 4); return err }, netio.ErrInvalidArgument},
 		"NewPoolFrom receive-only pool": {func() error {
 			_, err := sendbuf.NewPoolFrom(recvOnly, 64, 1)
+			return err
+		}, netio.ErrInvalidArgument},
+		"NewPoolFrom send and remote-write pool": {func() error {
+			_, err := sendbuf.NewPoolFrom(sendRemoteWrite, 64, 1)
+			return err
+		}, netio.ErrInvalidArgument},
+		"NewPoolFrom send and receive pool": {func() error {
+			_, err := sendbuf.NewPoolFrom(sendRecv, 64, 1)
 			return err
 		}, netio.ErrInvalidArgument},
 		"NewPoolFrom closed pool":    {func() error { _, err := sendbuf.NewPoolFrom(sendPool, 64, 1); return err }, netio.ErrClosed},
@@ -58,15 +75,23 @@ func TestBadInputConstructors(t *testing.T) {
 			_, err := sendbuf.NewSendBufferManager(m, netio.BufferedSendParams{BufferSize: -1})
 			return err
 		}, netio.ErrInvalidArgument},
+		"NewSendBufferManager nil domain": {func() error {
+			_, err := sendbuf.NewSendBufferManager(nil, netio.BufferedSendParams{BufferSize: 64, BufferCount: 2})
+			return err
+		}, netio.ErrInvalidArgument},
 		"NewSendBufferManager closed domain": {func() error {
 			_, err := sendbuf.NewSendBufferManager(closed, netio.BufferedSendParams{BufferSize: 64, BufferCount: 2})
 			return err
 		}, netio.ErrClosed},
 	}
-	before := m.Stats().Registrations
+	before, mapped := m.Stats().Registrations, domain.MappedBytes()
 	for name, tc := range cases {
-		assert.ErrorIs(t, tc.open(), tc.want, name)
+		var err error
+		require.NotPanics(t, func() { err = tc.open() }, name)
+		assert.ErrorIs(t, err, tc.want, name)
 		assert.Equal(t, before, m.Stats().Registrations, "%s: nothing registered", name)
+		assert.Equal(t, mapped, domain.MappedBytes(), "%s: nothing left mapped", name)
+		assert.Zero(t, sendRemoteWrite.Stats().InUse()+sendRecv.Stats().InUse(), "%s: nothing leased", name)
 	}
 }
 
@@ -108,6 +133,12 @@ func TestBadInputPoolCalls(t *testing.T) {
 		"Owns foreign buffer":        func() bool { return !p.Owns(foreign) },
 		"Reclaim unknown holder":     func() bool { return p.Reclaim(99) == 0 },
 		"Unpost a leased buffer":     func() bool { p.Unpost(leased); return true },
+		"Get for holder 0":           func() bool { return p.Get(0) == nil },
+		"MarkPosted nil":             func() bool { return !p.MarkPosted(nil, me) },
+		"Unpost nil":                 func() bool { p.Unpost(nil); return true },
+		"MarkPosted foreign buffer": func() bool {
+			return !p.MarkPosted(foreign, me) && len(q.Posted(nil, me)) == 0
+		},
 	}
 	for name, call := range refused {
 		var ok bool
@@ -116,6 +147,10 @@ func TestBadInputPoolCalls(t *testing.T) {
 		assert.Equal(t, before, stateOf(p), "%s: state changed", name)
 	}
 	assert.Equal(t, netio.InvalidArgument, p.Release(leased.ID(), other), "still mine")
+	require.True(t, q.MarkPosted(foreign, me))
+	p.Unpost(foreign)
+	assert.Equal(t, []uint64{foreign.ID()}, q.Posted(nil, me), "Unpost leaves another pool's buffer posted")
+	q.Unpost(foreign)
 
 	// A refused Close changes nothing either.
 	assert.ErrorIs(t, p.Close(), netio.ErrNoResources)
@@ -145,4 +180,19 @@ func TestBadInputSharedManager(t *testing.T) {
 	require.NoError(t, sm.Close(), "idempotent")
 	assert.ErrorIs(t, sm.Attach(), netio.ErrClosed)
 	assert.Nil(t, sm.Pool().Get(me))
+}
+
+// TestBadInputGetOnClosedPool: a Get the closed pool refuses, like one for
+// holder 0, leaves the fewest-free count NumAvailable reports as it was.
+func TestBadInputGetOnClosedPool(t *testing.T) {
+	p, _ := newPool(t, 64, 4)
+	held := p.Get(me)
+	require.NotNil(t, held)
+	require.Equal(t, 3, p.NumAvailable(), "starts an interval at 3 free")
+	assert.Nil(t, p.Get(0), "holder 0 is no holder")
+	require.NoError(t, p.Close())
+	assert.Nil(t, p.Get(me), "closed")
+	assert.Equal(t, 3, p.Free())
+	assert.Equal(t, 3, p.NumAvailable(), "refused Gets took nothing")
+	assert.Equal(t, netio.OK, p.Release(held.ID(), me))
 }

@@ -22,8 +22,12 @@ type SendBufferManager struct {
 }
 
 // NewSendBufferManager allocates p.BufferCount buffers of p.BufferSize bytes
-// in mgr (defaults applied).
+// in mgr (defaults applied). A nil mgr is refused with an error wrapping
+// netio.ErrInvalidArgument.
 func NewSendBufferManager(mgr *domain.Manager, p netio.BufferedSendParams) (*SendBufferManager, error) {
+	if mgr == nil {
+		return nil, fmt.Errorf("%w: sendbuf: shared buffers: nil domain manager", netio.ErrInvalidArgument)
+	}
 	p = p.WithDefaults()
 	if err := p.Validate(); err != nil {
 		return nil, err

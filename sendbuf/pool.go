@@ -72,8 +72,14 @@ type Pool struct {
 	capacity int
 }
 
-// NewPool allocates and registers count buffers of size bytes in mgr.
+// NewPool allocates and registers count buffers of size bytes in mgr. A nil
+// mgr is refused with an error wrapping netio.ErrInvalidArgument.
 func NewPool(mgr *domain.Manager, size, count int) (*Pool, error) {
+	if mgr == nil {
+		// Checked first: AllocRegistered would map the region before it
+		// reached the nil Manager.
+		return nil, fmt.Errorf("%w: sendbuf: nil domain manager", netio.ErrInvalidArgument)
+	}
 	if err := validate(size, count); err != nil {
 		return nil, err
 	}
@@ -91,7 +97,9 @@ func NewPool(mgr *domain.Manager, size, count int) (*Pool, error) {
 }
 
 // NewPoolFrom leases count buffers of at least size bytes from src, which
-// must be registered with domain.AccessSend, and returns a Pool over them;
+// must be registered with domain.AccessSend and nothing else (least access:
+// a pool that also allows receiving or remote access is refused with an
+// error wrapping netio.ErrInvalidArgument), and returns a Pool over them;
 // each buffer is size bytes long and keeps its own registration. Each is
 // leased as src.GetOrExtend does: a free buffer, else a new one within
 // src's budget. When one cannot be had, none is kept and the error wraps
@@ -103,9 +111,11 @@ func NewPoolFrom(src *pool.Pool, size, count int) (*Pool, error) {
 	if src == nil {
 		return nil, fmt.Errorf("%w: sendbuf: nil buffer pool", netio.ErrInvalidArgument)
 	}
-	if src.Access()&domain.AccessSend == 0 {
-		return nil, fmt.Errorf("%w: sendbuf: the buffer pool is registered without send access (%#x)",
-			netio.ErrInvalidArgument, uint64(src.Access()))
+	if src.Access() != domain.AccessSend {
+		// Exactly send: any further access would let the provider receive,
+		// or a peer read or write, into buffers the caller fills.
+		return nil, fmt.Errorf("%w: sendbuf: the buffer pool is registered with access %#x, send buffers need send access (%#x) and nothing more",
+			netio.ErrInvalidArgument, uint64(src.Access()), uint64(domain.AccessSend))
 	}
 	leases, err := src.GetOrExtendN(make([]pool.Buffer, 0, count), size, count)
 	if err != nil {
@@ -141,12 +151,18 @@ func newPool(count int, at func(i int) ([]byte, uintptr)) *Pool {
 }
 
 // Get leases a free buffer to holder (an endpoint's non-zero identity), or
-// returns nil when none is free or the pool is closed.
+// returns nil when none is free, the pool is closed or holder is 0 (the
+// holder of free buffers). Only taking a buffer moves the fewest-free
+// count NumAvailable reports; a refused Get changes nothing.
 func (p *Pool) Get(holder uint64) *NetworkBuffer {
+	if holder == 0 {
+		return nil
+	}
 	p.mu.Lock()
 	n := len(p.free)
 	if n == 0 || p.closed {
-		p.minFree = 0
+		// With none free, minFree is 0 already: the Get that took the last
+		// buffer, or the NumAvailable that saw none, set it.
 		p.mu.Unlock()
 		return nil
 	}
@@ -184,15 +200,18 @@ func (p *Pool) Release(id, holder uint64) netio.Status {
 }
 
 // MarkPosted moves a buffer that holder leased to posted. It fails,
-// changing nothing, when the buffer is not leased by holder.
+// changing nothing, when the buffer is nil, another pool's, or not leased
+// by holder.
 func (p *Pool) MarkPosted(b *NetworkBuffer, holder uint64) bool {
-	return b.holder.Load() == holder && b.state.CompareAndSwap(stateLeased, statePosted)
+	return p.Owns(b) && b.holder.Load() == holder && b.state.CompareAndSwap(stateLeased, statePosted)
 }
 
 // Unpost moves a posted buffer back to leased, for a post the provider
-// refused.
+// refused. A nil buffer, another pool's, or one not posted is left alone.
 func (p *Pool) Unpost(b *NetworkBuffer) {
-	b.state.CompareAndSwap(statePosted, stateLeased)
+	if p.Owns(b) {
+		b.state.CompareAndSwap(statePosted, stateLeased)
+	}
 }
 
 // Complete returns a buffer holder posted to the pool after its completion.
