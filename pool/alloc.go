@@ -90,10 +90,13 @@ func (a *HugePageAllocator) Alloc(size int) ([]byte, error) {
 	}
 	// No hugetlb pages reserved (ENOMEM) or no hugetlbfs support (EINVAL):
 	// an ordinary mapping, hinting that transparent huge pages may back it.
-	mem, ferr := domain.Alloc(size)
+	// It is mapped here, not with domain.Alloc, so that Free unmaps both
+	// kinds alike and domain.MappedBytes counts neither.
+	mem, ferr := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if ferr != nil {
-		return nil, ferr
+		return nil, fmt.Errorf("%w: pool: mmap %d bytes: %v", netio.ErrNoResources, n, ferr)
 	}
+	mem = mem[:size]
 	merr := unix.Madvise(mem[:cap(mem)], unix.MADV_HUGEPAGE)
 	a.fallback.Add(1)
 	a.noteOnce.Do(func() {
