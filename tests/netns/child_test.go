@@ -152,6 +152,15 @@ func (c *child) progress(t *testing.T, conn uint64) {
 	c.waitEvent(t, "progress", func(ev event) bool { return ev.Event == evProgress && ev.Conn == conn })
 }
 
+// connected waits for the connection-established event of conn (a
+// receiver's connection ID, or a resender's connection number).
+func (c *child) connected(t *testing.T, conn uint64) event {
+	t.Helper()
+	return c.waitEvent(t, fmt.Sprintf("connection %d established", conn), func(ev event) bool {
+		return ev.Event == evConnected && ev.Conn == conn
+	})
+}
+
 // closed waits for the connection-closed event of conn (0 for a sender).
 func (c *child) closed(t *testing.T, conn uint64) event {
 	t.Helper()
@@ -160,11 +169,17 @@ func (c *child) closed(t *testing.T, conn uint64) event {
 	})
 }
 
-// finish tells a receiver to close and report.
+// tell writes a control line to the role's stdin (see requested).
+func (c *child) tell(t *testing.T, line string) {
+	t.Helper()
+	_, err := io.WriteString(c.stdin, line+"\n")
+	require.NoError(t, err, c.name)
+}
+
+// finish tells a receiver or a resender to close and report.
 func (c *child) finish(t *testing.T) {
 	t.Helper()
-	_, err := io.WriteString(c.stdin, "finish\n")
-	require.NoError(t, err, c.name)
+	c.tell(t, "finish")
 	require.NoError(t, c.stdin.Close(), c.name)
 }
 
@@ -204,6 +219,23 @@ func (c *child) senderReport(t *testing.T) senderReport {
 	ev := c.report(t)
 	require.NotNil(t, ev.Sender, "%s: report without sender part", c.name)
 	return *ev.Sender
+}
+
+// phaseReport waits for a redialling sender's report of its first
+// connection.
+func (c *child) phaseReport(t *testing.T) senderReport {
+	t.Helper()
+	ev := c.waitEvent(t, "phase report", func(ev event) bool { return ev.Event == evPhase })
+	require.NotNil(t, ev.Sender, "%s: phase without sender report", c.name)
+	return *ev.Sender
+}
+
+// resenderReport waits for a resender's report.
+func (c *child) resenderReport(t *testing.T) resenderReport {
+	t.Helper()
+	ev := c.report(t)
+	require.NotNil(t, ev.Resender, "%s: report without resender part", c.name)
+	return *ev.Resender
 }
 
 // receiverReport waits for a receiver's report.

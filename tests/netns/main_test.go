@@ -1,10 +1,10 @@
 // Package netns tests netio between hosts: network namespaces on this
 // machine, joined by a switch, built by hack/netns.sh. Each test creates
 // its own topology and removes it when it ends, pass or fail. The hosts
-// run roles (a sender, a receiver) in child processes: this test binary
-// started again inside a namespace, reporting JSON events on stdout, so
-// that a test can kill one side with SIGKILL and read what the other side
-// saw.
+// run roles (a sender, a receiver, a reconnecting sender) in child
+// processes: this test binary started again inside a namespace, reporting
+// JSON events on stdout, so that a test can kill one side with SIGKILL and
+// read what the other side saw.
 //
 // The tests need root and a kernel with network namespaces, veth and
 // bridge; elsewhere they skip and say why. The netem test also needs
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMain runs a role when the environment names one, the tests
@@ -114,6 +115,58 @@ func (s streamRun) run(t *testing.T, tp *topology) time.Duration {
 		assertIntact(t, sent, got.Conns[0], stream, s.count)
 	}
 	return took
+}
+
+// streamEndlessly starts a receiver on host 1 and a sender on host 2 that
+// streams far more than it can before the test acts, adjusted by adjust
+// (which may be nil), and returns once killAfter sends have completed:
+// mid-stream, for a fault.
+func streamEndlessly(t *testing.T, ctx context.Context, tp *topology, provider string, adjust func(*roleConfig)) (recv, send *child) {
+	t.Helper()
+	recv = startRole(t, ctx, tp, 1, roleReceiver, receiverConfig(tp, provider, 1))
+	cfg := senderConfig(tp, provider, 2, recv.listening(t), 1, endless)
+	cfg.ProgressAt = killAfter
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	send = startRole(t, ctx, tp, 2, roleSender, cfg)
+	send.progress(t, 0)
+	return recv, send
+}
+
+// assertEveryKeyOnce checks that a sender whose connection broke saw each
+// key it handed over reported exactly once, and that its counts agree
+// with the endpoint's.
+func assertEveryKeyOnce(t *testing.T, got senderReport) {
+	t.Helper()
+	assert.Empty(t, got.SendError)
+	assert.Equal(t, got.Sent, got.Completed+got.Failed, "every key reported")
+	assert.Zero(t, got.Unexpected, "keys reported twice or never handed over")
+	assert.Zero(t, got.Unreported, "keys never reported")
+	assert.Equal(t, got.Sent, got.Stats.Sent, "endpoint's Sent")
+	assert.Equal(t, got.Completed, got.Stats.Completed, "endpoint's Completed")
+	assert.Equal(t, got.Failed, got.Stats.Failed, "endpoint's Failed")
+}
+
+// finishBrokenThenIntact waits for a receiver's second connection to
+// close, finishes the receiver, and checks what it saw: a first
+// connection of stream 1, broken by a fault, that delivered an intact
+// prefix, then a second one that carried stream 2 intact from the sender
+// that reported sent, count messages. It returns the first for the
+// caller's own checks.
+func finishBrokenThenIntact(t *testing.T, recv *child, sent senderReport, count uint64) connReport {
+	t.Helper()
+	recv.closed(t, 2)
+	recv.finish(t)
+	got := recv.receiverReport(t)
+	assert.Equal(t, uint64(2), got.Accepted)
+	assert.False(t, got.TimedOut)
+	require.Len(t, got.Conns, 2)
+	broken := got.Conns[0]
+	assert.Equal(t, uint64(1), broken.Stream)
+	assert.Zero(t, broken.VerifyErrors, "the prefix before the fault, first error: %s", broken.FirstError)
+	assertIntact(t, sent, got.Conns[1], 2, count)
+	return broken
 }
 
 // assertIntact checks that count messages of stream went from a sender,

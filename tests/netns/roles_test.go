@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -31,14 +32,19 @@ const (
 
 	roleSender   = "sender"
 	roleReceiver = "receiver"
+	// roleResender sends through a ReconnectingSender, see runResender.
+	roleResender = "resender"
 )
 
 // roleConfig configures a role.
 type roleConfig struct {
 	Provider string `json:"provider"`
 	// Local is the host's address: the domain is opened on it and a
-	// receiver listens on it (port chosen by the system).
+	// receiver listens on it.
 	Local string `json:"local"`
+	// Port is the receiver's port; empty lets the system choose. A
+	// restarted receiver takes its predecessor's.
+	Port string `json:"port,omitempty"`
 	// Connect is the receiver's address, for a sender.
 	Connect string `json:"connect,omitempty"`
 	// Stream numbers a sender's messages, see fill.
@@ -58,15 +64,41 @@ type roleConfig struct {
 	// Timeout bounds the role; when it runs out the role reports what it
 	// has, with TimedOut set.
 	Timeout time.Duration `json:"timeout"`
+
+	// ProgressTimeout is a sender's SendConfig.ProgressTimeout.
+	ProgressTimeout time.Duration `json:"progress_timeout,omitempty"`
+	// Redial, when not 0, has a sender whose connection ended early report
+	// that connection (a phase event), wait for a "redial" line on stdin,
+	// then dial again and send Redial messages of stream Stream+1.
+	Redial uint64 `json:"redial,omitempty"`
+
+	// AnyStart lets each of a receiver's connections start at any
+	// sequence number, taken from its first message: a reconnecting
+	// sender resumes a stream where it broke off. The messages must
+	// still follow each other without a gap on that connection.
+	AnyStart bool `json:"any_start,omitempty"`
+	// Record, when set, is a file in which a receiver counts every message
+	// it delivers by sequence number (see deliveryRecord): it outlives a
+	// SIGKILL, which a report does not.
+	Record string `json:"record,omitempty"`
+
+	// For the resender: SendConfig.DeliveryComplete, the
+	// ReconnectConfig's Backlog and MaxBackoff, and the rate at which it
+	// hands messages over, per second (0: as fast as Send takes them).
+	DeliveryComplete bool          `json:"delivery_complete,omitempty"`
+	Backlog          int           `json:"backlog,omitempty"`
+	MaxBackoff       time.Duration `json:"max_backoff,omitempty"`
+	Rate             int           `json:"rate,omitempty"`
 }
 
 // Event kinds, in the order a role may report them.
 const (
 	evListening = "listening" // receiver: Addr
-	evConnected = "connected" // receiver: Conn
+	evConnected = "connected" // receiver, resender: Conn
 	evProgress  = "progress"  // Count reached; receiver: Conn
-	evClosed    = "closed"    // a connection ended: Error, PeerClosed; receiver: Conn
-	evReport    = "report"    // Sender or Receiver; the last event
+	evClosed    = "closed"    // a connection ended: Error, PeerClosed, Timeout; receiver, resender: Conn
+	evPhase     = "phase"     // Sender: a sender's first connection, before it redials
+	evReport    = "report"    // Sender, Receiver or Resender; the last event
 	evText      = "text"      // a stdout line that is not an event (parent side only)
 )
 
@@ -78,8 +110,10 @@ type event struct {
 	Count      uint64          `json:"count,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	PeerClosed bool            `json:"peer_closed,omitempty"`
+	Timeout    bool            `json:"timeout,omitempty"` // Error matches netio.ErrTimeout
 	Sender     *senderReport   `json:"sender,omitempty"`
 	Receiver   *receiverReport `json:"receiver,omitempty"`
+	Resender   *resenderReport `json:"resender,omitempty"`
 }
 
 // senderReport is what a sender saw. Every key handed to SendBuffer must
@@ -98,6 +132,18 @@ type senderReport struct {
 	Closed     bool   `json:"closed"`
 	CloseError string `json:"close_error,omitempty"`
 	PeerClosed bool   `json:"peer_closed"` // CloseError matches netio.ErrConnectionClosed
+	// TimeoutClosed is set when CloseError matches netio.ErrTimeout: the
+	// ProgressTimeout ended the connection.
+	TimeoutClosed bool `json:"timeout_closed"`
+	// Stall is how long no send had finished (completed, or failed by an
+	// error completion) when the connection ended early: what the
+	// ProgressTimeout waited.
+	Stall time.Duration `json:"stall,omitempty"`
+	// AvailableBuffers and PendingSends are the endpoint's free send
+	// buffers and pending sends once every key was reported, before Close:
+	// every buffer must be back.
+	AvailableBuffers int `json:"available_buffers"`
+	PendingSends     int `json:"pending_sends"`
 	// Refused counts posts SendBuffer refused with Failed; the sender then
 	// waits for the connection's end and stops.
 	Refused uint64 `json:"refused"`
@@ -108,8 +154,10 @@ type senderReport struct {
 
 // connReport is what a receiver saw on one connection.
 type connReport struct {
-	Conn          uint64 `json:"conn"`
-	Stream        uint64 `json:"stream"`
+	Conn     uint64 `json:"conn"`
+	Stream   uint64 `json:"stream"`
+	FirstSeq uint64 `json:"first_seq"` // of the first message
+
 	Messages      uint64 `json:"messages"`
 	Bytes         uint64 `json:"bytes"`
 	VerifyErrors  uint64 `json:"verify_errors"`
@@ -144,6 +192,8 @@ func runRole(role string) int {
 		run = runSender
 	case roleReceiver:
 		run = runReceiver
+	case roleResender:
+		run = runResender
 	default:
 		fmt.Fprintf(os.Stderr, "unknown role %q\n", role)
 		return 2
@@ -218,23 +268,66 @@ type sender struct {
 	endOnce    sync.Once
 	closing    atomic.Bool // the sender closes the endpoint itself
 	progressed bool
+	// lastProgress is when a send last finished other than canceled (a
+	// completion or an error completion), closedAt when the connection
+	// ended; both under mu.
+	lastProgress, closedAt time.Time
 }
 
-// runSender streams cfg.Count messages to cfg.Connect and reports.
+// runSender streams cfg.Count messages to cfg.Connect and reports. With
+// cfg.Redial it reports a connection that ended early as a phase, waits
+// for the test to say "redial", and streams again on a new connection.
 func runSender(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *emitter, log zerolog.Logger) error {
+	rep, err := sendOnce(ctx, mgr, cfg, out, log)
+	if rep == nil {
+		return err
+	}
+	if err == nil && cfg.Redial > 0 && rep.Closed {
+		out.emit(event{Event: evPhase, Sender: rep})
+		select {
+		case <-requested(os.Stdin, "redial"):
+		case <-ctx.Done():
+		}
+		if ctx.Err() == nil {
+			next := cfg
+			next.Stream, next.Count, next.ProgressAt, next.Redial = cfg.Stream+1, cfg.Redial, 0, 0
+			if rep, err = sendOnce(ctx, mgr, next, out, log); rep == nil {
+				return err
+			}
+		}
+		rep.TimedOut = ctx.Err() != nil
+	}
+	out.emit(event{Event: evReport, Sender: rep})
+	return err
+}
+
+// sendOnce dials cfg.Connect, streams cfg.Count messages of cfg.Stream
+// unless the connection ends first, waits until every key was reported,
+// closes, and returns what it saw, with the close's error. When the dial
+// fails it returns no report.
+func sendOnce(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *emitter, log zerolog.Logger) (*senderReport, error) {
 	s := &sender{cfg: cfg, out: out, inFlight: make(map[uint64]int),
 		freed: make(chan struct{}, 1), ended: make(chan struct{})}
 	ep, err := endpoint.Dial(ctx, mgr, cfg.Connect, endpoint.SendConfig{
 		Params:             netio.BufferedSendParams{BufferSize: cfg.Size, BufferCount: cfg.Buffers},
 		OnSendCompleted:    s.onCompleted,
 		OnConnectionClosed: s.onClosed,
+		ProgressTimeout:    cfg.ProgressTimeout,
 		Logger:             log,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	s.mu.Lock()
+	s.lastProgress = time.Now() // a stall with no completion at all counts from here
+	s.mu.Unlock()
 	s.stream(ctx, ep)
 	s.waitSettled(ctx)
+	// Every key is reported, so every buffer should be back. The first
+	// call returns the fewest free since the endpoint started; the second
+	// the fewest since then, which is now.
+	ep.NumAvailableBuffers()
+	available, pending := ep.NumAvailableBuffers(), len(ep.PendingSends())
 	s.closing.Store(true)
 	closeErr := ep.Close()
 
@@ -243,12 +336,15 @@ func runSender(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *em
 	for _, n := range s.inFlight {
 		rep.Unreported += uint64(n)
 	}
+	if rep.Closed {
+		rep.Stall = s.closedAt.Sub(s.lastProgress)
+	}
 	s.mu.Unlock()
+	rep.AvailableBuffers, rep.PendingSends = available, pending
 	rep.Sent = s.sent.Load()
 	rep.Stats = ep.Stats()
 	rep.TimedOut = ctx.Err() != nil
-	out.emit(event{Event: evReport, Sender: &rep})
-	return closeErr
+	return &rep, closeErr
 }
 
 // stream sends Count messages, or until the connection ends or time is up.
@@ -384,6 +480,11 @@ func (s *sender) forget(key uint64) {
 
 // onCompleted runs on the poller goroutine.
 func (s *sender) onCompleted(key uint64, st netio.Status) {
+	if st != netio.Canceled { // canceled sends are the close, not progress
+		s.mu.Lock()
+		s.lastProgress = time.Now()
+		s.mu.Unlock()
+	}
 	if s.count(key, st) {
 		s.settled.Add(1)
 	}
@@ -417,12 +518,13 @@ func (s *sender) count(key uint64, st netio.Status) bool {
 
 // onClosed runs on the poller goroutine, once.
 func (s *sender) onClosed(err error) {
-	peer := errors.Is(err, netio.ErrConnectionClosed)
+	peer, timeout := errors.Is(err, netio.ErrConnectionClosed), errors.Is(err, netio.ErrTimeout)
 	if !s.closing.Load() {
 		s.mu.Lock()
 		s.rep.Closed, s.rep.CloseError, s.rep.PeerClosed = true, err.Error(), peer
+		s.rep.TimeoutClosed, s.closedAt = timeout, time.Now()
 		s.mu.Unlock()
-		s.out.emit(event{Event: evClosed, Error: err.Error(), PeerClosed: peer})
+		s.out.emit(event{Event: evClosed, Error: err.Error(), PeerClosed: peer, Timeout: timeout})
 	}
 	s.endOnce.Do(func() { close(s.ended) })
 }
@@ -433,9 +535,10 @@ type receiver struct {
 	cfg roleConfig
 	out *emitter
 
-	mu    sync.Mutex
-	conns map[uint64]*connState
-	order []uint64 // connection IDs in the order accepted
+	mu     sync.Mutex
+	conns  map[uint64]*connState
+	order  []uint64        // connection IDs in the order accepted
+	record *deliveryRecord // nil without cfg.Record
 }
 
 // connState is one connection's progress.
@@ -446,9 +549,20 @@ type connState struct {
 
 // runReceiver listens on cfg.Local until stdin says finish (or ends), then
 // reports.
-func runReceiver(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *emitter, log zerolog.Logger) error {
+func runReceiver(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *emitter, log zerolog.Logger) (err error) {
 	r := &receiver{cfg: cfg, out: out, conns: make(map[uint64]*connState)}
-	l, err := endpoint.Listen(mgr, cfg.Local+":0", endpoint.ListenConfig{
+	if cfg.Record != "" {
+		if r.record, err = openRecord(cfg.Record); err != nil {
+			return err
+		}
+		// After the listener's close: no callback writes to it any more.
+		defer func() { err = errors.Join(err, r.record.close()) }()
+	}
+	port := cfg.Port
+	if port == "" {
+		port = "0"
+	}
+	l, err := endpoint.Listen(mgr, net.JoinHostPort(cfg.Local, port), endpoint.ListenConfig{
 		Params:                  netio.ReceiveParams{BufferSize: cfg.Size, BufferCount: cfg.Buffers},
 		OnData:                  r.onData,
 		OnConnectionEstablished: r.onEstablished,
@@ -462,7 +576,7 @@ func runReceiver(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *
 	out.emit(event{Event: evListening, Addr: l.Addr()})
 
 	select {
-	case <-finishRequested(os.Stdin):
+	case <-requested(os.Stdin, "finish"):
 	case <-ctx.Done():
 	}
 	closeErr := l.Close()
@@ -472,16 +586,17 @@ func runReceiver(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *
 	return closeErr
 }
 
-// finishRequested is closed when control has a "finish" line or ends.
-func finishRequested(control io.Reader) <-chan struct{} {
-	finish := make(chan struct{})
+// requested is closed when control has a line saying word, or ends (the
+// test is gone, and Pdeathsig ends the role soon anyway).
+func requested(control io.Reader, word string) <-chan struct{} {
+	done := make(chan struct{})
 	go func() {
-		defer close(finish)
+		defer close(done)
 		sc := bufio.NewScanner(control)
-		for sc.Scan() && strings.TrimSpace(sc.Text()) != "finish" {
+		for sc.Scan() && strings.TrimSpace(sc.Text()) != word {
 		}
 	}()
-	return finish
+	return done
 }
 
 func (r *receiver) report(accepted uint64) receiverReport {
@@ -513,15 +628,34 @@ func (r *receiver) onEstablished(ep *endpoint.ReceiveEndpoint) {
 }
 
 // onData checks that the message is the next of its connection's stream.
-// The stream number is taken from the connection's first message.
+// The stream number is taken from the connection's first message, and with
+// AnyStart the first sequence number too.
 func (r *receiver) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
 	c := r.conn(ep)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var seq uint64
+	if len(data) >= patternHeader {
+		seq = binary.LittleEndian.Uint64(data)
+	}
 	if c.rep.Messages == 0 && len(data) >= patternHeader {
 		c.rep.Stream = binary.LittleEndian.Uint64(data[8:])
+		if r.cfg.AnyStart {
+			c.nextSeq = seq
+		}
+		c.rep.FirstSeq = seq
 	}
-	if err := check(data, r.cfg.Size, c.rep.Stream, c.nextSeq); err != nil {
+	// Recorded before anything else: a SIGKILL between the provider taking
+	// a message and this line loses the message unrecorded.
+	var recErr error
+	if r.record != nil && len(data) >= patternHeader && !r.record.count(seq) {
+		recErr = fmt.Errorf("message %d beyond the delivery record's %d", seq, recordSize)
+	}
+	err := check(data, r.cfg.Size, c.rep.Stream, c.nextSeq)
+	if err != nil && r.record != nil {
+		r.record.bad(seq)
+	}
+	if err = errors.Join(recErr, err); err != nil {
 		c.rep.VerifyErrors++
 		if c.rep.FirstError == "" {
 			c.rep.FirstError = err.Error()
@@ -550,5 +684,6 @@ func (r *receiver) onClosed(ep *endpoint.ReceiveEndpoint, err error) {
 	r.mu.Lock()
 	c.rep.Closed, c.rep.CloseError, c.rep.PeerClosed = true, err.Error(), peer
 	r.mu.Unlock()
-	r.out.emit(event{Event: evClosed, Conn: ep.ID(), Error: err.Error(), PeerClosed: peer})
+	r.out.emit(event{Event: evClosed, Conn: ep.ID(), Error: err.Error(), PeerClosed: peer,
+		Timeout: errors.Is(err, netio.ErrTimeout)})
 }
