@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
@@ -36,8 +37,20 @@ type ListenConfig struct {
 	// OnData is called for every message received. data is valid only
 	// during the call: the buffer is posted again as soon as OnData
 	// returns, so copy what you keep. It runs on the poller goroutine and
-	// must not block. Required.
+	// must not block. Exactly one of OnData and OnMessage is required.
 	OnData func(ep *ReceiveEndpoint, data []byte)
+	// OnMessage, instead of OnData, decodes every received message as a
+	// buffer of coalesced messages (netio3's format, docs/wire.md; sent by
+	// a SendEndpointBuffered with SendConfig.Coalesce) and is called for
+	// each message in it, in order: its tag, payload and status (0 when it
+	// carried none). data is valid only during the call. A malformed buffer
+	// delivers the messages before the bad one, then is counted
+	// (ReceiveStats.MalformedBuffers), logged and reported to
+	// OnReceiveError with an error matching coalesce.ErrMalformed; the
+	// connection goes on. After a callback closes the endpoint, the rest
+	// of the buffer is not delivered. It runs on the poller goroutine and
+	// must not block.
+	OnMessage func(ep *ReceiveEndpoint, tag uint64, data []byte, status uint8)
 	// OnConnectionEstablished is called once a connection is accepted and
 	// its buffers are posted. It runs on the poller goroutine. May be nil.
 	OnConnectionEstablished func(ep *ReceiveEndpoint)
@@ -48,8 +61,9 @@ type ListenConfig struct {
 	OnConnectionClosed func(ep *ReceiveEndpoint, err error)
 	// OnReceiveError is called for a receive that completed with an error
 	// (a message larger than the buffer, for example): the message is lost
-	// and this is how the loss is reported. It runs on the poller
-	// goroutine. May be nil; the error is logged in any case.
+	// and this is how the loss is reported. With OnMessage it is also
+	// called for a malformed buffer. It runs on the poller goroutine. May
+	// be nil; the error is logged in any case.
 	OnReceiveError func(ep *ReceiveEndpoint, err error)
 	// Admit decides whether to accept a connection request from peer
 	// ("ip:port"), before anything is allocated for it: a non-nil error
@@ -102,8 +116,8 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 	if mgr == nil {
 		return nil, fmt.Errorf("%w: endpoint: nil domain", netio.ErrInvalidArgument)
 	}
-	if cfg.OnData == nil {
-		return nil, fmt.Errorf("%w: endpoint: listen without OnData", netio.ErrInvalidArgument)
+	if err := cfg.checkDelivery(); err != nil {
+		return nil, err
 	}
 	cfg.Params = cfg.Params.WithDefaults()
 	if err := cfg.Params.Validate(); err != nil {
@@ -308,9 +322,12 @@ func (l *Listener) release() error {
 
 // ReceiveStats counts what a receive endpoint did.
 type ReceiveStats struct {
-	Messages uint64 // messages passed to OnData
-	Bytes    uint64 // bytes passed to OnData
+	Messages uint64 // messages received: passed to OnData, or decoded for OnMessage
+	Bytes    uint64 // bytes of those messages
 	Errors   uint64 // receives that completed with an error
+
+	CoalescedMessages uint64 // messages decoded from them and passed to OnMessage
+	MalformedBuffers  uint64 // received messages that broke the coalesced format
 }
 
 // ReceiveEndpoint is one accepted connection. It keeps Params.BufferCount
@@ -338,6 +355,9 @@ type ReceiveEndpoint struct {
 
 	state                   atomic.Uint32
 	messages, bytes, errors atomic.Uint64
+
+	dec                coalesce.Decoder // poller goroutine only: for OnMessage
+	decoded, malformed atomic.Uint64
 }
 
 // open registers or leases the buffers, opens the endpoint for the
@@ -401,7 +421,8 @@ func (r *ReceiveEndpoint) LocalAddr() string {
 
 // Stats returns the endpoint's counters.
 func (r *ReceiveEndpoint) Stats() ReceiveStats {
-	return ReceiveStats{Messages: r.messages.Load(), Bytes: r.bytes.Load(), Errors: r.errors.Load()}
+	return ReceiveStats{Messages: r.messages.Load(), Bytes: r.bytes.Load(), Errors: r.errors.Load(),
+		CoalescedMessages: r.decoded.Load(), MalformedBuffers: r.malformed.Load()}
 }
 
 // receiveHandler is the endpoint's cq.Handler, kept apart so that users
@@ -411,7 +432,8 @@ type receiveHandler struct{ r *ReceiveEndpoint }
 func (h receiveHandler) HandleCompletion(key uint32, res cq.Result) { h.r.handleCompletion(key, res) }
 func (h receiveHandler) HandleEvent(ev fabric.Event)                { h.r.handleEvent(ev) }
 
-// handleCompletion passes the message to OnData and posts the buffer again.
+// handleCompletion passes the message to OnData (or decodes it for
+// OnMessage) and posts the buffer again.
 // It runs on the poller goroutine.
 func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 	if isRMAKey(key) {
@@ -432,7 +454,7 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 		r.lastMessage = time.Now()
 	}
 	r.inOnData = true
-	r.l.cfg.OnData(r, data)
+	r.deliver(data)
 	r.inOnData = false
 	if r.freeAfterOnData {
 		r.freeBuffers() // OnData closed the endpoint

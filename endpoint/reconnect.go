@@ -67,6 +67,11 @@ func (c *ReconnectConfig) validate(mgr *domain.Manager) error {
 	if c.Send.Params.UseSharedBuffers {
 		return fmt.Errorf("%w: endpoint: a reconnecting sender cannot use shared buffers", netio.ErrInvalidArgument)
 	}
+	if c.Send.Coalesce != nil {
+		// The sender posts whole buffers itself; a coalescing endpoint
+		// hands out none.
+		return fmt.Errorf("%w: endpoint: a reconnecting sender cannot coalesce", netio.ErrInvalidArgument)
+	}
 	if err := c.Send.validate(mgr); err != nil {
 		return err
 	}

@@ -172,6 +172,7 @@ func TestReconnectingSenderRejectsBadConfig(t *testing.T) {
 	for name, cfg := range map[string]endpoint.ReconnectConfig{
 		"shared buffers":    {Send: endpoint.SendConfig{Params: netio.BufferedSendParams{UseSharedBuffers: true}}},
 		"negative backlog":  {Backlog: -1},
+		"coalescing":        {Send: endpoint.SendConfig{Coalesce: &endpoint.CoalesceConfig{}}},
 		"max below initial": {InitialBackoff: time.Second, MaxBackoff: time.Millisecond},
 	} {
 		_, err := endpoint.DialReconnecting(mgr, "127.0.0.1:1", cfg)

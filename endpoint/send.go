@@ -38,11 +38,12 @@ type SendConfig struct {
 	// excludes Params.UseSharedBuffers. The caller closes it after the
 	// endpoint.
 	Buffers *pool.Pool
-	// OnSendCompleted is called once per buffer handed to SendBuffer, with
-	// its key (the buffer ID) and the outcome: OK when the provider
-	// completed the send, Failed for an error completion, Canceled when the
-	// endpoint closed first. The buffer is back in the pool when it runs.
-	// It runs on the poller goroutine and must not block. May be nil.
+	// OnSendCompleted is called once per buffer handed to SendBuffer (or
+	// posted by coalescing), with its key (the buffer ID) and the outcome:
+	// OK when the provider completed the send, Failed for an error
+	// completion, Canceled when the endpoint closed first. The buffer is
+	// back in the pool when it runs. It runs on the poller goroutine and
+	// must not block. May be nil.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnConnectionClosed is called once when the connection ends: with
 	// netio.ErrClosed after Close, or an error matching
@@ -51,12 +52,14 @@ type SendConfig struct {
 	// on the poller goroutine and must not block. May be nil.
 	OnConnectionClosed func(err error)
 	// DeliveryComplete makes a send complete (OnSendCompleted with OK) only
-	// once the message is in a receive buffer of the peer, not when the
-	// provider has taken it: a message the peer's process loses by closing
-	// or crashing is then reported, never counted as sent. It costs an
-	// acknowledgement per message. libfabric 1.17's tcp honours it; on other
-	// providers Dial fails with netio.ErrNotSupported (sockets completes
-	// sends once it has buffered them whatever is asked).
+	// once the message is in a posted receive buffer of the peer, not when
+	// the provider has taken it: a message lost because the peer closed the
+	// connection is then reported, never counted as sent. A peer process
+	// killed after placement but before OnData ran can still lose up to its
+	// posted buffers' worth; only an application acknowledgement covers
+	// that. It costs an acknowledgement per message. libfabric 1.17's tcp
+	// honours it; on other providers Dial fails with netio.ErrNotSupported
+	// (sockets completes sends once it has buffered them whatever is asked).
 	DeliveryComplete bool
 	// ProgressTimeout ends the connection when sends are pending and none
 	// has completed for this long: a peer or link that stopped taking data
@@ -69,6 +72,12 @@ type SendConfig struct {
 	// provider itself stops taking data: sockets completes sends once it has
 	// buffered them, and buffers what a stalled peer leaves.
 	ProgressTimeout time.Duration
+	// Coalesce, when set, turns on small-message coalescing: SendMessage,
+	// SendMessageV, SendMessageStatus and Flush pack messages into the
+	// endpoint's buffers in netio3's format, for a peer that decodes them
+	// (ListenConfig.OnMessage). The endpoint then owns its buffers, so
+	// GetBuffer, SendBuffer and ReleaseBuffer refuse. See CoalesceConfig.
+	Coalesce *CoalesceConfig
 	// Poller is an event loop to share with other endpoints; the caller
 	// closes it after the endpoints. Nil gives the endpoint its own,
 	// configured by PollerConfig and closed with it.
@@ -89,6 +98,9 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 	}
 	if c.ProgressTimeout < 0 {
 		return fmt.Errorf("%w: endpoint: negative ProgressTimeout %v", netio.ErrInvalidArgument, c.ProgressTimeout)
+	}
+	if err := c.Coalesce.validate(); err != nil {
+		return err
 	}
 	if c.Buffers != nil {
 		if c.Params.UseSharedBuffers {
@@ -154,7 +166,8 @@ func (c *sendCounters) stats() SendStats {
 
 // SendEndpointBuffered sends messages from registered buffers (netio3's
 // SendEndpointBuffered): GetBuffer, fill, SendBuffer; the completion returns
-// the buffer and reports its ID as the key.
+// the buffer and reports its ID as the key. With SendConfig.Coalesce it
+// packs small messages into those buffers instead (SendMessage).
 type SendEndpointBuffered struct {
 	c        sendConn
 	cfg      SendConfig
@@ -162,6 +175,7 @@ type SendEndpointBuffered struct {
 	pool     *sendbuf.Pool
 	ownPool  bool
 	counters sendCounters
+	co       *coalescer // nil unless SendConfig.Coalesce is set
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
@@ -180,10 +194,19 @@ func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig)
 	s.c = sendConn{mgr: mgr, addr: addr, kind: s}
 	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed,
 		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout}
-	if err := s.c.dial(ctx, host, port, opts, s.openPool); err != nil {
+	if err := s.c.dial(ctx, host, port, opts, s.prepare); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// prepare sets up the buffers, and the coalescing over them when asked.
+func (s *SendEndpointBuffered) prepare() error {
+	if err := s.openPool(); err != nil {
+		return err
+	}
+	s.startCoalescing()
+	return nil
 }
 
 func (s *SendEndpointBuffered) openPool() error {
@@ -209,10 +232,10 @@ func (s *SendEndpointBuffered) openPool() error {
 }
 
 // GetBuffer leases a free registered buffer, or returns nil when none is
-// free or the endpoint is closed. Fill buf.Bytes() and pass it to
-// SendBuffer, or give it back with ReleaseBuffer.
+// free, the endpoint is closed, or it is coalescing. Fill buf.Bytes() and
+// pass it to SendBuffer, or give it back with ReleaseBuffer.
 func (s *SendEndpointBuffered) GetBuffer() *sendbuf.NetworkBuffer {
-	if s.c.ended.Load() {
+	if s.co != nil || s.c.ended.Load() {
 		return nil
 	}
 	return s.pool.Get(s.holder)
@@ -221,13 +244,19 @@ func (s *SendEndpointBuffered) GetBuffer() *sendbuf.NetworkBuffer {
 // SendBuffer sends the first size bytes of buf as one message and hands buf
 // to the endpoint until its completion. It returns OK when posted;
 // NoResources when the transmit queue is full (the caller keeps buf and may
-// retry); InvalidArgument for a buffer not leased from this endpoint or a
-// size outside 0..buf.Size(); Closed after Close or connection loss;
-// Failed when the provider refuses the post. It does not allocate.
+// retry); InvalidArgument for a buffer not leased from this endpoint, a
+// size outside 0..buf.Size(), or a coalescing endpoint; Closed after Close
+// or connection loss; Failed when the provider refuses the post. It does
+// not allocate.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
-	if !s.pool.Owns(buf) || size < 0 || size > buf.Size() {
+	if s.co != nil || !s.pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
 	}
+	return s.post(buf, size)
+}
+
+// post sends the first size bytes of buf, one of the pool's buffers.
+func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.Status {
 	ep, ok := s.c.guard.acquire()
 	if !ok {
 		return netio.Closed
@@ -248,8 +277,11 @@ func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) 
 // ReleaseBuffer gives back a leased buffer that was not sent and returns its
 // key (the buffer ID). It reports InvalidArgument, changing nothing, for an
 // unknown ID or a buffer not leased from this endpoint (already released,
-// or in flight).
+// or in flight), and on a coalescing endpoint, whose buffers it holds.
 func (s *SendEndpointBuffered) ReleaseBuffer(id uint64) (uint64, netio.Status) {
+	if s.co != nil {
+		return id, netio.InvalidArgument
+	}
 	return id, s.pool.Release(id, s.holder)
 }
 
@@ -279,7 +311,18 @@ func (s *SendEndpointBuffered) Stats() SendStats { return s.counters.stats() }
 // SendConfig.Buffers go back to that pool, those the caller holds once
 // released with ReleaseBuffer or unreachable. It is idempotent and may be
 // called from a callback.
-func (s *SendEndpointBuffered) Close() error { return s.c.close() }
+//
+// On a coalescing endpoint Close first posts the current buffer, as Flush
+// would; like every send still pending it is then reported through
+// OnSendCompleted, with OK or Canceled (a canceled send may or may not
+// have reached the peer: Flush and wait for the completion first to know).
+// Messages that cannot be posted (the transmit queue is full, the
+// connection is gone, or a SendMessage raced with Close) are dropped,
+// logged, and counted in CoalesceStats.Dropped; never lost silently.
+func (s *SendEndpointBuffered) Close() error {
+	s.flushOnClose()
+	return s.c.close()
+}
 
 // handleCompletion returns the buffer and reports its key. It runs on the
 // poller goroutine.
@@ -299,6 +342,7 @@ func (s *SendEndpointBuffered) handleCompletion(key uint32, r cq.Result) {
 // cancelPending returns every buffer in flight first, then reports each:
 // a callback that calls Close finds the pool whole.
 func (s *SendEndpointBuffered) cancelPending() {
+	s.endCoalescing() // first: a callback below finds it closed
 	pending := s.pool.Posted(nil, s.holder)
 	canceled := pending[:0]
 	for _, id := range pending {
@@ -317,6 +361,7 @@ func (s *SendEndpointBuffered) cancelPending() {
 // releaseResources gives the buffers back: a pool of its own is closed, a
 // shared one keeps them.
 func (s *SendEndpointBuffered) releaseResources() error {
+	s.endCoalescing() // stops the flusher after a failed dial too
 	if s.pool == nil {
 		return nil
 	}
