@@ -24,33 +24,54 @@ func requestDeliveryComplete(info *fabric.Info) error {
 	return nil
 }
 
-// watchProgress ends the connection when operations stay pending without
-// one finishing for timeout. It checks every quarter of the timeout, so a
-// stall is noticed after between timeout and 1.25 × timeout; the hot path
-// pays nothing, because the check reads the counters the endpoint keeps
-// anyway.
-func (c *sendConn) watchProgress(timeout time.Duration) {
+// stallWatch calls onStall once when progress reports work waiting and an
+// unchanged count for timeout, unless ended says the connection is over.
+// It checks every quarter of the timeout, so a stall is noticed after
+// between timeout and 1.25 × timeout; the hot path pays nothing, because
+// progress reads counters the endpoint keeps anyway. Stop the returned
+// timer when the connection ends.
+func stallWatch(timeout time.Duration, progress func() (waiting bool, count uint64), ended func() bool, onStall func()) *time.Timer {
 	tick := max(timeout/4, time.Millisecond)
 	var last uint64
 	var stalled time.Duration
 	var t *time.Timer
-	t = time.AfterFunc(time.Hour, func() { // armed below, once stored
-		if c.ended.Load() {
+	t = time.AfterFunc(time.Hour, func() { // armed below, once assigned
+		if ended() {
 			return
 		}
-		pending, finished := c.kind.progress()
-		if !pending || finished != last {
-			last, stalled = finished, 0
+		waiting, count := progress()
+		if !waiting || count != last {
+			last, stalled = count, 0
 		} else if stalled += tick; stalled >= timeout {
-			reason := fmt.Errorf("%w: %w: no send completed for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
-			c.log.Warn().Str("peer", c.addr).Dur("timeout", timeout).Msg("send progress timeout: closing the connection")
-			c.poller.Do(func() { c.teardown(reason) })
+			onStall()
 			return
 		}
 		t.Reset(tick)
 	})
-	c.watchdog.Store(t)
 	t.Reset(tick)
+	return t
+}
+
+// watchProgress ends the connection when sends stay pending without one
+// finishing for timeout (SendConfig.ProgressTimeout).
+func (c *sendConn) watchProgress(timeout time.Duration) {
+	c.watchdog.Store(stallWatch(timeout, c.kind.progress, c.ended.Load, func() {
+		reason := fmt.Errorf("%w: %w: no send completed for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
+		c.log.Warn().Str("peer", c.addr).Dur("timeout", timeout).Msg("send progress timeout: closing the connection")
+		c.poller.Do(func() { c.teardown(reason) })
+	}))
+}
+
+// watchIdle ends the connection when no message has arrived for timeout
+// (ListenConfig.IdleTimeout).
+func (r *ReceiveEndpoint) watchIdle(timeout time.Duration) {
+	activity := func() (bool, uint64) { return true, r.messages.Load() + r.errors.Load() }
+	ended := func() bool { return r.state.Load() == stateClosed }
+	r.idle = stallWatch(timeout, activity, ended, func() {
+		reason := fmt.Errorf("%w: %w: no message for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
+		r.l.log.Warn().Uint64("conn", r.id).Dur("timeout", timeout).Msg("receive idle timeout: closing the connection")
+		r.l.poller.Do(func() { r.teardown(reason) })
+	})
 }
 
 // progress reports the counters ProgressTimeout watches.

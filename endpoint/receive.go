@@ -76,6 +76,14 @@ type ListenConfig struct {
 	// registered, so a flood of requests cannot exhaust registered memory.
 	// 0 means no cap.
 	MaxConnections int
+	// IdleTimeout closes a connection on which no message has arrived for
+	// this long, with an error matching netio.ErrConnectionClosed and
+	// netio.ErrTimeout: a peer that connects and never sends cannot hold
+	// buffers (or one of MaxConnections) forever. It also reclaims
+	// connections whose end the provider never reports: libfabric 1.17's
+	// sockets misses the peer's close when it comes right after the accept
+	// (3-20% of fast dial/close cycles here). 0 disables it.
+	IdleTimeout time.Duration
 	// RMA tunes the RMA transfers (ReceiveEndpoint.Pull and Push) made on
 	// accepted connections; defaults apply to zero fields.
 	RMA RMAParams
@@ -101,9 +109,10 @@ type Listener struct {
 	addr      string
 	log       zerolog.Logger
 
-	mu     sync.Mutex
-	conns  map[*ReceiveEndpoint]struct{}
-	closed bool
+	mu      sync.Mutex
+	conns   map[*ReceiveEndpoint]struct{}
+	closed  bool
+	retired ReceiveStats // what connections that ended received
 
 	closer   closer
 	accepted atomic.Uint64
@@ -126,8 +135,9 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 	if err := cfg.RMA.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.MaxConnections < 0 {
-		return nil, fmt.Errorf("%w: endpoint: negative MaxConnections %d", netio.ErrInvalidArgument, cfg.MaxConnections)
+	if cfg.MaxConnections < 0 || cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("%w: endpoint: negative MaxConnections %d or IdleTimeout %v",
+			netio.ErrInvalidArgument, cfg.MaxConnections, cfg.IdleTimeout)
 	}
 	if cfg.Buffers != nil {
 		if err := checkBufferPool(cfg.Buffers, mgr, domain.AccessRecv); err != nil {
@@ -273,10 +283,47 @@ func (l *Listener) admit(info *fabric.Info) error {
 	return nil
 }
 
-func (l *Listener) forget(r *ReceiveEndpoint) {
+// retire forgets an ended connection and keeps its counters in the
+// listener's totals, in one step so that Stats counts it exactly once.
+func (l *Listener) retire(r *ReceiveEndpoint) {
+	s := r.Stats()
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.conns[r]; !ok {
+		return
+	}
 	delete(l.conns, r)
-	l.mu.Unlock()
+	l.retired.add(s)
+}
+
+// ListenerStats counts what a listener did over its whole life.
+type ListenerStats struct {
+	Accepted uint64 // connection requests accepted
+	Rejected uint64 // connection requests rejected (see Rejected)
+	Active   int    // connections served now
+	// Received sums the ReceiveStats of every connection, live and ended,
+	// so errors stay counted after the connection that saw them is gone.
+	Received ReceiveStats
+}
+
+// Stats returns the listener's counters.
+func (l *Listener) Stats() ListenerStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := ListenerStats{Accepted: l.accepted.Load(), Rejected: l.rejected.Load(), Active: len(l.conns), Received: l.retired}
+	for r := range l.conns {
+		s.Received.add(r.Stats())
+	}
+	return s
+}
+
+// add sums o into s.
+func (s *ReceiveStats) add(o ReceiveStats) {
+	s.Messages += o.Messages
+	s.Bytes += o.Bytes
+	s.Errors += o.Errors
+	s.CoalescedMessages += o.CoalescedMessages
+	s.MalformedBuffers += o.MalformedBuffers
 }
 
 // Close stops accepting, closes every connection (each gets its
@@ -358,6 +405,9 @@ type ReceiveEndpoint struct {
 
 	dec                coalesce.Decoder // poller goroutine only: for OnMessage
 	decoded, malformed atomic.Uint64
+
+	idle      *time.Timer // IdleTimeout's check; set once connected
+	truncated atomic.Bool // a message larger than the buffers arrived
 }
 
 // open registers or leases the buffers, opens the endpoint for the
@@ -469,6 +519,11 @@ func (r *ReceiveEndpoint) receiveFailed(key uint32, res cq.Result) {
 	}
 	r.errors.Add(1)
 	err := fmt.Errorf("%w: receive of %d bytes: %w", netio.ErrFailed, res.Len, res.Errno)
+	if errors.Is(res.Errno, fabric.ETRUNC) {
+		r.truncated.Store(true)
+		err = fmt.Errorf("%w: a message larger than the %d-byte receive buffers: %w",
+			netio.ErrFailed, r.l.cfg.Params.BufferSize, res.Errno)
+	}
 	r.l.log.Warn().Uint64("conn", r.id).Err(err).Msg("receive failed")
 	if cb := r.l.cfg.OnReceiveError; cb != nil {
 		cb(r, err)
@@ -495,6 +550,9 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 	case ev.Kind == fabric.EventConnected && r.state.CompareAndSwap(stateConnecting, stateConnected):
 		local, _ := r.ep.Addr() // final once connected
 		r.local.Store(&local)
+		if t := r.l.cfg.IdleTimeout; t > 0 {
+			r.watchIdle(t)
+		}
 		r.l.log.Debug().Uint64("conn", r.id).Msg("connection established")
 		if cb := r.l.cfg.OnConnectionEstablished; cb != nil {
 			cb(r)
@@ -502,7 +560,7 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 	case ev.Kind == fabric.EventShutdown && r.state.Load() == stateConnected:
 		r.drain()
 	case ev.Kind != fabric.EventConnected:
-		r.teardown(closeReason(ev))
+		r.teardown(r.peerClosed(closeReason(ev)))
 	}
 }
 
@@ -514,6 +572,17 @@ const (
 	drainQuiet = 100 * time.Millisecond // close after this long without a message
 	drainMax   = 5 * time.Second        // and in any case after this long
 )
+
+// peerClosed is why the peer ended the connection: tcp drops a connection
+// whose peer sent a message larger than the posted buffers, and the
+// truncation is the real cause, so it is named.
+func (r *ReceiveEndpoint) peerClosed(reason error) error {
+	if r.truncated.Load() {
+		return fmt.Errorf("%w (after a message larger than the %d-byte receive buffers: %w)",
+			reason, r.l.cfg.Params.BufferSize, fabric.ETRUNC)
+	}
+	return reason
+}
 
 // drain starts closing after the peer's shutdown without losing what the
 // provider already holds: the sockets provider reports the shutdown while
@@ -538,7 +607,7 @@ func (r *ReceiveEndpoint) checkDrain() {
 		}
 		now := time.Now()
 		if now.Sub(r.lastMessage) >= drainQuiet || now.Sub(r.drainStart) >= drainMax {
-			r.teardown(netio.ErrConnectionClosed)
+			r.teardown(r.peerClosed(netio.ErrConnectionClosed))
 			return
 		}
 		r.drainTimer.Reset(drainQuiet)
@@ -555,8 +624,11 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	if r.drainTimer != nil {
 		r.drainTimer.Stop()
 	}
+	if r.idle != nil {
+		r.idle.Stop()
+	}
+	r.l.retire(r)
 	r.release(reason) // closing the endpoint tells the peer; see closeEndpoint
-	r.l.forget(r)
 	r.l.log.Debug().Uint64("conn", r.id).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
 		cb(r, reason)
