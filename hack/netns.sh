@@ -8,9 +8,13 @@
 # exist only inside the namespaces: nothing is added to the machine's own
 # network, and deleting the namespaces deletes every veth with them.
 #
-# Faults go on the two ends of a host's cable: a qdisc on the host's eth0
-# (delay, loss, rate), and the link state of the switch port (a pulled
-# cable: the host keeps its address and routes, its packets go nowhere).
+# Faults go on a host's cable: a qdisc on either end of it, the host's eth0
+# or the switch's port to the host (delay, loss, rate; a queue on the port
+# is a bottleneck in the switch, which the sender's TCP cannot keep short
+# the way it keeps its own host's queue short), random loss in the switch
+# (nftables, for kernels without sch_netem), and the link state of the
+# switch port (a pulled cable: the host keeps its address and routes, its
+# packets go nowhere).
 #
 # Usage (as root; NAME is letters, digits, '.', '_', '-'):
 #   hack/netns.sh check                    can this machine do it? (exit 0 if so)
@@ -24,6 +28,20 @@
 #   hack/netns.sh qdisc NAME I KIND [ARG…] set host I's root qdisc on eth0, e.g.
 #                                            qdisc NAME 1 netem delay 5ms loss 1%
 #   hack/netns.sh drops NAME I             packets host I's root qdisc dropped
+#   hack/netns.sh port-qdisc NAME I none|KIND [ARG…]
+#                                          the same on the switch's port to host I,
+#                                            where what the switch sends host I queues
+#   hack/netns.sh port-drops NAME I        packets that port's root qdisc dropped
+#   hack/netns.sh gso NAME I on|off        let host I's kernel hand eth0 packets of up
+#                                            to 64 KB (on, the default) or only single
+#                                            frames (off; for connections opened after),
+#                                            so that a packet lost on the way is one frame
+#   hack/netns.sh loss NAME I PCT          drop PCT % (0.01-100, two decimals) of
+#                                            the frames crossing host I's cable, either
+#                                            way, at random; replaces host I's rule
+#   hack/netns.sh loss NAME I none         remove host I's loss rule
+#   hack/netns.sh lost NAME I              "DROPPED SEEN": frames host I's loss rule
+#                                            dropped, of those it saw
 #   hack/netns.sh list                     names of the topologies that exist
 #   hack/netns.sh prune                    remove topologies named netio-PID-…
 #                                          whose process PID is gone
@@ -38,7 +56,10 @@
 #   hack/netns.sh down demo
 #
 # Needs bash, iproute2 (ip, tc) and a kernel with network namespaces, veth
-# and bridge support; netem delay/loss needs sch_netem as well.
+# and bridge support; netem delay/loss needs sch_netem as well, and loss
+# needs nft (nftables) and a kernel with nf_tables for bridges and numgen.
+# A loss rule is an nftables table in the switch's namespace, so it goes
+# with the topology; nothing is added to the machine's own ruleset.
 set -euo pipefail
 
 readonly SUBNET=10.77.0 # host i is ${SUBNET}.i/24
@@ -163,26 +184,145 @@ cmd_link() {
 	ip -n "$1-sw" link set "h$2" "$3"
 }
 
+# set_qdisc sets the root qdisc of device $2 in namespace $1 to the rest
+# of the arguments, or removes it when they are "none".
+set_qdisc() {
+	local ns=$1 dev=$2
+	shift 2
+	if [[ $1 == none ]]; then
+		# Deleting the default qdisc fails; there is nothing to remove then.
+		ip netns exec "${ns}" tc qdisc del dev "${dev}" root 2>/dev/null || true
+		return
+	fi
+	ip netns exec "${ns}" tc qdisc replace dev "${dev}" root "$@"
+}
+
+# qdisc_drops prints how many packets the root qdisc of device $2 in
+# namespace $1 dropped.
+qdisc_drops() {
+	# " Sent 123 bytes 4 pkt (dropped 5, overlimits 6 requeues 0)"
+	ip netns exec "$1" tc -s qdisc show dev "$2" root |
+		awk '/dropped/ { sub(",", "", $7); print $7; exit }'
+}
+
 cmd_qdisc() {
 	[[ $# -ge 3 ]] || usage
 	local ns
 	ns=$(host_ns "$1" "$2")
 	shift 2
-	if [[ $1 == none ]]; then
-		# Deleting the default qdisc fails; there is nothing to remove then.
-		ip netns exec "${ns}" tc qdisc del dev eth0 root 2>/dev/null || true
-		return
-	fi
-	ip netns exec "${ns}" tc qdisc replace dev eth0 root "$@"
+	set_qdisc "${ns}" eth0 "$@"
 }
 
 cmd_drops() {
 	[[ $# -eq 2 ]] || usage
 	local ns
 	ns=$(host_ns "$1" "$2")
-	# " Sent 123 bytes 4 pkt (dropped 5, overlimits 6 requeues 0)"
-	ip netns exec "${ns}" tc -s qdisc show dev eth0 root |
-		awk '/dropped/ { sub(",", "", $7); print $7; exit }'
+	qdisc_drops "${ns}" eth0
+}
+
+cmd_port_qdisc() {
+	[[ $# -ge 3 ]] || usage
+	host_ns "$1" "$2" >/dev/null
+	local sw="$1-sw" port="h$2"
+	shift 2
+	set_qdisc "${sw}" "${port}" "$@"
+}
+
+cmd_port_drops() {
+	[[ $# -eq 2 ]] || usage
+	host_ns "$1" "$2" >/dev/null
+	qdisc_drops "$1-sw" "h$2"
+}
+
+cmd_gso() {
+	[[ $# -eq 3 && ($3 == on || $3 == off) ]] || usage
+	local ns segs=65535 # the kernel's default for a veth
+	ns=$(host_ns "$1" "$2")
+	# TCP takes the limit from the device when a connection starts. With
+	# one segment a packet it never builds a 64 KB GSO packet, which a drop
+	# on the way would lose whole: some 44 frames at once.
+	[[ $3 == off ]] && segs=1
+	ip -n "${ns}" link set dev eth0 gso_max_segs "${segs}"
+}
+
+need_nft() {
+	command -v nft >/dev/null || die "nft not found: install nftables"
+}
+
+# loss_table prints the name of host $1's loss table in the switch.
+loss_table() {
+	printf 'netio_loss_h%s' "$1"
+}
+
+# has_loss_table reports whether the switch of topology $1 has host $2's
+# loss table. nft 1.0.6 has no "destroy": ask first, so that a missing
+# table is not taken for a failure.
+has_loss_table() {
+	ip netns exec "$1-sw" nft list table bridge "$(loss_table "$2")" >/dev/null 2>&1
+}
+
+# basis_points prints percentage $1 (0.01-100, two decimals at most) in
+# hundredths of a percent, the unit of the loss rule's random numbers; it
+# dies on anything else.
+basis_points() {
+	local bad="bad percentage '$1' (0.01-100, two decimals at most; none removes the rule)"
+	[[ $1 =~ ^([0-9]{1,3})(\.([0-9]{1,2}))?$ ]] || die "${bad}"
+	local frac="${BASH_REMATCH[3]}00"
+	local bp=$((10#${BASH_REMATCH[1]} * 100 + 10#${frac:0:2}))
+	((bp >= 1 && bp <= 10000)) || die "${bad}"
+	printf '%d' "${bp}"
+}
+
+cmd_loss() {
+	[[ $# -eq 3 ]] || usage
+	host_ns "$1" "$2" >/dev/null
+	need_nft
+	local sw="$1-sw" port="h$2" table
+	table=$(loss_table "$2")
+	if [[ $3 == none ]]; then
+		if has_loss_table "$1" "$2"; then
+			ip netns exec "${sw}" nft delete table bridge "${table}"
+		fi
+		return
+	fi
+	local bp
+	bp=$(basis_points "$3")
+	# One transaction: adding the table first lets the delete succeed when
+	# there was none, so a rule is replaced, never doubled. The bridge
+	# family's forward hook sees every frame the switch passes from one
+	# port to another; each direction has its rule, which counts the
+	# frames it sees, then those it drops: a random number in 0-9999 at
+	# most bp-1 is bp in 10000 (the right side may not exceed 9999).
+	ip netns exec "${sw}" nft -f - <<END
+table bridge ${table}
+delete table bridge ${table}
+table bridge ${table} {
+	chain forward {
+		type filter hook forward priority 0; policy accept;
+		iifname "${port}" counter numgen random mod 10000 <= $((bp - 1)) counter drop
+		oifname "${port}" counter numgen random mod 10000 <= $((bp - 1)) counter drop
+	}
+}
+END
+}
+
+cmd_lost() {
+	[[ $# -eq 2 ]] || usage
+	host_ns "$1" "$2" >/dev/null
+	need_nft
+	has_loss_table "$1" "$2" || die "no loss rule on host $2 of topology $1"
+	# 'iifname "h2" counter packets 7378 bytes 10962888 numgen random mod
+	# 10000 <= 99 counter packets 65 bytes 94668 drop': the first counter
+	# is the frames the rule saw, the second those it dropped.
+	ip netns exec "$1-sw" nft list table bridge "$(loss_table "$2")" |
+		awk '/numgen/ {
+			n = 0
+			for (i = 1; i < NF; i++) {
+				if ($i != "packets") continue
+				if (++n == 1) seen += $(i + 1); else dropped += $(i + 1)
+			}
+		}
+		END { printf "%d %d\n", dropped, seen }'
 }
 
 # topologies prints the name of every topology.
@@ -213,7 +353,9 @@ main() {
 	local cmd=$1
 	shift
 	case ${cmd} in
-	check | up | down | hosts | exec | link | qdisc | drops | list | prune) "cmd_${cmd}" "$@" ;;
+	check | up | down | hosts | exec | link | qdisc | drops | port-qdisc | port-drops | gso | loss | lost | list | prune)
+		"cmd_${cmd//-/_}" "$@"
+		;;
 	-h | --help | help) usage ;;
 	*) usage ;;
 	esac

@@ -2,11 +2,13 @@
 # hack/setup-deps.sh — make sure this machine can build and test netio-go.
 #
 # netio-go needs libfabric (headers + pkg-config file, and fi_info), a C
-# compiler for cgo, make, iproute2 (ip and tc, for the multi-host tests in
-# tests/netns) and Go 1.26. When libfabric, fi_info, gcc, make, ip and tc
-# are already there this prints one line and exits 0. Otherwise it installs
-# them with apt-get (Debian/Ubuntu), using sudo when not root. It never
-# downloads Go: install Go 1.26 yourself from https://go.dev/dl/.
+# compiler for cgo, make, iproute2 (ip and tc), nftables (nft) and
+# iputils-ping (ping) for the multi-host tests in tests/netns (nft drops
+# packets at random on a link, ping measures its round trip), and Go 1.26.
+# When libfabric, fi_info, gcc, make, ip, tc, nft and ping are already there
+# this prints one line and exits 0. Otherwise it installs them with apt-get
+# (Debian/Ubuntu), using sudo when not root. It never downloads Go: install
+# Go 1.26 yourself from https://go.dev/dl/.
 #
 # Environment:
 #   NETIO_FORCE_INSTALL=1  skip the "already installed" check and run apt-get
@@ -16,7 +18,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 # The Debian/Ubuntu packages. libc6-dev and make are usually there already;
 # cgo needs the first, the Makefile the second.
-PACKAGES=(libfabric-dev libfabric-bin pkg-config gcc libc6-dev make iproute2)
+PACKAGES=(libfabric-dev libfabric-bin pkg-config gcc libc6-dev make iproute2 nftables iputils-ping)
 MIN_LIBFABRIC=1.17
 MIN_GO_MINOR=26 # Go 1.26
 
@@ -31,14 +33,15 @@ have() { command -v "$1" >/dev/null 2>&1; }
 
 have_all() {
 	have pkg-config && pkg-config --exists libfabric && have fi_info && have gcc && have make &&
-		have ip && have tc
+		have ip && have tc && have nft && have ping
 }
 
 install_packages() {
 	have apt-get || die "apt-get not found: this script installs packages on Debian/Ubuntu only.
   Install these with your package manager, then re-run:
     libfabric >= ${MIN_LIBFABRIC} with headers and pkg-config file (Fedora/RHEL: libfabric-devel),
-    fi_info (Fedora/RHEL: libfabric), pkg-config, gcc, make, iproute2."
+    fi_info (Fedora/RHEL: libfabric), pkg-config, gcc, make, iproute2, nftables,
+    ping (Fedora/RHEL: iputils)."
 
 	local -a sudo=()
 	if [[ ${EUID} -ne 0 ]]; then

@@ -8,7 +8,8 @@
 //
 // The tests need root and a kernel with network namespaces, veth and
 // bridge; elsewhere they skip and say why. The netem test also needs
-// sch_netem.
+// sch_netem, and the loss tests, which stand in for it where the kernel
+// has none, nft (nftables) and ping (iputils-ping).
 package netns
 
 import (

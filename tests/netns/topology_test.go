@@ -120,11 +120,18 @@ func (tp *topology) addr(i int) string { return tp.addrs[i-1] }
 // host sees it.
 func (tp *topology) setLink(t *testing.T, i int, up bool) {
 	t.Helper()
-	state := "down"
-	if up {
-		state = "up"
+	tp.toggle(t, "link", i, up, "up", "down")
+}
+
+// toggle runs netns.sh command cmd for host i with the word for on or
+// off.
+func (tp *topology) toggle(t *testing.T, cmd string, i int, on bool, onWord, offWord string) {
+	t.Helper()
+	state := offWord
+	if on {
+		state = onWord
 	}
-	_, err := runScript("link", tp.name, strconv.Itoa(i), state)
+	_, err := runScript(cmd, tp.name, strconv.Itoa(i), state)
 	require.NoError(t, err)
 }
 
@@ -133,7 +140,21 @@ func (tp *topology) setLink(t *testing.T, i int, up bool) {
 // or tc lacks that kind of qdisc.
 func (tp *topology) setQdisc(t *testing.T, i int, args ...string) {
 	t.Helper()
-	_, err := runScript(append([]string{"qdisc", tp.name, strconv.Itoa(i)}, args...)...)
+	tp.qdisc(t, "qdisc", i, args)
+}
+
+// setPortQdisc is setQdisc on the switch's port to host i, where what the
+// switch sends host i queues: a bottleneck in the switch, whose queue the
+// sender's TCP does not keep short as it keeps its own host's.
+func (tp *topology) setPortQdisc(t *testing.T, i int, args ...string) {
+	t.Helper()
+	tp.qdisc(t, "port-qdisc", i, args)
+}
+
+// qdisc runs netns.sh's qdisc or port-qdisc command cmd for host i.
+func (tp *topology) qdisc(t *testing.T, cmd string, i int, args []string) {
+	t.Helper()
+	_, err := runScript(append([]string{cmd, tp.name, strconv.Itoa(i)}, args...)...)
 	if err != nil && isUnknownQdisc(err) {
 		t.Skipf("skipping: qdisc %s is not available here (kernel without sch_%s?): %v", args[0], args[0], err)
 	}
@@ -151,11 +172,70 @@ func isUnknownQdisc(err error) bool {
 // qdiscDrops returns how many packets host i's root qdisc dropped.
 func (tp *topology) qdiscDrops(t *testing.T, i int) uint64 {
 	t.Helper()
-	out, err := runScript("drops", tp.name, strconv.Itoa(i))
+	return tp.counts(t, "drops", i, 1)[0]
+}
+
+// portQdiscDrops returns how many packets the root qdisc of the switch's
+// port to host i dropped.
+func (tp *topology) portQdiscDrops(t *testing.T, i int) uint64 {
+	t.Helper()
+	return tp.counts(t, "port-drops", i, 1)[0]
+}
+
+// counts runs netns.sh command cmd for host i, which prints n numbers,
+// and returns them.
+func (tp *topology) counts(t *testing.T, cmd string, i, n int) []uint64 {
+	t.Helper()
+	out, err := runScript(cmd, tp.name, strconv.Itoa(i))
 	require.NoError(t, err)
-	n, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
-	require.NoError(t, err, "netns.sh drops printed %q", out)
-	return n
+	f := strings.Fields(out)
+	require.Len(t, f, n, "netns.sh %s printed %q", cmd, out)
+	nums := make([]uint64, n)
+	for k := range f {
+		nums[k], err = strconv.ParseUint(f[k], 10, 64)
+		require.NoError(t, err, "netns.sh %s printed %q", cmd, out)
+	}
+	return nums
+}
+
+// setGSO lets host i's kernel hand its interface packets of up to 64 KB
+// (on, the default) or single frames only (off), for connections opened
+// after the call. A lossy link needs off: a drop must lose one frame, as
+// on a wire, not a 64 KB GSO packet of some 44.
+func (tp *topology) setGSO(t *testing.T, i int, on bool) {
+	t.Helper()
+	tp.toggle(t, "gso", i, on, "on", "off")
+}
+
+// setLoss makes the switch drop pct percent ("1", "0.5", …) of the frames
+// crossing host i's cable, either way, at random; "none" stops it. It
+// skips the test when nft is missing, or when the kernel refuses the rule
+// (no nf_tables for bridges, or no numgen).
+func (tp *topology) setLoss(t *testing.T, i int, pct string) {
+	t.Helper()
+	skipWithoutNft(t)
+	_, err := runScript("loss", tp.name, strconv.Itoa(i), pct)
+	if err != nil && strings.Contains(err.Error(), "Could not process rule") {
+		t.Skipf("skipping: the kernel refuses the loss rule (no nf_tables for bridges, or no numgen?): %v", err)
+	}
+	require.NoError(t, err)
+}
+
+// lost returns how many frames host i's loss rule dropped, and how many
+// it saw.
+func (tp *topology) lost(t *testing.T, i int) (dropped, seen uint64) {
+	t.Helper()
+	n := tp.counts(t, "lost", i, 2)
+	return n[0], n[1]
+}
+
+// skipWithoutNft skips the test when nft, which the loss rule needs, is
+// not installed.
+func skipWithoutNft(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skipf("skipping: nft not found (package nftables; hack/setup-deps.sh installs it): %v", err)
+	}
 }
 
 // leftovers lists the namespaces of topology name that still exist.
