@@ -8,6 +8,16 @@
 // connection that keeps its buffers posted and passes each message to
 // OnData.
 //
+// Beyond that core: SendConfig.Coalesce packs small messages into buffers
+// in netio3's format (SendMessage; the receiver sets OnMessage instead of
+// OnData); SendConfig.Buffers and ListenConfig.Buffers lease buffers from a
+// pool.Pool instead of registering a region per endpoint; DialZeroCopy
+// sends the caller's memory without copying it; Expose, DialRMA, Pull and
+// Push move bulk data by RMA; DialReconnecting keeps a sender connected
+// across peer restarts and reports every message it could not send;
+// ProgressTimeout, IdleTimeout, Admit and MaxConnections bound what a
+// broken link or a hostile peer can hold.
+//
 // # Threading
 //
 // Every endpoint belongs to a cq.Poller, one goroutine that reads its
