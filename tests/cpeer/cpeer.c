@@ -22,18 +22,13 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -41,6 +36,9 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+
+#define FIUTIL_PROG "cpeer"
+#include "fiutil.h"
 
 #define CQ_BATCH 64
 #define PATTERN_MOD 251
@@ -82,36 +80,6 @@ static uint64_t n_done; /* messages completed so far, for error messages */
 
 /* ---------------------------------------------------------------- utils */
 
-static void on_alarm(int sig)
-{
-	static const char msg[] = "cpeer: watchdog timeout expired, exiting\n";
-	ssize_t n;
-
-	(void)sig;
-	n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-	(void)n;
-	_exit(2);
-}
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("cpeer: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-/* ret is a negative fi_errno as returned by libfabric calls. */
-static void die_fi(const char *call, long ret)
-{
-	die("%s: %s", call, fi_strerror((int)(ret < 0 ? -ret : ret)));
-}
-
 static void usage(void)
 {
 	fprintf(stderr,
@@ -121,57 +89,6 @@ static void usage(void)
 		"  cpeer recv --provider P --listen HOST:PORT --size S --count N"
 		" [--verify] [--window W] [--timeout SEC]\n");
 	exit(1);
-}
-
-static double now_sec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static unsigned long long parse_u64(const char *flag, const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-')
-		die("%s: invalid number '%s'", flag, s ? s : "");
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end)
-		die("%s: invalid number '%s'", flag, s);
-	return v;
-}
-
-/* HOST:PORT, or [V6HOST]:PORT. */
-static void parse_hostport(const char *flag, const char *s)
-{
-	const char *colon, *hs = s;
-	size_t hl;
-
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-
-		if (!rb || rb[1] != ':')
-			die("%s: expected [HOST]:PORT, got '%s'", flag, s);
-		hs = s + 1;
-		hl = (size_t)(rb - hs);
-		colon = rb + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon)
-			die("%s: expected HOST:PORT, got '%s'", flag, s);
-		hl = (size_t)(colon - s);
-	}
-	if (hl == 0 || hl >= sizeof(o.host) || strlen(colon + 1) == 0 ||
-	    strlen(colon + 1) >= sizeof(o.port))
-		die("%s: expected HOST:PORT, got '%s'", flag, s);
-	memcpy(o.host, hs, hl);
-	o.host[hl] = '\0';
-	strcpy(o.port, colon + 1);
-	parse_u64(flag, o.port);
 }
 
 static void parse_args(int argc, char **argv)
@@ -203,10 +120,12 @@ static void parse_args(int argc, char **argv)
 		if (!strcmp(a, "--provider")) {
 			o.provider = v;
 		} else if (!strcmp(a, "--connect") && o.is_send) {
-			parse_hostport(a, v);
+			parse_hostport(a, v, o.host, sizeof(o.host), o.port,
+				       sizeof(o.port));
 			have_addr = 1;
 		} else if (!strcmp(a, "--listen") && !o.is_send) {
-			parse_hostport(a, v);
+			parse_hostport(a, v, o.host, sizeof(o.host), o.port,
+				       sizeof(o.port));
 			have_addr = 1;
 		} else if (!strcmp(a, "--size")) {
 			o.size = (size_t)parse_u64(a, v);
@@ -234,26 +153,8 @@ static void parse_args(int argc, char **argv)
 
 static void get_info(uint64_t flags)
 {
-	int ret;
-
-	r.hints = fi_allocinfo();
-	if (!r.hints)
-		die("fi_allocinfo: out of memory");
-	r.hints->ep_attr->type = FI_EP_MSG;
-	r.hints->caps = FI_MSG;
-	r.hints->mode = 0;
-	r.hints->domain_attr->mr_mode =
-		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	r.hints->fabric_attr->prov_name = strdup(o.provider);
-	if (!r.hints->fabric_attr->prov_name)
-		die("strdup: out of memory");
-
-	ret = fi_getinfo(FI_VERSION(1, 17), o.host, o.port, flags, r.hints,
-			 &r.info);
-	if (ret)
-		die_fi("fi_getinfo", ret);
-	if (!r.info)
-		die("fi_getinfo: no matching provider");
+	r.hints = msg_hints(o.provider);
+	r.info = msg_getinfo(r.hints, o.host, o.port, flags);
 }
 
 static void open_fabric_eq(void)
@@ -471,17 +372,6 @@ static size_t ctx_slot(void *op_context)
 		die("fi_cq_read: completion with unknown context %p",
 		    op_context);
 	return (size_t)(c - r.ctx);
-}
-
-static void close_fid(const char *what, struct fid *f)
-{
-	int ret;
-
-	if (!f)
-		return;
-	ret = fi_close(f);
-	if (ret)
-		die_fi(what, ret);
 }
 
 static void close_all(void)
@@ -817,16 +707,8 @@ static int run_recv(void)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa;
-
 	parse_args(argc, argv);
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_alarm;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGALRM, &sa, NULL);
-	if (o.timeout)
-		alarm(o.timeout);
+	watchdog(o.timeout, "cpeer: watchdog timeout expired, exiting\n");
 
 	return o.is_send ? run_send() : run_recv();
 }

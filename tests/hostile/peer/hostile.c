@@ -26,7 +26,7 @@
  * progress only then) and never calls fi_shutdown (followed by fi_close
  * it corrupts the heap of the sockets provider in libfabric 1.17).
  *
- * Build:
+ * Build (tests/cpeer/fiutil.h comes in by its relative path, no -I):
  *   cc -O2 -Wall -Wextra -o hostile tests/hostile/peer/hostile.c \
  *       $(pkg-config --cflags --libs libfabric)
  *
@@ -40,14 +40,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -55,6 +52,9 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+
+#define FIUTIL_PROG "hostile"
+#include "../../cpeer/fiutil.h"
 
 #define CQ_BATCH 64
 #define WINDOW 8 /* sends in flight: at most the receiver's posted buffers */
@@ -104,35 +104,6 @@ static struct {
 
 /* ---------------------------------------------------------------- utils */
 
-static void on_alarm(int sig)
-{
-	static const char msg[] = "hostile: watchdog timeout expired\n";
-	ssize_t n;
-
-	(void)sig;
-	n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-	(void)n;
-	_exit(2);
-}
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("hostile: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static void die_fi(const char *call, long ret)
-{
-	die("%s: %s", call, fi_strerror((int)(ret < 0 ? -ret : ret)));
-}
-
 static void usage(void)
 {
 	fprintf(stderr,
@@ -154,37 +125,6 @@ static double now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static unsigned long long parse_u64(const char *flag, const char *s)
-{
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s || *s == '-')
-		die("%s: invalid number '%s'", flag, s ? s : "");
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end)
-		die("%s: invalid number '%s'", flag, s);
-	return v;
-}
-
-static void parse_hostport(const char *s)
-{
-	const char *colon = strrchr(s, ':');
-	size_t hl;
-
-	if (!colon)
-		die("--connect: expected HOST:PORT, got '%s'", s);
-	hl = (size_t)(colon - s);
-	if (hl == 0 || hl >= sizeof(o.host) || !colon[1] ||
-	    strlen(colon + 1) >= sizeof(o.port))
-		die("--connect: expected HOST:PORT, got '%s'", s);
-	memcpy(o.host, s, hl);
-	o.host[hl] = '\0';
-	strcpy(o.port, colon + 1);
-	parse_u64("--connect", o.port);
 }
 
 static void parse_args(int argc, char **argv)
@@ -213,7 +153,8 @@ static void parse_args(int argc, char **argv)
 		if (!strcmp(a, "--provider"))
 			o.provider = v;
 		else if (!strcmp(a, "--connect")) {
-			parse_hostport(v);
+			parse_hostport(a, v, o.host, sizeof(o.host), o.port,
+				       sizeof(o.port));
 			have_addr = 1;
 		} else if (!strcmp(a, "--size"))
 			o.size = (size_t)parse_u64(a, v);
@@ -266,20 +207,8 @@ static void open_fabric(void)
 	struct fi_cq_attr cq_attr;
 	int ret;
 
-	r.hints = fi_allocinfo();
-	if (!r.hints)
-		die("fi_allocinfo: out of memory");
-	r.hints->ep_attr->type = FI_EP_MSG;
-	r.hints->caps = FI_MSG;
-	r.hints->domain_attr->mr_mode =
-		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	r.hints->fabric_attr->prov_name = strdup(o.provider);
-	if (!r.hints->fabric_attr->prov_name)
-		die("strdup: out of memory");
-	ret = fi_getinfo(FI_VERSION(1, 17), o.host, o.port, 0, r.hints,
-			 &r.info);
-	if (ret)
-		die_fi("fi_getinfo", ret);
+	r.hints = msg_hints(o.provider);
+	r.info = msg_getinfo(r.hints, o.host, o.port, 0);
 
 	ret = fi_fabric(r.info->fabric_attr, &r.fabric, NULL);
 	if (ret)
@@ -336,17 +265,6 @@ static void request(struct conn *c)
 	ret = fi_connect(c->ep, r.info->dest_addr, NULL, 0);
 	if (ret)
 		die_fi("fi_connect", ret);
-}
-
-static void close_fid(const char *what, struct fid *f)
-{
-	int ret;
-
-	if (!f)
-		return;
-	ret = fi_close(f);
-	if (ret)
-		die_fi(what, ret);
 }
 
 /* Read every pending event and account for it. */
@@ -644,15 +562,8 @@ static void close_all(void)
 
 int main(int argc, char **argv)
 {
-	struct sigaction sa;
-
 	parse_args(argc, argv);
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_alarm;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGALRM, &sa, NULL);
-	if (o.timeout)
-		alarm(o.timeout);
+	watchdog(o.timeout, "hostile: watchdog timeout expired\n");
 
 	open_fabric();
 	switch (o.mode) {

@@ -1,0 +1,204 @@
+/*
+ * fiutil.h: the helpers that the repository's plain-C libfabric programs
+ * share, as static inline functions, so that each program stays one .c file
+ * built with one cc command and no -I flag. Included, by a path relative to
+ * the including file, by
+ *   tests/cpeer/cpeer.c            (interop peer, tests/perf_test.go)
+ *   tests/hostile/peer/hostile.c   (hostile peer, tests/hostile)
+ *   hack/cbaseline/cbaseline.c     (C baseline, hack/bench-compare)
+ *
+ * Before including it, a program defines _POSIX_C_SOURCE (200809L) and
+ * FIUTIL_PROG, its name: every message die() writes to stderr starts with
+ * FIUTIL_PROG ": ". Failing helpers end the process with exit status 1 (the
+ * watchdog: 2).
+ *
+ * What stays in the programs is what differs between them: their flags and
+ * usage, their JSON output, and how they read their event and completion
+ * queues (which errors are fatal, which are counted, how long to wait).
+ */
+#ifndef NETIO_FIUTIL_H
+#define NETIO_FIUTIL_H
+
+#ifndef FIUTIL_PROG
+#error "define FIUTIL_PROG, the program's name for its messages, before including fiutil.h"
+#endif
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+
+/* Write FIUTIL_PROG ": ", the message and a newline to stderr; exit 1. */
+__attribute__((noreturn, format(printf, 1, 2))) static inline void
+die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs(FIUTIL_PROG ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/* "call: <fi_strerror>"; ret is a (negative) fi_errno from libfabric. */
+__attribute__((noreturn)) static inline void die_fi(const char *call,
+						     long ret)
+{
+	die("%s: %s", call, fi_strerror((int)(ret < 0 ? -ret : ret)));
+}
+
+/* The message the watchdog writes; set by watchdog(). */
+static struct {
+	const char *msg;
+	size_t len;
+} watchdog_said __attribute__((unused));
+
+static inline void watchdog_fired(int sig)
+{
+	ssize_t n;
+
+	(void)sig;
+	n = write(STDERR_FILENO, watchdog_said.msg, watchdog_said.len);
+	(void)n;
+	_exit(2);
+}
+
+/*
+ * Arm a watchdog: after secs seconds (0: never) write msg to stderr and
+ * exit 2 at once, whatever the program is blocked in.
+ */
+static inline void watchdog(unsigned secs, const char *msg)
+{
+	struct sigaction sa;
+
+	watchdog_said.msg = msg;
+	watchdog_said.len = strlen(msg);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = watchdog_fired;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	if (secs)
+		alarm(secs);
+}
+
+/* A CLOCK_MONOTONIC time in seconds. */
+static inline double now_sec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A flag's value: a decimal whole number, no sign. */
+static inline unsigned long long parse_u64(const char *flag, const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-')
+		die("%s: invalid number '%s'", flag, s ? s : "");
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		die("%s: invalid number '%s'", flag, s);
+	return v;
+}
+
+/*
+ * A flag's HOST:PORT, or [V6HOST]:PORT, into host and port (buffers of
+ * hostlen and portlen bytes); PORT must be a number.
+ */
+static inline void parse_hostport(const char *flag, const char *s,
+				  char *host, size_t hostlen, char *port,
+				  size_t portlen)
+{
+	const char *colon, *hs = s;
+	size_t hl, pl;
+
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (!rb || rb[1] != ':')
+			die("%s: expected [HOST]:PORT, got '%s'", flag, s);
+		hs = s + 1;
+		hl = (size_t)(rb - hs);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			die("%s: expected HOST:PORT, got '%s'", flag, s);
+		hl = (size_t)(colon - s);
+	}
+	pl = strlen(colon + 1);
+	if (hl == 0 || hl >= hostlen || pl == 0 || pl >= portlen)
+		die("%s: expected HOST:PORT, got '%s'", flag, s);
+	memcpy(host, hs, hl);
+	host[hl] = '\0';
+	memcpy(port, colon + 1, pl + 1);
+	parse_u64(flag, port);
+}
+
+/*
+ * Hints for a FI_EP_MSG endpoint with FI_MSG on provider, in the memory
+ * registration modes the programs handle (local descriptors, virtual
+ * addresses, provider keys). Free with fi_freeinfo.
+ */
+static inline struct fi_info *msg_hints(const char *provider)
+{
+	struct fi_info *hints = fi_allocinfo();
+
+	if (!hints)
+		die("fi_allocinfo: out of memory");
+	hints->ep_attr->type = FI_EP_MSG;
+	hints->caps = FI_MSG;
+	hints->mode = 0;
+	hints->domain_attr->mr_mode =
+		FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	hints->fabric_attr->prov_name = strdup(provider);
+	if (!hints->fabric_attr->prov_name)
+		die("strdup: out of memory");
+	return hints;
+}
+
+/* fi_getinfo (API 1.17) for node:service; there is a match or it dies. */
+static inline struct fi_info *msg_getinfo(struct fi_info *hints,
+					  const char *node,
+					  const char *service, uint64_t flags)
+{
+	struct fi_info *info = NULL;
+	int ret;
+
+	ret = fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints,
+			 &info);
+	if (ret)
+		die_fi("fi_getinfo", ret);
+	if (!info)
+		die("fi_getinfo: no matching provider");
+	return info;
+}
+
+/* fi_close f unless it is NULL; what names the call in the message. */
+static inline void close_fid(const char *what, struct fid *f)
+{
+	int ret;
+
+	if (!f)
+		return;
+	ret = fi_close(f);
+	if (ret)
+		die_fi(what, ret);
+}
+
+#endif /* NETIO_FIUTIL_H */
