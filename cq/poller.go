@@ -5,9 +5,11 @@
 // providers such as tcp make progress only while a side reads or waits on
 // its queues.
 //
-// A Poller spins for a short budget after the last completion, then blocks
-// on the queues' file descriptors (FI_WAIT_FD, after fi_trywait), so an idle
-// process uses no CPU. BusyPoll never blocks, for the lowest latency.
+// A Poller spins for a budget after the last completion, then blocks on the
+// queues' file descriptors (after fi_trywait), so an idle process uses no
+// CPU. The default budget outlasts a loopback round trip plus the wake-up
+// of a peer that slept, so a busy request-response exchange keeps both
+// sides spinning. BusyPoll never blocks.
 package cq
 
 import (
@@ -43,12 +45,25 @@ const (
 // so that a broken queue costs a log line per millisecond, not a core.
 const errorBackoff = time.Millisecond
 
-// eqEvery is how many busy loop iterations pass between event queue reads.
+// eqEvery is how many loop rounds pass between event queue reads, busy or
+// idle; a poller also reads the event queue before and after it blocks.
+// Connection events are rare and tolerate tens of microseconds; reading the
+// queue on every empty round put a second provider call (an epoll_wait on
+// tcp) between a message's arrival and its delivery.
 const eqEvery = 32
 
 // Defaults for Config.
 const (
-	DefaultSpinBudget = 20 * time.Microsecond
+	// DefaultSpinBudget is longer than a loopback round trip of a small
+	// message (≈ 12 µs) plus the wake-up of a peer that blocked (≈ 40-50
+	// µs measured here): when one side of a ping-pong sleeps once, the
+	// other keeps spinning through the delay and the pair goes back to
+	// spinning. With a budget shorter than that, one side's sleep pushes
+	// the other past its budget too, and the pair can settle into paying a
+	// wake-up at every hop. The price is up to this much CPU after each
+	// burst of traffic. Exchanges with longer round trips (1 MiB messages:
+	// ≈ 500 µs) pay a wake-up per hop unless SpinBudget covers them.
+	DefaultSpinBudget = 200 * time.Microsecond
 	DefaultMaxBlock   = 50 * time.Millisecond
 	DefaultSize       = 4096
 	DefaultEQSize     = 256
@@ -63,7 +78,9 @@ type Config struct {
 	Mode Mode
 	// SpinBudget is how long an Adaptive poller keeps polling after the last
 	// completion before it blocks. 0 selects DefaultSpinBudget; a negative
-	// value blocks at once.
+	// value blocks at once. A poller woken by MaxBlock with nothing to do
+	// blocks again without spinning, so an idle poller costs no CPU
+	// whatever the budget.
 	SpinBudget time.Duration
 	// MaxBlock bounds one blocking wait. Providers here (sockets, tcp) also
 	// make progress when their queues are read; a poller that blocked
@@ -76,6 +93,18 @@ type Config struct {
 	// least the number of operations that can be outstanding on all
 	// endpoints bound to it. 0 selects DefaultSize; at most MaxSize.
 	Size int
+	// LockOSThread runs the poller goroutine on an OS thread of its own
+	// (runtime.LockOSThread), for callers who pin that thread to a core
+	// (sched_setaffinity from a callback) or keep per-thread state. The
+	// trade-off: a locked goroutine's runtime.Gosched hands its thread over
+	// and costs tens of microseconds (36 µs per hop in BenchmarkPingPong),
+	// so a locked poller does not call it between empty polls and yields
+	// the core with sched_yield only; the application's goroutines then get
+	// the poller's GOMAXPROCS slot only when the runtime preempts it (every
+	// 10 ms) or it blocks. It does not lower latency by itself (the same
+	// median hop in BenchmarkPingPong). Leave it off unless GOMAXPROCS
+	// exceeds the number of spinning pollers.
+	LockOSThread bool
 	// Logger receives errors the poller cannot hand to an owner. The zero
 	// value logs nothing.
 	Logger zerolog.Logger
@@ -147,6 +176,7 @@ type Stats struct {
 	Events      uint64 // connection events delivered
 	Dropped     uint64 // completions or events whose owner was gone
 	Sleeps      uint64 // times the poller blocked on its file descriptors
+	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
 }
 
 // Poller owns a completion queue and an event queue and the goroutine that
@@ -178,7 +208,7 @@ type Poller struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	completions, errs, events, dropped, sleeps atomic.Uint64
+	completions, errs, events, dropped, sleeps, empty atomic.Uint64
 }
 
 // Open opens a completion queue and an event queue on the domain and starts
@@ -391,6 +421,7 @@ func (p *Poller) Stats() Stats {
 		Events:      p.events.Load(),
 		Dropped:     p.dropped.Load(),
 		Sleeps:      p.sleeps.Load(),
+		EmptyPolls:  p.empty.Load(),
 	}
 }
 
@@ -428,16 +459,23 @@ func (p *Poller) wakeLocked() {
 }
 
 func (p *Poller) run() {
+	if p.cfg.LockOSThread {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	p.goid.Store(goroutineID())
 	defer p.finish()
 
+	// idleSince is when the current run of empty rounds began (zero while
+	// work comes in): it is read from the clock only when a round is
+	// empty, never while completions flow.
 	var idleSince time.Time
-	for iter := uint(0); !p.stopping.Load(); iter++ {
+	eqDue := true // read the event queue in this round
+	for iter := uint(1); !p.stopping.Load(); iter++ {
 		n := p.pollCQ()
-		// Connection events are rare: read them when the CQ is idle, and
-		// now and then while completions flow.
-		if n == 0 || iter%eqEvery == 0 {
+		if eqDue || iter%eqEvery == 0 {
 			n += p.pollEQ()
+			eqDue = false
 		}
 		if p.queued.Load() {
 			n += p.runQueue()
@@ -446,8 +484,9 @@ func (p *Poller) run() {
 			idleSince = time.Time{}
 			continue
 		}
+		p.empty.Add(1)
 		if p.cfg.Mode == BusyPoll {
-			yield()
+			p.yield()
 			continue
 		}
 		now := time.Now()
@@ -455,11 +494,27 @@ func (p *Poller) run() {
 			idleSince = now
 		}
 		if now.Sub(idleSince) < p.cfg.SpinBudget {
-			yield()
+			p.yield()
 			continue
 		}
-		p.block()
-		idleSince = time.Time{}
+		if p.pollEQ() > 0 {
+			idleSince = time.Time{}
+			continue
+		}
+		switch p.block() {
+		case pending:
+			p.yield() // something is pending: look again, but let others run
+		case ready:
+			// A queue's descriptor woke us: traffic (or a Do) again, so a
+			// fresh spin budget, as after a completion. Read the event
+			// queue in the next round, in case it was that one.
+			idleSince, eqDue = time.Time{}, true
+		case timedOut:
+			// idleSince stays as it was: a wake-up that brings nothing (the
+			// MaxBlock timeout) leads straight back to blocking, not to
+			// another spin budget, so an idle poller costs no CPU.
+			eqDue = true
+		}
 	}
 }
 
@@ -596,29 +651,48 @@ func (p *Poller) runQueue() int {
 	return len(queue)
 }
 
+// wakeReason is how block returned.
+type wakeReason uint8
+
+const (
+	pending  wakeReason = iota // fi_trywait found something pending: no wait
+	ready                      // a file descriptor became ready
+	timedOut                   // MaxBlock passed (or the wait failed)
+)
+
 // block waits on the CQ, EQ and wake file descriptors, after fi_trywait has
-// confirmed that nothing is pending.
-func (p *Poller) block() {
+// confirmed that nothing is pending, and says why it returned.
+func (p *Poller) block() wakeReason {
 	if !p.fab.TryWait(p.cq, p.eq) {
-		return
+		return pending
 	}
 	p.sleeps.Add(1)
-	if _, err := unix.Poll(p.pollFDs, p.blockMS); err != nil && err != unix.EINTR {
+	n, err := unix.Poll(p.pollFDs, p.blockMS)
+	if err != nil && err != unix.EINTR {
 		p.log.Error().Err(err).Msg("cq: poll failed")
 		time.Sleep(errorBackoff)
-		return
+		return timedOut
 	}
 	if p.pollFDs[2].Revents != 0 {
 		var buf [8]byte
 		_, _ = unix.Read(p.wakeFD, buf[:])
 	}
+	if n > 0 {
+		return ready
+	}
+	return timedOut
 }
 
 // yield lets others run between empty polls: runtime.Gosched the
 // application's goroutines (a spinning poller holds one of GOMAXPROCS
 // slots; on two cores two pollers would leave the sender none), and
-// sched_yield the provider's own threads (the sockets progress thread).
-func yield() {
-	runtime.Gosched()
+// sched_yield the provider's own threads (the sockets progress thread) and
+// the peer's poller when both share a core on a loaded machine. A poller
+// locked to its thread skips Gosched, which would hand the thread over
+// (see Config.LockOSThread).
+func (p *Poller) yield() {
+	if !p.cfg.LockOSThread {
+		runtime.Gosched()
+	}
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }

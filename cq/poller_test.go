@@ -2,6 +2,7 @@ package cq_test
 
 import (
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
@@ -90,6 +92,80 @@ func TestIdlePollerSleeps(t *testing.T) {
 	p.Do(func() {}) // a wake-up
 	assert.Greater(t, p.Stats().Sleeps, before-1)
 	require.NoError(t, p.Close())
+}
+
+// A poller woken by MaxBlock with nothing to do goes straight back to
+// sleep: one empty round per wake-up, not another spin budget. With a
+// budget far longer than MaxBlock, re-spinning would show as thousands of
+// empty rounds and few sleeps.
+func TestTimeoutWakeUpDoesNotSpin(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{SpinBudget: 20 * time.Millisecond, MaxBlock: time.Millisecond})
+	eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
+	before := p.Stats()
+	eventually(t, func() bool { return p.Stats().Sleeps >= before.Sleeps+20 }, "twenty wake-ups at the bound")
+	after := p.Stats()
+	require.NoError(t, p.Close())
+	sleeps, empty := after.Sleeps-before.Sleeps, after.EmptyPolls-before.EmptyPolls
+	assert.LessOrEqual(t, empty, 2*sleeps+2, "%d empty rounds for %d wake-ups", empty, sleeps)
+}
+
+// An idle process costs no CPU: pollers with the default configuration,
+// once their spin budget is spent, block, whatever the budget.
+func TestIdlePollersUseNoCPU(t *testing.T) {
+	m := openManager(t)
+	var ps []*cq.Poller
+	for range 4 {
+		p := openPoller(t, m, cq.Config{})
+		ps = append(ps, p)
+		eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
+	}
+	cpu := func() time.Duration {
+		var ru unix.Rusage
+		require.NoError(t, unix.Getrusage(unix.RUSAGE_SELF, &ru))
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	c0, w0 := cpu(), time.Now()
+	time.Sleep(500 * time.Millisecond)
+	used, wall := cpu()-c0, time.Since(w0)
+	for _, p := range ps {
+		require.NoError(t, p.Close())
+	}
+	// One spinning poller would use a whole core; four idle ones use a few
+	// wake-ups per MaxBlock.
+	assert.Less(t, used, wall/20, "CPU %v in %v of idleness", used, wall)
+}
+
+// With LockOSThread the poller has its OS thread to itself: no other
+// goroutine runs there, not even while it spins (an unlocked busy poller
+// lets others run on its thread at every runtime.Gosched), and it keeps
+// that thread through blocking and waking.
+func TestLockOSThreadKeepsTheThread(t *testing.T) {
+	m := openManager(t)
+	for _, mode := range []cq.Mode{cq.BusyPoll, cq.Adaptive} {
+		p := openPoller(t, m, cq.Config{Mode: mode, LockOSThread: true, SpinBudget: time.Millisecond})
+		var poller int
+		p.Do(func() { poller = unix.Gettid() })
+		seen := make([]map[int]bool, 4)
+		var wg sync.WaitGroup
+		for i := range seen {
+			seen[i] = map[int]bool{}
+			wg.Go(func() {
+				for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+					seen[i][unix.Gettid()] = true
+					runtime.Gosched()
+				}
+			})
+		}
+		wg.Wait()
+		var again int
+		p.Do(func() { again = unix.Gettid() })
+		require.NoError(t, p.Close())
+		assert.Equal(t, poller, again, "mode %d: the poller's thread", mode)
+		for _, tids := range seen {
+			assert.False(t, tids[poller], "mode %d: a goroutine ran on the poller's thread %d", mode, poller)
+		}
+	}
 }
 
 // MaxBlock bounds each wait, so an idle poller reads its queues (driving

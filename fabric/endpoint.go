@@ -221,8 +221,10 @@ func (e *Endpoint) Recv(addr uintptr, length int, desc uintptr, ctx uint64) Errn
 	return errnoOfSize(C.netio_recv(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
 }
 
-// RecvBatch posts len(addrs) receive buffers in one call. It returns how
-// many were posted; errno is set when none could be.
+// RecvBatch posts len(addrs) receive buffers in one call, each but the last
+// with FI_MORE. It returns how many were posted; errno is set when none
+// could be. Post the rest with another call: FI_MORE promises that more
+// posts follow, and the last of them must come without it.
 func (e *Endpoint) RecvBatch(addrs []uintptr, lens []uint64, descs []uintptr, ctxs []uint64) (int, Errno) {
 	if !e.open() {
 		return 0, EBADF

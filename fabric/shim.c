@@ -239,13 +239,25 @@ ssize_t netio_recv(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc,
 	return fi_recv(ep, (void *)buf, len, (void *)desc, 0, (void *)(uintptr_t)ctx);
 }
 
+/* netio_recv_batch posts n receives, every one but the last with FI_MORE:
+ * a provider may then hand the batch to the device at once (one doorbell
+ * on RDMA NICs; tcp and sockets ignore the hint). It stops at the first
+ * refusal and returns how many were posted, or the error when none was;
+ * the caller posts the rest later, and that post ends without FI_MORE. */
 ssize_t netio_recv_batch(struct fid_ep *ep, const uintptr_t *bufs, const uint64_t *lens,
                          const uintptr_t *descs, const uint64_t *ctxs, size_t n)
 {
 	size_t i;
 	for (i = 0; i < n; i++) {
-		ssize_t ret = fi_recv(ep, (void *)bufs[i], lens[i], (void *)descs[i], 0,
-		                      (void *)(uintptr_t)ctxs[i]);
+		struct iovec iov = {.iov_base = (void *)bufs[i], .iov_len = lens[i]};
+		void *desc = (void *)descs[i];
+		struct fi_msg msg = {
+			.msg_iov = &iov,
+			.desc = &desc,
+			.iov_count = 1,
+			.context = (void *)(uintptr_t)ctxs[i],
+		};
+		ssize_t ret = fi_recvmsg(ep, &msg, FI_COMPLETION | (i + 1 < n ? FI_MORE : 0));
 		if (ret < 0)
 			return i > 0 ? (ssize_t)i : ret;
 	}
