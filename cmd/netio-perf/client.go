@@ -11,7 +11,7 @@ import (
 	"github.com/netio-go/netio/domain"
 )
 
-const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--json] [--timeout D] [--local IP]"
+const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -26,6 +26,8 @@ type clientOptions struct {
 	bufs     int
 	verify   bool
 	zeroCopy bool
+	coalesce bool          // send with SendMessage through coalescing buffers
+	coal     coalesceFlags // their size and flush interval
 	timeout  time.Duration // 0: none
 }
 
@@ -44,6 +46,8 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "send buffers: the most messages in flight")
 	fs.BoolVar(&o.verify, "verify", false, "fill byte i of message k with (k+i)%251")
 	fs.BoolVar(&o.zeroCopy, "zero-copy", false, "send from the client's own memory (a declared region) instead of copying into send buffers")
+	fs.BoolVar(&o.coalesce, "coalesce", false, "pack messages into coalescing buffers with SendMessage (netio3's format; the server needs --coalesce): --size defaults to 64, --bufs counts coalescing buffers, and with --verify message k has tag k")
+	o.coal.register(fs, "with --coalesce")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
 	if err := fs.parse(args); err != nil {
 		return o, err
@@ -63,6 +67,15 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	}
 	if o.timeout < 0 {
 		return o, fs.fail(errors.New("--timeout must not be negative"))
+	}
+	if o.coalesce && o.zeroCopy {
+		return o, fs.fail(errors.New("--zero-copy and --coalesce exclude each other"))
+	}
+	if o.coalesce && !fs.isSet("size") {
+		o.size = defaultCoalesceSizes[0]
+	}
+	if err := o.coal.check(fs, o.coalesce, "--coalesce", o.size); err != nil {
+		return o, fs.fail(err)
 	}
 	return o, nil
 }
@@ -107,16 +120,30 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		pat = newPattern(o.size)
 	}
 	s := newSender(o.size, pat)
-	closeEndpoint, err := s.dial(ctx, mgr, o.connect.String(), o.bufs, o.poll.config(), o.zeroCopy)
+	var closeEndpoint func() error
+	if o.coalesce {
+		closeEndpoint, err = s.dialCoalescing(ctx, mgr, o.connect.String(), o.coal, o.bufs, o.poll.config())
+	} else {
+		closeEndpoint, err = s.dial(ctx, mgr, o.connect.String(), o.bufs, o.poll.config(), o.zeroCopy)
+	}
 	if err != nil {
 		return err
 	}
+	var sendErr, drainErr error
 	start := time.Now()
-	_, sendErr := s.run(ctx, o.count, time.Time{})
-	drainErr := s.drain(ctx)
+	if o.coalesce {
+		_, sendErr = s.sendMessages(ctx, o.count, time.Time{})
+		drainErr = s.flushMessages(ctx)
+	} else {
+		_, sendErr = s.run(ctx, o.count, time.Time{})
+		drainErr = s.drain(ctx)
+	}
 	elapsed := time.Since(start)
 	closeErr := closeEndpoint()
 	r := s.report(o.provider, elapsed)
+	if o.coalesce {
+		r = s.coalescedReport(o.provider, elapsed)
+	}
 	if err := r.print(stdout, o.json); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/netio-go/netio/cq"
 )
@@ -170,19 +169,6 @@ func (m pollMode) config() cq.Config {
 	default:
 		return cq.Config{Mode: cq.Adaptive}
 	}
-}
-
-// latencyConfig returns the poller configuration for the ping-pong. In
-// adaptive mode the pollers keep polling (yielding the thread between empty
-// polls) for 2 ms after each message instead of the default 20 µs: waking
-// from poll costs ≈ 40 µs per hop on these machines, more than a round
-// trip.
-func (m pollMode) latencyConfig() cq.Config {
-	c := m.config()
-	if m == pollAdaptive {
-		c.SpinBudget = 2 * time.Millisecond
-	}
-	return c
 }
 
 // commonFlags are the flags every mode has.

@@ -25,6 +25,7 @@ type report struct {
 	VerifyErrors  uint64  `json:"verify_errors"`
 	ReceiveErrors uint64  `json:"receive_errors,omitempty"`
 	FailedSends   uint64  `json:"failed_sends,omitempty"`
+	Buffers       uint64  `json:"buffers,omitempty"` // client --coalesce: coalesced buffers sent
 }
 
 // setRates fills Seconds, MBPerS and MsgsPerS from the counters and the
@@ -65,6 +66,9 @@ func (r report) print(w io.Writer, asJSON bool) error {
 	if r.ReceiveErrors > 0 {
 		fmt.Fprintf(w, ", %d receive errors", r.ReceiveErrors)
 	}
+	if r.Buffers > 0 {
+		fmt.Fprintf(w, ", %d coalesced buffers", r.Buffers)
+	}
 	if r.FailedSends > 0 {
 		fmt.Fprintf(w, ", %d failed sends", r.FailedSends)
 	}
@@ -85,7 +89,9 @@ func printJSON(w io.Writer, v any) error {
 // sweepRow is one message size of the loopback sweep, or with --mode scale
 // one connection count. The CPU fields cover the throughput part: user +
 // system time of the whole process (sender and receiver), and that per GB
-// (10^9 bytes) moved.
+// (10^9 bytes) moved. With --mode coalesce, Messages are those counted at
+// the receiver's OnMessage, Window counts coalescing buffers, and the
+// fields after LatP99us say how the messages were packed.
 type sweepRow struct {
 	Size        int     `json:"size"`
 	Connections int     `json:"connections,omitempty"`
@@ -101,6 +107,15 @@ type sweepRow struct {
 	RoundTrips  int     `json:"round_trips"`
 	LatP50us    float64 `json:"latency_p50_us"`
 	LatP99us    float64 `json:"latency_p99_us"`
+
+	BufSize         int     `json:"buf_size,omitempty"`          // bytes per coalescing buffer
+	FlushIntervalUs float64 `json:"flush_interval_us,omitempty"` // coalescing flush interval
+	Sent            uint64  `json:"sent,omitempty"`              // messages SendMessage took
+	Buffers         uint64  `json:"buffers,omitempty"`           // coalesced buffers sent: the flushes below
+	FullFlushes     uint64  `json:"full_flushes,omitempty"`      // ... because the next message did not fit
+	IntervalFlushes uint64  `json:"interval_flushes,omitempty"`  // ... because the flush interval passed
+	ExplicitFlushes uint64  `json:"explicit_flushes,omitempty"`  // ... by Flush, at the end
+	Verify          bool    `json:"verify,omitempty"`            // tags and payloads were checked (any error fails the run)
 }
 
 // sweepReport is the JSON form of a sweep.
@@ -148,4 +163,28 @@ func printScaleTable(w io.Writer, provider string, rows []sweepRow) error {
 			r.Connections, formatSize(r.Size), r.Window, r.Messages, r.MBPerS, r.MsgsPerS/1e6, r.CPUSecPerGB)
 	}
 	return tw.Flush()
+}
+
+// printCoalesceTable writes the rows of --mode coalesce: the rates counted
+// at the receiver's callback, the CPU they cost, and how the messages were
+// packed into buffers.
+func printCoalesceTable(w io.Writer, provider string, rows []sweepRow) error {
+	fmt.Fprintf(w, "netio-perf coalesced messages, provider %s: SendMessage to the receiver's OnMessage (MB = 10^6 bytes; CPU = user+sys of this process, GB = 10^9 bytes)\n", provider)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tbuffer\tmessages\tMB/s\tMmsg/s\tCPU s/GB\tCPU ns/msg\tbuffers\tmsgs/buffer\tfull\tinterval\texplicit\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.3f\t%.3f\t%.1f\t%d\t%.1f\t%d\t%d\t%d\t\n",
+			formatSize(r.Size), formatSize(r.BufSize), r.Messages, r.MBPerS, r.MsgsPerS/1e6, r.CPUSecPerGB,
+			perMessage(r.CPUSeconds*1e9, r.Messages), r.Buffers, perMessage(float64(r.Sent), r.Buffers),
+			r.FullFlushes, r.IntervalFlushes, r.ExplicitFlushes)
+	}
+	return tw.Flush()
+}
+
+// perMessage returns v/n, or 0 for n == 0.
+func perMessage(v float64, n uint64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return v / float64(n)
 }

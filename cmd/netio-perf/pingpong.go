@@ -117,7 +117,10 @@ func sendOne(ep *endpoint.SendEndpointBuffered, size int) error {
 // the one-way latency percentiles (RTT/2) of row.
 func (w *sweeper) latency(ctx context.Context, size int, row *sweepRow) error {
 	mgr, b := w.mgr, w.budget
-	pc := w.poll.latencyConfig()
+	// The pollers' configuration is the one every other part uses, the
+	// library's default unless --poll says otherwise: the ping-pong measures
+	// what an application gets, with no latency-only tuning.
+	pc := w.poll.config()
 	client, err := cq.Open(mgr.Fabric(), mgr.Domain(), pc)
 	if err != nil {
 		return err

@@ -11,7 +11,7 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--json] [--timeout D]"
+const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D]"
 
 // closeGrace is how long a server that received its --count messages waits
 // for the clients to close their connections before it closes them itself:
@@ -22,12 +22,13 @@ const closeGrace = time.Second
 // serverOptions are the server's flags.
 type serverOptions struct {
 	commonFlags
-	listen  hostPort
-	bufSize int
-	bufs    int
-	count   uint64
-	verify  bool
-	timeout time.Duration // 0: none
+	listen   hostPort
+	bufSize  int
+	bufs     int
+	count    uint64
+	verify   bool
+	coalesce bool          // decode coalesced buffers into messages (OnMessage)
+	timeout  time.Duration // 0: none
 }
 
 // parseServerFlags parses the server's command line.
@@ -39,7 +40,8 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	fs.Var(sizeFlag{&o.bufSize}, "buf-size", "size of each receive buffer: the largest message")
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "receive buffers kept posted per connection")
 	fs.Uint64Var(&o.count, "count", 0, "exit after this many messages over all connections (0: run until SIGINT/SIGTERM)")
-	fs.BoolVar(&o.verify, "verify", false, "check that byte i of message k of each connection is (k+i)%251")
+	fs.BoolVar(&o.verify, "verify", false, "check that byte i of message k of each connection is (k+i)%251 (and with --coalesce that its tag is k)")
+	fs.BoolVar(&o.coalesce, "coalesce", false, "decode each buffer received as coalesced messages (from client --coalesce) and count those; --buf-size must hold the client's coalescing buffers")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long; 0: never (without --count the default is never)")
 	if err := fs.parse(args); err != nil {
 		return o, err
@@ -73,7 +75,11 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 		pat = newPattern(o.bufSize)
 	}
 	s := newSink(pat, o.count)
-	l, err := endpoint.Listen(mgr, o.listen.String(), s.listenConfig(o.bufSize, o.bufs, o.poll.config()))
+	lc := s.listenConfig(o.bufSize, o.bufs, o.poll.config())
+	if o.coalesce {
+		lc.OnData, lc.OnMessage = nil, s.onMessage
+	}
+	l, err := endpoint.Listen(mgr, o.listen.String(), lc)
 	if err != nil {
 		return err
 	}

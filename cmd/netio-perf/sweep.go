@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 )
 
-const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write|scale] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--quick] [--zero-copy] [--json]"
+const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write|scale|coalesce] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json]"
 
 // Default sizes and connection counts of the sweep and of --mode scale.
 var (
@@ -31,6 +32,8 @@ type sweepOptions struct {
 	duration time.Duration // 0: the budget's
 	window   int           // 0: by size (sweepWindow, scaleWindow)
 	rxBufs   int           // 0: twice the window
+	coalesce coalesceFlags // --mode coalesce: the coalescing buffers
+	verify   bool          // --mode coalesce: sequence tags and pattern payloads, checked
 }
 
 // budget bounds one part of the sweep for one size, by time and by count.
@@ -71,14 +74,19 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 	conns := fs.String("conns", "", "--mode scale: comma-separated connection counts into one receiver (default 1,4,16,64)")
 	fs.BoolVar(&o.quick, "quick", false, "short budgets (≈0.3 s per size), for tests")
 	fs.BoolVar(&o.zeroCopy, "zero-copy", false, "throughput part: send from the sender's own memory instead of copying into send buffers")
-	fs.StringVar(&o.mode, "mode", modeSend, "what to measure: send (messages), rma-read (Pull) or rma-write (Push) of an exposed region, scale (send throughput of --conns connections into one receiver)")
+	fs.StringVar(&o.mode, "mode", modeSend, "what to measure: send (messages), rma-read (Pull) or rma-write (Push) of an exposed region, scale (send throughput of --conns connections into one receiver), coalesce (small messages through SendMessage, counted at the receiver's OnMessage)")
 	fs.DurationVar(&o.duration, "duration", 0, "length of each throughput part and each ping-pong (default 2s and 1s; 200ms and 100ms with --quick)")
-	fs.IntVar(&o.window, "window", 0, "send buffers in flight per connection (default: by size, about 8 MiB in flight, 16..128; fewer per connection with --mode scale)")
+	fs.IntVar(&o.window, "window", 0, "send buffers in flight per connection (default: by size, about 8 MiB in flight, 16..128; fewer per connection with --mode scale; with --mode coalesce coalescing buffers, about 256 KiB, 4..128)")
 	fs.IntVar(&o.rxBufs, "rx-bufs", 0, "receive buffers posted per connection (default: twice the window)")
+	o.coalesce.register(fs, "--mode coalesce")
+	fs.BoolVar(&o.verify, "verify", false, "--mode coalesce: message k has tag k and byte i of its payload is (k+i)%251; the receiver checks both")
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
 	if err := o.validate(*sizes, *conns); err != nil {
+		return o, fs.fail(err)
+	}
+	if err := o.coalesce.check(fs, o.mode == modeCoalesce, "--mode coalesce", slices.Max(o.sizes)); err != nil {
 		return o, fs.fail(err)
 	}
 	return o, nil
@@ -88,9 +96,9 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 // or with the mode's defaults when a flag is empty.
 func (o *sweepOptions) validate(sizes, conns string) error {
 	switch o.mode {
-	case modeSend, modeRMARead, modeRMAWrite, modeScale:
+	case modeSend, modeRMARead, modeRMAWrite, modeScale, modeCoalesce:
 	default:
-		return fmt.Errorf("--mode %q: want send, rma-read, rma-write or scale", o.mode)
+		return fmt.Errorf("--mode %q: want send, rma-read, rma-write, scale or coalesce", o.mode)
 	}
 	if o.duration < 0 || o.window < 0 || o.rxBufs < 0 {
 		return errors.New("--duration, --window and --rx-bufs must not be negative")
@@ -101,12 +109,18 @@ func (o *sweepOptions) validate(sizes, conns string) error {
 	if conns != "" && o.mode != modeScale {
 		return errors.New("--conns needs --mode scale")
 	}
-	if o.zeroCopy && o.mode == modeScale {
-		return errors.New("--zero-copy does not apply to --mode scale")
+	if o.zeroCopy && (o.mode == modeScale || o.mode == modeCoalesce) {
+		return fmt.Errorf("--zero-copy does not apply to --mode %s", o.mode)
+	}
+	if o.verify && o.mode != modeCoalesce {
+		return errors.New("--verify needs --mode coalesce")
 	}
 	o.sizes, o.conns = defaultSweepSizes, defaultScaleConns
-	if o.mode == modeScale {
+	switch o.mode {
+	case modeScale:
 		o.sizes = defaultScaleSizes
+	case modeCoalesce:
+		o.sizes = defaultCoalesceSizes
 	}
 	var err error
 	if sizes != "" {
@@ -135,7 +149,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	}
 	defer mgr.Close()
 	w := sweeper{mgr: mgr, budget: b.withDuration(o.duration), poll: o.poll, zeroCopy: o.zeroCopy,
-		mode: o.mode, window: o.window, rxBufs: o.rxBufs, progress: stderr}
+		mode: o.mode, window: o.window, rxBufs: o.rxBufs, coalesce: o.coalesce, verify: o.verify, progress: stderr}
 	var rows []sweepRow
 	if o.mode == modeScale {
 		rows, err = w.scaleRows(ctx, o.sizes, o.conns)
@@ -148,8 +162,11 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	if o.json {
 		return printJSON(stdout, sweepReport{Role: "sweep", Provider: o.provider, Mode: o.mode, Rows: rows})
 	}
-	if o.mode == modeScale {
+	switch o.mode {
+	case modeScale:
 		return printScaleTable(stdout, o.provider, rows)
+	case modeCoalesce:
+		return printCoalesceTable(stdout, o.provider, rows)
 	}
 	return printTable(stdout, o.provider, o.mode, rows)
 }
@@ -161,9 +178,11 @@ type sweeper struct {
 	poll     pollMode
 	zeroCopy bool
 	mode     string
-	window   int       // send buffers per connection; 0: by size
-	rxBufs   int       // receive buffers per connection; 0: twice the window
-	progress io.Writer // progress lines
+	window   int           // send buffers per connection; 0: by size
+	rxBufs   int           // receive buffers per connection; 0: twice the window
+	coalesce coalesceFlags // --mode coalesce: the coalescing buffers
+	verify   bool          // --mode coalesce: check tags and payloads
+	progress io.Writer     // progress lines
 }
 
 // sizeRows measures every size, one row each.
@@ -179,8 +198,12 @@ func (w *sweeper) sizeRows(ctx context.Context, sizes []int) ([]sweepRow, error)
 	return rows, nil
 }
 
-// measure measures throughput, then ping-pong latency, for one size.
+// measure measures throughput, then ping-pong latency, for one size; or
+// what the mode measures instead.
 func (w *sweeper) measure(ctx context.Context, size int) (sweepRow, error) {
+	if w.mode == modeCoalesce {
+		return w.coalesced(ctx, size)
+	}
 	if w.mode != modeSend {
 		return w.measureRMA(ctx, size, w.mode == modeRMAWrite)
 	}

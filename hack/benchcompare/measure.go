@@ -19,8 +19,10 @@ const exitUsage = 2
 // coalesceMode is the netio-perf sweep mode the coalesced row asks for:
 // `netio-perf --mode coalesce --sizes 64 --duration D --json` must print a
 // sweep report whose one row's msgs_per_s counts 64 B messages end to end
-// (sender to the receiver's callback). Until netio-perf has that mode it
-// exits with exitUsage and the row reads "n/a (not built)".
+// (sender to the receiver's callback), with netio-perf's defaults for the
+// coalescing (64 KiB buffers, 1 ms flush interval, 4 buffers in flight).
+// A netio-perf built before it had the mode exits with exitUsage, and the
+// row reads "n/a (not built)".
 const coalesceMode = "coalesce"
 
 // window is the send window and the receive depth a size runs with, the
