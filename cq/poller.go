@@ -52,6 +52,13 @@ const errorBackoff = time.Millisecond
 // tcp) between a message's arrival and its delivery.
 const eqEvery = 32
 
+// eqAfter is how many completions may be delivered between two event queue
+// reads. Rounds are not equal: one round delivers up to 1024 completions,
+// and with callbacks that take milliseconds, 32 such rounds kept a
+// connection request waiting for tens of seconds (a dial timed out behind a
+// busy OnData). Counting work done bounds that without a clock read.
+const eqAfter = 256
+
 // Defaults for Config.
 const (
 	// DefaultSpinBudget is longer than a loopback round trip of a small
@@ -471,11 +478,12 @@ func (p *Poller) run() {
 	// empty, never while completions flow.
 	var idleSince time.Time
 	eqDue := true // read the event queue in this round
+	sinceEQ := 0  // completions delivered since the last event queue read
 	for iter := uint(1); !p.stopping.Load(); iter++ {
 		n := p.pollCQ()
-		if eqDue || iter%eqEvery == 0 {
+		if sinceEQ += n; eqDue || iter%eqEvery == 0 || sinceEQ >= eqAfter {
 			n += p.pollEQ()
-			eqDue = false
+			eqDue, sinceEQ = false, 0
 		}
 		if p.queued.Load() {
 			n += p.runQueue()
