@@ -24,6 +24,15 @@ func requestDeliveryComplete(info *fabric.Info) error {
 	return nil
 }
 
+// checkProgressTimeout is the check of SendConfig.ProgressTimeout and
+// ZeroCopyConfig.ProgressTimeout.
+func checkProgressTimeout(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: endpoint: negative ProgressTimeout %v", netio.ErrInvalidArgument, d)
+	}
+	return nil
+}
+
 // stallWatch calls onStall once when progress reports work waiting and an
 // unchanged count for timeout, unless ended says the connection is over.
 // It checks every quarter of the timeout, so a stall is noticed after

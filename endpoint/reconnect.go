@@ -271,18 +271,20 @@ func (r *ReconnectingSender) drain() {
 	}
 }
 
-// completedOn maps a buffer completion of ep back to its message, reports it
+// onCompleted maps a buffer completion back to its message, reports it
 // and refills the freed buffer from the backlog. It runs on the poller.
-func (r *ReconnectingSender) completedOn(ep *SendEndpointBuffered, id uint64, st netio.Status) {
+func (r *ReconnectingSender) onCompleted(id uint64, st netio.Status) {
 	r.mu.Lock()
 	// One connection at a time: attach clears inFlight only after the
-	// previous connection's Close reported all of its buffers.
+	// previous connection's Close reported all of its buffers, so the
+	// completion is of the current connection, or of none (r.ep nil, and
+	// drain posts nothing).
 	var key uint64
 	if id < uint64(len(r.inFlight)) {
 		keys := &r.inFlight[id]
 		key, keys[0], keys[1] = keys[0], keys[1], 0
 	}
-	if st == netio.OK && r.ep == ep {
+	if st == netio.OK {
 		r.drain()
 	}
 	r.mu.Unlock()
@@ -354,12 +356,7 @@ func (r *ReconnectingSender) stopClosed(err error) {
 // dial makes one connection whose end is signalled on ended.
 func (r *ReconnectingSender) dial(ended chan<- error) (*SendEndpointBuffered, error) {
 	cfg := r.cfg.Send
-	var ep *SendEndpointBuffered
-	epReady := make(chan struct{})
-	cfg.OnSendCompleted = func(id uint64, st netio.Status) {
-		<-epReady // completions come only after Dial returned it
-		r.completedOn(ep, id, st)
-	}
+	cfg.OnSendCompleted = r.onCompleted
 	cfg.OnConnectionClosed = func(err error) {
 		select {
 		case ended <- err:
@@ -368,9 +365,7 @@ func (r *ReconnectingSender) dial(ended chan<- error) (*SendEndpointBuffered, er
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.DialTimeout)
 	defer cancel()
-	ep, err := Dial(ctx, r.mgr, r.addr, cfg)
-	close(epReady)
-	return ep, err
+	return Dial(ctx, r.mgr, r.addr, cfg)
 }
 
 // attach makes ep the current connection and sends the backlog on it.

@@ -96,8 +96,8 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 	if err := c.Params.Validate(); err != nil {
 		return err
 	}
-	if c.ProgressTimeout < 0 {
-		return fmt.Errorf("%w: endpoint: negative ProgressTimeout %v", netio.ErrInvalidArgument, c.ProgressTimeout)
+	if err := checkProgressTimeout(c.ProgressTimeout); err != nil {
+		return err
 	}
 	if err := c.Coalesce.validate(); err != nil {
 		return err

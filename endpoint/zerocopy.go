@@ -137,8 +137,8 @@ func DialZeroCopy(ctx context.Context, mgr *domain.Manager, addr string, cfg Zer
 }
 
 func (c *ZeroCopyConfig) withDefaults(mgr *domain.Manager) error {
-	if c.ProgressTimeout < 0 {
-		return fmt.Errorf("%w: endpoint: negative ProgressTimeout %v", netio.ErrInvalidArgument, c.ProgressTimeout)
+	if err := checkProgressTimeout(c.ProgressTimeout); err != nil {
+		return err
 	}
 	if c.HeaderSize == 0 {
 		c.HeaderSize = DefaultHeaderSize
