@@ -2,6 +2,7 @@ package fabric_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -152,6 +153,12 @@ func TestBadInputQueuesNotOpen(t *testing.T) {
 		"Write": c.ep.Write(a, 64, 0, 0, 1, 1),
 		"CQ.Read": func() fabric.Errno {
 			n, avail, errno := c.cq.Read()
+			assert.Zero(t, n)
+			assert.False(t, avail)
+			return errno
+		}(),
+		"CQ.ReadSpin": func() fabric.Errno {
+			n, avail, errno := c.cq.ReadSpin(time.Second)
 			assert.Zero(t, n)
 			assert.False(t, avail)
 			return errno

@@ -7,6 +7,7 @@ package fabric
 import "C"
 
 import (
+	"time"
 	"unsafe"
 )
 
@@ -71,7 +72,24 @@ func (q *CQ) Read() (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	rc := C.netio_cq_read(q.c, &q.entries[0], MaxBatch)
+	return q.result(C.netio_cq_read(q.c, &q.entries[0], MaxBatch))
+}
+
+// ReadSpin is Read, repeated inside C while the queue is empty, for up to
+// spin (0 or less: once). It returns like Read: as soon as there are
+// completions or an error, else after spin with n == 0. A spinning poller
+// uses it to pay one cgo call per slice of spinning instead of per poll.
+// Keep spin well below 20 µs: the Go runtime hands the P of a goroutine
+// that stays in a cgo call longer than that to another thread.
+func (q *CQ) ReadSpin(spin time.Duration) (n int, avail bool, errno Errno) {
+	if !q.open() {
+		return 0, false, EBADF
+	}
+	return q.result(C.netio_cq_read_spin(q.c, &q.entries[0], MaxBatch, C.int64_t(spin)))
+}
+
+// result turns fi_cq_read's return value into Read's results.
+func (q *CQ) result(rc C.ssize_t) (n int, avail bool, errno Errno) {
 	switch {
 	case rc == -C.FI_EAGAIN:
 		return 0, false, 0

@@ -143,12 +143,7 @@ func TestConnectSendReceive(t *testing.T) {
 			dest, err := fabric.GetInfo(fabric.Hints{Provider: prov, Node: host, Service: port, Fabric: cli.info.FabricName(), Domain: cli.info.DomainName()})
 			require.NoError(t, err)
 			defer dest.Free()
-			cep, err := cli.dom.OpenEndpoint(dest, 11)
-			require.NoError(t, err)
-			defer cep.Close()
-			require.NoError(t, cep.BindEQ(cli.eq))
-			require.NoError(t, cep.BindCQ(cli.cq, fabric.BindTransmit|fabric.BindRecv))
-			require.NoError(t, cep.Enable())
+			cep := openBound(t, cli, dest, 11)
 			require.NoError(t, cep.Connect(dest))
 			// tcp makes connection progress only while the connecting side
 			// reads or waits on its queue: wait for it concurrently, as the
@@ -160,13 +155,8 @@ func TestConnectSendReceive(t *testing.T) {
 			require.Equal(t, fabric.EventConnReq, req.Kind)
 			assert.Equal(t, uint64(7), req.Context, "a connection request carries the passive endpoint's context")
 			require.NotNil(t, req.Info)
-			sep, err := srv.dom.OpenEndpoint(req.Info, 21)
+			sep := openBound(t, srv, req.Info, 21)
 			req.Info.Free()
-			require.NoError(t, err)
-			defer sep.Close()
-			require.NoError(t, sep.BindEQ(srv.eq))
-			require.NoError(t, sep.BindCQ(srv.cq, fabric.BindTransmit|fabric.BindRecv))
-			require.NoError(t, sep.Enable())
 
 			rbuf := mmap(t, 4096)
 			rmr, err := srv.dom.RegisterMemory(addr(rbuf), len(rbuf), fabric.AccessRecv, 1)
@@ -182,12 +172,7 @@ func TestConnectSendReceive(t *testing.T) {
 			assert.Equal(t, fabric.EventConnected, ev.Kind)
 			assert.Equal(t, uint64(11), ev.Context)
 
-			sbuf := mmap(t, 4096)
-			copy(sbuf, "hello, fabric")
-			smr, err := cli.dom.RegisterMemory(addr(sbuf), len(sbuf), fabric.AccessSend, 2)
-			require.NoError(t, err)
-			defer smr.Close()
-			require.Zero(t, cep.Send(addr(sbuf), 13, smr.Desc(), 0xabcd))
+			postSend(t, cli, cep, "hello, fabric", 0xabcd)
 
 			c, cerr := waitCompletion(t, cli, 5*time.Second)
 			require.Nil(t, cerr)
@@ -259,4 +244,111 @@ func TestErrnoText(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	assert.Regexp(t, `^1\.\d+$`, fabric.Version())
+}
+
+// TestReadSpin: ReadSpin keeps polling an empty queue for its whole slice,
+// and returns as soon as a completion arrives, with that completion.
+func TestReadSpin(t *testing.T) {
+	s := openStack(t, "tcp")
+	start := time.Now()
+	n, avail, errno := s.cq.ReadSpin(3 * time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(start), 3*time.Millisecond, "an empty queue is polled for the whole slice")
+	assert.Zero(t, n)
+	assert.False(t, avail)
+	assert.Zero(t, errno)
+
+	srv, cli := s, openStack(t, "tcp")
+	rbuf := mmap(t, 4096)
+	rmr, err := srv.dom.RegisterMemory(addr(rbuf), len(rbuf), fabric.AccessRecv, 1)
+	require.NoError(t, err)
+	defer rmr.Close()
+	cep := connectPair(t, srv, cli, func(sep *fabric.Endpoint) {
+		require.Zero(t, sep.Recv(addr(rbuf), len(rbuf), rmr.Desc(), 0x77))
+	})
+	postSend(t, cli, cep, "spun", 0x88)
+
+	// The client's side must make progress too (tcp sends from its CQ
+	// reads when the socket was busy), so read it while the server spins.
+	clientDone := make(chan fabric.Errno, 1)
+	go func() {
+		for {
+			n, _, errno := cli.cq.Read()
+			if n > 0 || errno != 0 {
+				clientDone <- errno
+				return
+			}
+		}
+	}()
+	start = time.Now()
+	for n == 0 && time.Since(start) < 10*time.Second {
+		n, avail, errno = srv.cq.ReadSpin(10 * time.Second)
+	}
+	assert.Less(t, time.Since(start), 10*time.Second, "ReadSpin returns when a completion arrives, not at the end of its slice")
+	require.Equal(t, 1, n)
+	assert.False(t, avail)
+	assert.Zero(t, errno)
+	c := srv.cq.Entry(0)
+	assert.Equal(t, uint64(0x77), c.Context)
+	assert.Equal(t, uint64(4), c.Len)
+	assert.Equal(t, "spun", string(rbuf[:4]))
+	assert.Zero(t, <-clientDone)
+}
+
+// connectPair connects a client endpoint on cli to a server endpoint on
+// srv, both bound to their stack's queues; beforeAccept runs on the
+// server's endpoint before it accepts (to post receives). The endpoints
+// are closed at the end of the test; the client's is returned.
+func connectPair(t *testing.T, srv, cli *stack, beforeAccept func(*fabric.Endpoint)) *fabric.Endpoint {
+	t.Helper()
+	pep, err := srv.fab.OpenPassiveEndpoint(srv.info, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, pep.Close()) })
+	require.NoError(t, pep.Bind(srv.eq))
+	require.NoError(t, pep.Listen())
+	bound, err := pep.Addr()
+	require.NoError(t, err)
+	host, port, err := net.SplitHostPort(bound)
+	require.NoError(t, err)
+	dest, err := fabric.GetInfo(fabric.Hints{Provider: cli.info.Provider(), Node: host, Service: port, Fabric: cli.info.FabricName(), Domain: cli.info.DomainName()})
+	require.NoError(t, err)
+	defer dest.Free()
+	cep := openBound(t, cli, dest, 2)
+	require.NoError(t, cep.Connect(dest))
+	clientEvent := make(chan fabric.Event, 1)
+	go func() { clientEvent <- waitEventNoFail(cli, 5*time.Second) }()
+
+	req := waitEvent(t, srv, 5*time.Second)
+	require.Equal(t, fabric.EventConnReq, req.Kind)
+	sep := openBound(t, srv, req.Info, 3)
+	req.Info.Free()
+	beforeAccept(sep)
+	require.NoError(t, sep.Accept())
+	require.Equal(t, fabric.EventConnected, waitEvent(t, srv, 5*time.Second).Kind)
+	require.Equal(t, fabric.EventConnected, (<-clientEvent).Kind)
+	return cep
+}
+
+// openBound opens an endpoint on s for info, bound to s's queues, enabled;
+// it is closed at the end of the test.
+func openBound(t *testing.T, s *stack, info *fabric.Info, ctx uint64) *fabric.Endpoint {
+	t.Helper()
+	ep, err := s.dom.OpenEndpoint(info, ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, ep.Close()) })
+	require.NoError(t, ep.BindEQ(s.eq))
+	require.NoError(t, ep.BindCQ(s.cq, fabric.BindTransmit|fabric.BindRecv))
+	require.NoError(t, ep.Enable())
+	return ep
+}
+
+// postSend sends msg on ep from registered memory of s, with context ctx;
+// the registration ends with the test.
+func postSend(t *testing.T, s *stack, ep *fabric.Endpoint, msg string, ctx uint64) {
+	t.Helper()
+	buf := mmap(t, 4096)
+	copy(buf, msg)
+	mr, err := s.dom.RegisterMemory(addr(buf), len(buf), fabric.AccessSend, 2)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, mr.Close()) })
+	require.Zero(t, ep.Send(addr(buf), len(msg), mr.Desc(), ctx))
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define NETIO_FI_VERSION FI_VERSION(1, 17)
 
@@ -114,6 +115,30 @@ const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno)
 ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count)
 {
 	return fi_cq_read(cq, buf, count);
+}
+
+static int64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * fi_cq_read, repeated while the queue is empty for up to spin_ns. Spinning
+ * here instead of in Go keeps the per-poll cost at that of C: one cgo
+ * transition per slice instead of per poll.
+ */
+ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count, int64_t spin_ns)
+{
+	ssize_t ret = fi_cq_read(cq, buf, count);
+	if (ret != -FI_EAGAIN || spin_ns <= 0)
+		return ret;
+	int64_t end = monotonic_ns() + spin_ns;
+	do {
+		ret = fi_cq_read(cq, buf, count);
+	} while (ret == -FI_EAGAIN && monotonic_ns() < end);
+	return ret;
 }
 
 ssize_t netio_cq_readerr(struct fid_cq *cq, struct netio_cq_err *out)

@@ -48,6 +48,7 @@ const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno);
 
 // CQ: batch read into a C array owned by the caller.
 ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count);
+ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count, int64_t spin_ns);
 struct netio_cq_err {
 	uint64_t context;
 	uint64_t flags;
