@@ -175,6 +175,36 @@ func TestBadInputQueuesNotOpen(t *testing.T) {
 	assert.False(t, c.fab.TryWait(s.cq, s.eq))
 }
 
+// TestNoWaitObject: queues opened without a wait file descriptor have
+// none to give (libfabric 1.17's tcp crashes when asked) and are never
+// waited on.
+func TestNoWaitObject(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			s := openStack(t, prov)
+			cq, err := s.dom.OpenCQ(8, false)
+			require.NoError(t, err)
+			defer cq.Close()
+			eq, err := s.fab.OpenEQ(8, false)
+			require.NoError(t, err)
+			defer eq.Close()
+			_, err = cq.WaitFD()
+			assert.ErrorIs(t, err, fabric.ENODATA)
+			_, err = eq.WaitFD()
+			assert.ErrorIs(t, err, fabric.ENODATA)
+			assert.False(t, s.fab.TryWait(cq, nil))
+			assert.False(t, s.fab.TryWait(s.cq, eq))
+			assert.False(t, s.fab.TryWait(eq, s.cq))
+			n, avail, errno := cq.Read()
+			assert.Zero(t, n)
+			assert.False(t, avail)
+			assert.Zero(t, errno, "a queue without a wait object is read as any other")
+			_, err = s.cq.WaitFD()
+			assert.NoError(t, err, "a queue with a wait object still gives it")
+		})
+	}
+}
+
 // TestBadInputArguments: sizes and flags libfabric would accept and misuse
 // are refused with EINVAL, and nothing is opened or registered.
 func TestBadInputArguments(t *testing.T) {

@@ -19,6 +19,7 @@ const MaxBatch = 64
 type CQ struct {
 	c       *C.struct_fid_cq
 	entries *[MaxBatch]C.struct_fi_cq_msg_entry
+	waits   bool // opened with a wait file descriptor
 }
 
 // Completion is one successful completion.
@@ -56,12 +57,14 @@ func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
 		C.netio_close(&q.fid)
 		return nil, &OpError{Op: "calloc(cq entries)", Err: ENOMEM}
 	}
-	return &CQ{c: q, entries: (*[MaxBatch]C.struct_fi_cq_msg_entry)(buf)}, nil
+	return &CQ{c: q, entries: (*[MaxBatch]C.struct_fi_cq_msg_entry)(buf), waits: waitFD}, nil
 }
 
 func (q *CQ) fid() *C.struct_fid { return &q.c.fid }
+func (q *CQ) hasWait() bool      { return q.waits }
 
-// WaitFD returns the queue's wait file descriptor.
+// WaitFD returns the queue's wait file descriptor; a queue opened without
+// one gives ENODATA.
 func (q *CQ) WaitFD() (int, error) { return waitFD(q, "fi_control(cq, FI_GETWAIT)") }
 
 // Read reads up to MaxBatch completions in one cgo call; Entry(i) returns

@@ -44,9 +44,10 @@ func (f *Fabric) Close() error {
 // of a (and b, when not nil): fi_trywait. False means completions or events
 // may already be pending, so the caller must read before blocking; it is
 // also the answer when f, a or b is closed (or a is nil), whose reads then
-// report the error.
+// report the error, and when a or b has no wait file descriptor (opened
+// without one), which can only be polled.
 func (f *Fabric) TryWait(a, b Waitable) bool {
-	if !f.open() || a == nil || !a.open() || b != nil && !b.open() {
+	if !f.open() || a == nil || !a.open() || !a.hasWait() || b != nil && (!b.open() || !b.hasWait()) {
 		return false
 	}
 	var fb *C.struct_fid
@@ -60,6 +61,7 @@ func (f *Fabric) TryWait(a, b Waitable) bool {
 type Waitable interface {
 	object
 	fid() *C.struct_fid
+	hasWait() bool // opened with a wait file descriptor
 	// WaitFD returns the file descriptor that becomes readable when the
 	// object may have something to read (FI_GETWAIT).
 	WaitFD() (int, error)
@@ -68,6 +70,10 @@ type Waitable interface {
 func waitFD(q Waitable, op string) (int, error) {
 	if err := notOpen(op, q); err != nil {
 		return -1, err
+	}
+	if !q.hasWait() {
+		// libfabric 1.17's tcp dereferences the missing wait set.
+		return -1, &OpError{Op: op, Err: ENODATA}
 	}
 	fid := q.fid()
 	var fd C.int
@@ -159,6 +165,7 @@ func (m *MR) Close() error {
 type EQ struct {
 	c     *C.struct_fid_eq
 	entry *C.struct_netio_event
+	waits bool // opened with a wait file descriptor
 }
 
 // OpenEQ opens an event queue of the given size. With waitFD the queue has a
@@ -179,12 +186,14 @@ func (f *Fabric) OpenEQ(size int, waitFD bool) (*EQ, error) {
 		C.netio_close(&q.fid)
 		return nil, &OpError{Op: "calloc(eq entry)", Err: ENOMEM}
 	}
-	return &EQ{c: q, entry: entry}, nil
+	return &EQ{c: q, entry: entry, waits: waitFD}, nil
 }
 
 func (q *EQ) fid() *C.struct_fid { return &q.c.fid }
+func (q *EQ) hasWait() bool      { return q.waits }
 
-// WaitFD returns the queue's wait file descriptor.
+// WaitFD returns the queue's wait file descriptor; a queue opened without
+// one gives ENODATA.
 func (q *EQ) WaitFD() (int, error) { return waitFD(q, "fi_control(eq, FI_GETWAIT)") }
 
 // EventKind names a connection management event.
