@@ -1,0 +1,147 @@
+package fabric_test
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio/fabric"
+)
+
+// BenchmarkRawStream is the Go ceiling of hack/cbaseline's bw mode: the
+// same program shape (one domain, a sending and a receiving side, each on
+// an OS thread of its own with its own completion queue, spinning on
+// fi_cq_read without wait objects, the sender keeping a window of sends
+// outstanding and the receiver reposting each buffer as it completes), but
+// written in Go on this package, with no netio code above it. Whatever
+// netio-go loses to C beyond this is the library's; what this loses to C is
+// Go's (cgo calls and the runtime's own threads).
+//
+//	go test -run '^$' -bench RawStream -benchtime 2s ./fabric
+func BenchmarkRawStream(b *testing.B) {
+	for _, c := range []struct{ size, window int }{{64 << 10, 128}, {1 << 20, 16}} {
+		b.Run(fmt.Sprintf("%dKiB", c.size>>10), func(b *testing.B) { rawStream(b, c.size, c.window) })
+	}
+}
+
+func rawStream(b *testing.B, size, window int) {
+	rxDepth := 2 * window
+	// One domain, an event queue per side and completion queues without
+	// wait objects, as in C (a CQ with one makes tcp signal it on every
+	// completion).
+	base := openStack(b, "tcp")
+	recv, cli := sideOf(b, base), sideOf(b, base)
+	srvCQ := recv.cq
+
+	rbuf := mmap(b, rxDepth*size)
+	rmr, err := recv.dom.RegisterMemory(addr(rbuf), len(rbuf), fabric.AccessRecv, 1)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = rmr.Close() })
+	var sep *fabric.Endpoint
+	cep := connectPair(b, recv, cli, func(ep *fabric.Endpoint) {
+		sep = ep
+		for i := range rxDepth {
+			require.Zero(b, ep.Recv(addr(rbuf)+uintptr(i*size), size, rmr.Desc(), uint64(i)))
+		}
+	})
+	sbuf := mmap(b, window*size)
+	smr, err := cli.dom.RegisterMemory(addr(sbuf), len(sbuf), fabric.AccessSend, 2)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = smr.Close() })
+
+	var received atomic.Int64
+	var stop atomic.Bool
+	done := make(chan fabric.Errno, 1)
+	go func() { done <- drainReceives(srvCQ, sep, rbuf, size, rmr.Desc(), &received, &stop) }()
+
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	errno := sendWindow(cli.cq, cep, sbuf, size, window, smr.Desc(), b.N)
+	for errno == 0 && received.Load() < int64(b.N) {
+		runtime.Gosched()
+	}
+	b.StopTimer()
+	stop.Store(true)
+	require.Zero(b, errno)
+	require.Zero(b, <-done)
+}
+
+// sendWindow sends n messages of size bytes from slots of buf, keeping up
+// to window outstanding, on a locked thread; it returns when all completed.
+func sendWindow(cq *fabric.CQ, ep *fabric.Endpoint, buf []byte, size, window int, desc uintptr, n int) fabric.Errno {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	free := make([]uint64, 0, window)
+	for i := range window {
+		free = append(free, uint64(i))
+	}
+	for sent, completed := 0, 0; completed < n; {
+		for sent < n && len(free) > 0 {
+			slot := free[len(free)-1]
+			errno := ep.Send(addr(buf)+uintptr(int(slot)*size), size, desc, slot)
+			if errno == fabric.EAGAIN {
+				break
+			}
+			if errno != 0 {
+				return errno
+			}
+			free, sent = free[:len(free)-1], sent+1
+		}
+		got, avail, errno := cq.Read()
+		if avail {
+			return fabric.EAVAIL // an error completion: the stream is broken
+		}
+		if errno != 0 {
+			return errno
+		}
+		for i := range got {
+			free = append(free, cq.Entry(i).Context)
+		}
+		completed += got
+	}
+	return 0
+}
+
+// drainReceives reposts every completed receive on a locked thread, counting
+// them, until stop.
+func drainReceives(cq *fabric.CQ, ep *fabric.Endpoint, buf []byte, size int, desc uintptr, received *atomic.Int64, stop *atomic.Bool) fabric.Errno {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for !stop.Load() {
+		got, avail, errno := cq.Read()
+		if avail {
+			return fabric.EAVAIL // an error completion: the stream is broken
+		}
+		if errno != 0 {
+			return errno
+		}
+		for i := range got {
+			slot := cq.Entry(i).Context
+			if errno := ep.Recv(addr(buf)+uintptr(int(slot)*size), size, desc, slot); errno != 0 {
+				return errno
+			}
+		}
+		received.Add(int64(got))
+	}
+	return 0
+}
+
+// sideOf returns a stack on base's domain with an event queue and a
+// completion queue of its own, the CQ without a wait object; both are
+// closed at the end of the benchmark.
+func sideOf(b *testing.B, base *stack) *stack {
+	eq, err := base.fab.OpenEQ(64, true)
+	require.NoError(b, err)
+	cq, err := base.dom.OpenCQ(1024, false)
+	require.NoError(b, err)
+	b.Cleanup(func() {
+		assert.NoError(b, cq.Close())
+		assert.NoError(b, eq.Close())
+	})
+	return &stack{info: base.info, fab: base.fab, dom: base.dom, eq: eq, cq: cq}
+}
