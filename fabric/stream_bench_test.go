@@ -92,10 +92,7 @@ func sendWindow(cq *fabric.CQ, ep *fabric.Endpoint, buf []byte, size, window int
 			}
 			free, sent = free[:len(free)-1], sent+1
 		}
-		got, avail, errno := cq.Read()
-		if avail {
-			return fabric.EAVAIL // an error completion: the stream is broken
-		}
+		got, errno := readBatch(cq)
 		if errno != 0 {
 			return errno
 		}
@@ -113,10 +110,7 @@ func drainReceives(cq *fabric.CQ, ep *fabric.Endpoint, buf []byte, size int, des
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	for !stop.Load() {
-		got, avail, errno := cq.Read()
-		if avail {
-			return fabric.EAVAIL // an error completion: the stream is broken
-		}
+		got, errno := readBatch(cq)
 		if errno != 0 {
 			return errno
 		}
@@ -144,4 +138,14 @@ func sideOf(b *testing.B, base *stack) *stack {
 		assert.NoError(b, eq.Close())
 	})
 	return &stack{info: base.info, fab: base.fab, dom: base.dom, eq: eq, cq: cq}
+}
+
+// readBatch reads completions; an error completion is EAVAIL (the stream
+// is broken).
+func readBatch(cq *fabric.CQ) (int, fabric.Errno) {
+	got, avail, errno := cq.Read()
+	if avail {
+		return 0, fabric.EAVAIL
+	}
+	return got, errno
 }
