@@ -104,8 +104,20 @@ func TestCBaseline(t *testing.T) {
 	assert.GreaterOrEqual(t, p.LatP99us, p.LatP50us)
 	assert.Positive(t, p.LatP50us)
 
+	// --noise-us adds a waking thread; the measurement stays whole.
+	var noisy perfRow
+	require.NoError(t, tl.runJSON(t.Context(), &noisy, bin, "bw", "--provider", "tcp", "--size", "4096",
+		"--seconds", "0.1", "--noise-us", "20"))
+	assert.Positive(t, noisy.Messages)
+	assert.InDelta(t, float64(noisy.Messages)*4096/1e6/noisy.Seconds, noisy.MBPerS, 1e-3*noisy.MBPerS)
+
 	// Bad input: a clear error and exit status 1, nothing measured.
-	out, err = exec.Command(bin, "bw", "--provider", "tcp", "--size", "0").CombinedOutput()
-	assert.Error(t, err)
-	assert.Contains(t, string(out), "--size")
+	for flag, args := range map[string][]string{
+		"--size":     {"bw", "--provider", "tcp", "--size", "0"},
+		"--noise-us": {"bw", "--provider", "tcp", "--size", "64", "--noise-us", "0"},
+	} {
+		out, err = exec.Command(bin, args...).CombinedOutput()
+		assert.Error(t, err, flag)
+		assert.Contains(t, string(out), flag)
+	}
 }

@@ -8,9 +8,10 @@
  * on fi_cq_read.
  *
  *   cbaseline bw       --provider P --size S [--window W] [--rx-depth R]
- *                      [--seconds T] [--max-count N] [--yield] [--timeout SEC]
+ *                      [--seconds T] [--max-count N] [--yield] [--noise-us N]
+ *                      [--timeout SEC]
  *   cbaseline pingpong --provider P --size S [--seconds T] [--max-count N]
- *                      [--yield] [--timeout SEC]
+ *                      [--yield] [--noise-us N] [--timeout SEC]
  *
  * bw: the client keeps up to W sends of S bytes outstanding (default 64),
  * the server keeps R receives posted (default 2W) and posts each buffer again
@@ -33,6 +34,11 @@
  * The first 10 round trips are left out; one-way latency is half the round
  * trip (p50 and p99). Ends after T seconds (but not before 10 timed round
  * trips) or N timed round trips (default 100000).
+ *
+ * --noise-us N starts a third thread that sleeps N microseconds in a loop,
+ * doing nothing else: the wake-ups the Go runtime's monitor thread makes
+ * (every 20 us while goroutines sit in long cgo calls), so that what they
+ * cost a C program can be measured (bw --size 1048576 --noise-us 20).
  *
  * --yield calls sched_yield() after an empty fi_cq_read, which the sockets
  * provider's progress thread needs on a machine with few cores.
@@ -111,6 +117,7 @@ struct opts {
 	double seconds;
 	uint64_t max_count;
 	int yield;
+	unsigned noise_us; /* 0: no noise thread */
 	unsigned timeout;
 };
 
@@ -165,9 +172,9 @@ static void usage(void)
 		"usage:\n"
 		"  cbaseline bw       --provider P --size S [--window W] "
 		"[--rx-depth R] [--seconds T] [--max-count N] [--yield] "
-		"[--timeout SEC]\n"
+		"[--noise-us N] [--timeout SEC]\n"
 		"  cbaseline pingpong --provider P --size S [--seconds T] "
-		"[--max-count N] [--yield] [--timeout SEC]\n");
+		"[--max-count N] [--yield] [--noise-us N] [--timeout SEC]\n");
 	exit(1);
 }
 
@@ -234,6 +241,8 @@ static void parse_args(int argc, char **argv)
 			o.seconds = flag_value(a, v, 1e-3, 3600, 0);
 		else if (!strcmp(a, "--max-count"))
 			o.max_count = (uint64_t)flag_value(a, v, 1, 1e12, 1);
+		else if (!strcmp(a, "--noise-us"))
+			o.noise_us = (unsigned)flag_value(a, v, 1, 1e6, 1);
 		else if (!strcmp(a, "--timeout"))
 			o.timeout = (unsigned)flag_value(a, v, 0, 86400, 1);
 		else
@@ -761,10 +770,37 @@ static void run_pingpong(void)
 	free(rtts);
 }
 
+/* --noise-us: wake up every o.noise_us microseconds, for ever. */
+static void *noise(void *arg)
+{
+	struct timespec ts = {.tv_nsec = (long)o.noise_us * 1000};
+
+	(void)arg;
+	ts.tv_sec = ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	for (;;)
+		nanosleep(&ts, NULL);
+	return NULL;
+}
+
+static void start_noise(void)
+{
+	pthread_t t;
+	int ret;
+
+	if (!o.noise_us)
+		return;
+	ret = pthread_create(&t, NULL, noise, NULL);
+	if (ret)
+		errx(1, "pthread_create: %s", strerror(ret));
+	pthread_detach(t);
+}
+
 int main(int argc, char **argv)
 {
 	parse_args(argc, argv);
 	alarm(o.timeout); /* the default action ends the process */
+	start_noise();
 	if (pthread_barrier_init(&start_line, NULL, 2))
 		errx(1, "pthread_barrier_init failed");
 	open_fabric();
