@@ -9,9 +9,10 @@
 // queues' file descriptors (after fi_trywait), so an idle process uses no
 // CPU. It spins inside C, in slices of a few microseconds between which it
 // reads the event queue, runs queued work and yields, so that an empty
-// poll costs what it costs a C program. The default budget outlasts a loopback round trip plus the wake-up
-// of a peer that slept, so a busy request-response exchange keeps both
-// sides spinning. BusyPoll never blocks.
+// poll costs what it costs a C program. The default budget outlasts a
+// loopback round trip plus the wake-up of a peer that slept, so a busy
+// request-response exchange keeps both sides spinning. BusyPoll never
+// blocks.
 package cq
 
 import (

@@ -273,13 +273,14 @@ func TestReadSpin(t *testing.T) {
 	// reads when the socket was busy), so read it while the server spins.
 	clientDone := make(chan fabric.Errno, 1)
 	go func() {
-		for {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 			n, _, errno := cli.cq.Read()
 			if n > 0 || errno != 0 {
 				clientDone <- errno
 				return
 			}
 		}
+		clientDone <- fabric.ETIMEDOUT
 	}()
 	start = time.Now()
 	for n == 0 && time.Since(start) < 10*time.Second {

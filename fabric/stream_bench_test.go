@@ -62,13 +62,31 @@ func rawStream(b *testing.B, size, window int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	errno := sendWindow(cli.cq, cep, sbuf, size, window, smr.Desc(), b.N)
-	for errno == 0 && received.Load() < int64(b.N) {
-		runtime.Gosched()
+	if errno == 0 {
+		errno = awaitReceived(&received, int64(b.N), done)
 	}
 	b.StopTimer()
 	stop.Store(true)
 	require.Zero(b, errno)
 	require.Zero(b, <-done)
+}
+
+// awaitReceived waits until n messages were received, or the receiving
+// side ended (and then puts its result back for the caller).
+func awaitReceived(received *atomic.Int64, n int64, done chan fabric.Errno) fabric.Errno {
+	for received.Load() < n {
+		select {
+		case errno := <-done:
+			done <- errno
+			if errno == 0 {
+				return fabric.ECANCELED // stopped before all arrived
+			}
+			return errno
+		default:
+			runtime.Gosched()
+		}
+	}
+	return 0
 }
 
 // sendWindow sends n messages of size bytes from slots of buf, keeping up
