@@ -5,9 +5,11 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/netio-go/netio/fabric"
 )
@@ -20,6 +22,11 @@ import (
 // written in Go on this package, with no netio code above it. Whatever
 // netio-go loses to C beyond this is the library's; what this loses to C is
 // Go's (cgo calls and the runtime's own threads).
+//
+// Besides MB/s it reports cpu-s/GB: the process's CPU time (user and
+// system, both sides) per 10^9 bytes moved, as cbaseline and netio-perf
+// count it. hack/bench-compare runs it in every round, as the Go ceiling
+// of its bandwidth table.
 //
 //	go test -run '^$' -bench RawStream -benchtime 2s ./fabric
 func BenchmarkRawStream(b *testing.B) {
@@ -60,15 +67,24 @@ func rawStream(b *testing.B, size, window int) {
 
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
+	cpu0 := cpuTime(b)
 	b.ResetTimer()
 	errno := sendWindow(cli.cq, cep, sbuf, size, window, smr.Desc(), b.N)
 	if errno == 0 {
 		errno = awaitReceived(&received, int64(b.N), done)
 	}
 	b.StopTimer()
+	b.ReportMetric((cpuTime(b)-cpu0).Seconds()/(float64(b.N)*float64(size)/1e9), "cpu-s/GB")
 	stop.Store(true)
 	require.Zero(b, errno)
 	require.Zero(b, <-done)
+}
+
+// cpuTime returns the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	require.NoError(b, unix.Getrusage(unix.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // awaitReceived waits until n messages were received, or the receiving

@@ -19,13 +19,16 @@ type bench struct {
 
 func newBench(c config, log io.Writer) *bench {
 	return &bench{cfg: c, log: log, tools: tools{netioPerf: c.netioPerf, cbaseline: c.cbaseline,
-		provider: c.provider, duration: c.duration, timeout: c.timeout}}
+		fabricTest: c.goCeiling, provider: c.provider, duration: c.duration, timeout: c.timeout}}
 }
 
-// contender is one implementation measured at one size, both modes.
+// contender is one implementation measured at one size, in the modes it
+// has; it runs at the sizes runs allows (nil: every size).
 type contender struct {
 	impl    string
 	measure func(ctx context.Context, size int) ([]sample, error)
+	runs    func(size int) bool
+	modes   []string
 }
 
 func (b *bench) contenders() []contender {
@@ -42,12 +45,14 @@ func (b *bench) contenders() []contender {
 			return []sample{bw, pp}, nil
 		}
 	}
+	both := []string{modeBandwidth, modePingPong}
 	return []contender{
-		{implNetio, b.tools.netio},
-		{implC, func(ctx context.Context, size int) ([]sample, error) { return b.tools.c(ctx, size, false) }},
-		{implCYield, func(ctx context.Context, size int) ([]sample, error) { return b.tools.c(ctx, size, true) }},
-		{implTCP, goTCP(false)},
-		{implBufio, goTCP(true)},
+		{impl: implNetio, measure: b.tools.netio, modes: both},
+		{impl: implC, measure: func(ctx context.Context, size int) ([]sample, error) { return b.tools.c(ctx, size, false) }, modes: both},
+		{impl: implCYield, measure: func(ctx context.Context, size int) ([]sample, error) { return b.tools.c(ctx, size, true) }, modes: both},
+		{impl: implTCP, measure: goTCP(false), modes: both},
+		{impl: implBufio, measure: goTCP(true), modes: both},
+		{impl: implGoCeiling, measure: b.tools.goCeiling, runs: b.tools.hasGoCeiling, modes: []string{modeBandwidth}},
 	}
 }
 
@@ -61,9 +66,12 @@ func (b *bench) run(ctx context.Context) *report {
 				// Rotate the order by size and round: no implementation
 				// always runs first, right after another one's teardown.
 				c := cs[(i+j+round)%len(cs)]
+				if c.runs != nil && !c.runs(size) {
+					continue
+				}
 				b.progress(round, c.impl, size)
 				got, err := c.measure(ctx, size)
-				b.record(round, c.impl, []string{modeBandwidth, modePingPong}, size, got, err)
+				b.record(round, c.impl, c.modes, size, got, err)
 			}
 		}
 		b.progress(round, implNetio+" scale", b.cfg.scaleSize)
@@ -139,5 +147,6 @@ func (b *bench) report(start time.Time) *report {
 	r.Summary = summarize(b.samples, c.sizes)
 	r.Coalesced = summarizeCoalesced(b.samples)
 	r.Scale = summarizeScale(b.samples, c.scaleSize, c.conns)
+	r.GoCeiling = summarizeGoCeiling(b.samples, c.sizes)
 	return r
 }

@@ -74,6 +74,7 @@ type perfReport struct {
 // tools runs the measuring programs.
 type tools struct {
 	netioPerf, cbaseline string
+	fabricTest           string // the fabric package's test binary (go test -c), for the Go ceiling; "" skips it
 	provider             string
 	duration             time.Duration
 	timeout              time.Duration // per process
@@ -160,10 +161,90 @@ func (t tools) c(ctx context.Context, size int, yield bool) ([]sample, error) {
 	return []sample{bw.bandwidth(impl, modeBandwidth), pp.pingPong(impl)}, nil
 }
 
-// runJSON runs a program with the per-process timeout and decodes the last
-// line of its standard output into v. A failure carries the end of its
-// standard error.
+// goCeilingBench names the sub-benchmarks of the fabric package's
+// BenchmarkRawStream (a Go program in the C baseline's shape, no netio code)
+// by the message size they stream; the Go ceiling exists at these sizes.
+var goCeilingBench = map[int]string{64 << 10: "64KiB", 1 << 20: "1024KiB"}
+
+// hasGoCeiling reports whether the Go ceiling is measured at size: a
+// benchmark exists for it and the provider is tcp, the one it runs on.
+func (t tools) hasGoCeiling(size int) bool {
+	_, ok := goCeilingBench[size]
+	return ok && t.fabricTest != "" && t.provider == "tcp"
+}
+
+// goCeiling measures the Go ceiling at one size: BenchmarkRawStream of the
+// fabric package's test binary, for about the duration.
+func (t tools) goCeiling(ctx context.Context, size int) ([]sample, error) {
+	sub, ok := goCeilingBench[size]
+	if !ok {
+		return nil, fmt.Errorf("go ceiling: no raw stream benchmark of %d B", size)
+	}
+	args := []string{"-test.run", "^$", "-test.bench", "^BenchmarkRawStream$/^" + sub + "$",
+		"-test.benchtime", t.duration.String()}
+	out, err := t.run(ctx, t.fabricTest, args...)
+	if err != nil {
+		return nil, err
+	}
+	s, err := parseRawStream(out, sub, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", t.fabricTest, strings.Join(args, " "), err)
+	}
+	return []sample{s}, nil
+}
+
+// parseRawStream reads the result line of BenchmarkRawStream/sub from go
+// test output: iterations, then value-unit pairs (ns/op, MB/s, cpu-s/GB,
+// ...).
+func parseRawStream(out []byte, sub string, size int) (sample, error) {
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		// "BenchmarkRawStream/64KiB-2": GOMAXPROCS after the dash.
+		if name, _, _ := strings.Cut(f[0], "-"); name != "BenchmarkRawStream/"+sub {
+			continue
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return sample{}, fmt.Errorf("result line %q: iterations: %w", line, err)
+		}
+		unit := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				unit[f[i+1]] = v
+			}
+		}
+		if n == 0 || unit["ns/op"] <= 0 || unit["MB/s"] <= 0 {
+			return sample{}, fmt.Errorf("result line %q: want iterations, ns/op and MB/s", line)
+		}
+		return sample{Impl: implGoCeiling, Mode: modeBandwidth, Size: size, Messages: n,
+			Seconds: float64(n) * unit["ns/op"] / 1e9, MBPerS: unit["MB/s"],
+			MsgsPerS: unit["MB/s"] * 1e6 / float64(size), CPUSecPerGB: unit["cpu-s/GB"]}, nil
+	}
+	return sample{}, fmt.Errorf("no result line for BenchmarkRawStream/%s in %q", sub, lastLine(out))
+}
+
+// runJSON runs a program and decodes the last line of its standard output
+// into v.
 func (t tools) runJSON(ctx context.Context, v any, prog string, args ...string) error {
+	out, err := t.run(ctx, prog, args...)
+	if err != nil {
+		return err
+	}
+	line := lastLine(out)
+	if err := json.Unmarshal([]byte(line), v); err != nil {
+		return fmt.Errorf("%s %s: last line %q: %w", prog, strings.Join(args, " "), line, err)
+	}
+	return nil
+}
+
+// run runs a program with the per-process timeout and returns its standard
+// output. A failure carries the end of its standard error, or of its
+// standard output when it wrote nothing to standard error (a go test
+// binary reports a failed benchmark there).
+func (t tools) run(ctx context.Context, prog string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -171,13 +252,20 @@ func (t tools) runJSON(ctx context.Context, v any, prog string, args ...string) 
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", prog, strings.Join(args, " "), err, lastLine(stderr.Bytes()))
+		why := stderr.Bytes()
+		if len(bytes.TrimSpace(why)) == 0 {
+			why = lastLines(stdout.Bytes(), 4)
+		}
+		return nil, fmt.Errorf("%s %s: %w: %s", prog, strings.Join(args, " "), err, lastLine(why))
 	}
-	line := lastLine(stdout.Bytes())
-	if err := json.Unmarshal([]byte(line), v); err != nil {
-		return fmt.Errorf("%s %s: last line %q: %w", prog, strings.Join(args, " "), line, err)
-	}
-	return nil
+	return stdout.Bytes(), nil
+}
+
+// lastLines returns the last n lines of out on one line, "; " between
+// them.
+func lastLines(out []byte, n int) []byte {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return []byte(strings.Join(lines[max(0, len(lines)-n):], "; "))
 }
 
 // lastLine returns the last non-empty line of out.

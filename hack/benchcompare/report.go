@@ -32,6 +32,7 @@ type report struct {
 	Summary     []section      `json:"summary"`
 	Coalesced   coalescedRow   `json:"coalesced"`
 	Scale       []scaleRow     `json:"scale"`
+	GoCeiling   []goCeilingRow `json:"go_ceiling"`
 	Failures    int            `json:"failures"`
 }
 
@@ -122,6 +123,11 @@ func printReport(w io.Writer, r *report) error {
 		if sec.Metric == "msgs_per_s" {
 			fmt.Fprintln(w, coalescedLine(r.Coalesced))
 		}
+		if sec.Metric == "mb_per_s" && len(r.GoCeiling) > 0 {
+			if err := printGoCeiling(w, r.GoCeiling); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Fprintf(w, "\nscaling: netio-go, N connections into one receiver, %s messages (medians)\n", formatSize(r.ScaleSize))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -132,6 +138,18 @@ func printReport(w io.Writer, r *report) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%d\t%.1f\t%.4f\t%.3f\t%d\t\n", s.Connections, s.MBPerS, s.MsgsPerS/1e6, s.CPUSecPerGB, s.Rounds)
+	}
+	return tw.Flush()
+}
+
+// printGoCeiling writes the Go ceiling's rows under the bandwidth table.
+func printGoCeiling(w io.Writer, rows []goCeilingRow) error {
+	fmt.Fprintln(w, "\nGo ceiling, MB/s: a Go program in C's shape on netio-go's fabric package alone, no netio code (fabric BenchmarkRawStream), medians")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tGo ceiling\tCPU s/GB\tGo ceiling/C\tnetio/Go ceiling\trounds\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%s\t%s\t%d\t\n", formatSize(r.Size), r.MBPerS, r.CPUSecPerGB,
+			ratioCell(r.OverC), ratioCell(r.NetioOver), r.Rounds)
 	}
 	return tw.Flush()
 }

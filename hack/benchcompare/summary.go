@@ -11,6 +11,12 @@ const (
 	implCYield = "c-libfabric-yield" // the same, sched_yield() after an empty poll
 	implTCP    = "go-tcp"
 	implBufio  = "go-tcp-bufio"
+
+	// implGoCeiling is no contender but a yardstick, kept out of impls: a
+	// Go program in the C baseline's shape on netio-go's fabric package
+	// alone (BenchmarkRawStream). It is what any Go library built on cgo
+	// could reach on this machine; its ratio to C is Go's share of a gap.
+	implGoCeiling = "go-fabric-raw"
 )
 
 // impls lists the implementations in table order, with their column labels.
@@ -241,6 +247,37 @@ func summarizeScale(samples []sample, size int, conns []int) []scaleRow {
 		row.MBPerS, row.Rounds = medianOf(samples, k, func(s sample) float64 { return s.MBPerS })
 		row.MsgsPerS, _ = medianOf(samples, k, func(s sample) float64 { return s.MsgsPerS })
 		row.CPUSecPerGB, _ = medianOf(samples, k, func(s sample) float64 { return s.CPUSecPerGB })
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// goCeilingRow is the Go ceiling's bandwidth at one size, against C and
+// netio-go in the same rounds.
+type goCeilingRow struct {
+	Size        int     `json:"size"`
+	Rounds      int     `json:"rounds"`
+	MBPerS      float64 `json:"mb_per_s"`
+	CPUSecPerGB float64 `json:"cpu_s_per_gb"`
+	OverC       float64 `json:"over_c,omitempty"`     // Go ceiling / C
+	NetioOver   float64 `json:"netio_over,omitempty"` // netio-go / Go ceiling
+}
+
+// summarizeGoCeiling computes a row for every size with a Go ceiling
+// sample.
+func summarizeGoCeiling(samples []sample, sizes []int) []goCeilingRow {
+	mb := func(s sample) float64 { return s.MBPerS }
+	var rows []goCeilingRow
+	for _, size := range sizes {
+		k := key{implGoCeiling, modeBandwidth, size, 0}
+		row := goCeilingRow{Size: size}
+		if row.MBPerS, row.Rounds = medianOf(samples, k, mb); row.Rounds == 0 {
+			continue
+		}
+		row.CPUSecPerGB, _ = medianOf(samples, k, func(s sample) float64 { return s.CPUSecPerGB })
+		c, _ := medianOf(samples, key{implC, modeBandwidth, size, 0}, mb)
+		netio, _ := medianOf(samples, key{implNetio, modeBandwidth, size, 0}, mb)
+		row.OverC, row.NetioOver = ratio(row.MBPerS, c), ratio(netio, row.MBPerS)
 		rows = append(rows, row)
 	}
 	return rows
