@@ -15,13 +15,25 @@ import (
 )
 
 // BenchmarkRawStream is the Go ceiling of hack/cbaseline's bw mode: the
-// same program shape (one domain, a sending and a receiving side, each on
-// an OS thread of its own with its own completion queue, spinning on
-// fi_cq_read without wait objects, the sender keeping a window of sends
-// outstanding and the receiver reposting each buffer as it completes), but
-// written in Go on this package, with no netio code above it. Whatever
-// netio-go loses to C beyond this is the library's; what this loses to C is
-// Go's (cgo calls and the runtime's own threads).
+// same program shape (one domain, a sending and a receiving side, each a
+// goroutine with its own completion queue, spinning on fi_cq_read without
+// wait objects, the sender keeping a window of sends outstanding and the
+// receiver reposting each buffer as it completes), but written in Go on
+// this package, with no netio code above it. Whatever netio-go loses to C
+// beyond this is the library's; what this loses to C is Go's (cgo calls and
+// the runtime's own threads).
+//
+// Both sides call runtime.Gosched every runtimeTick, which is the fastest
+// way found to run this shape. A goroutine that never passes through the
+// scheduler for 10 ms is preempted by the runtime's monitor thread, and
+// from then on the monitor polls every 20 µs and takes the P of every cgo
+// call it catches (a 1 MiB sendmsg takes over 100 µs), starting another
+// thread to look for work each time: on two cores, thousands of wake-ups a
+// second that preempt the spinning sides. Locked threads (as C has) are
+// worse: their Gosched hands the thread over. With the tick the monitor
+// backs off to 10 ms and P hand-offs stop (`perf stat`: about 6,400 monitor
+// sleeps and 1,800 hand-offs in a 1 MiB run without it, 360 and 3 with it),
+// worth about 10% at 1 MiB.
 //
 // Besides MB/s it reports cpu-s/GB: the process's CPU time (user and
 // system, both sides) per 10^9 bytes moved, as cbaseline and netio-perf
@@ -105,11 +117,24 @@ func awaitReceived(received *atomic.Int64, n int64, done chan fabric.Errno) fabr
 	return 0
 }
 
+// runtimeTick is how often the raw stream's sides pass through the
+// scheduler (see BenchmarkRawStream).
+const runtimeTick = 100 * time.Microsecond
+
+// ticker calls runtime.Gosched once per runtimeTick of its polls.
+type ticker struct{ last time.Time }
+
+func (t *ticker) poll() {
+	if now := time.Now(); now.Sub(t.last) >= runtimeTick {
+		runtime.Gosched()
+		t.last = now
+	}
+}
+
 // sendWindow sends n messages of size bytes from slots of buf, keeping up
-// to window outstanding, on a locked thread; it returns when all completed.
+// to window outstanding; it returns when all completed.
 func sendWindow(cq *fabric.CQ, ep *fabric.Endpoint, buf []byte, size, window int, desc uintptr, n int) fabric.Errno {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	var tick ticker
 	free := make([]uint64, 0, window)
 	for i := range window {
 		free = append(free, uint64(i))
@@ -126,6 +151,7 @@ func sendWindow(cq *fabric.CQ, ep *fabric.Endpoint, buf []byte, size, window int
 			}
 			free, sent = free[:len(free)-1], sent+1
 		}
+		tick.poll()
 		got, errno := readBatch(cq)
 		if errno != 0 {
 			return errno
@@ -138,12 +164,11 @@ func sendWindow(cq *fabric.CQ, ep *fabric.Endpoint, buf []byte, size, window int
 	return 0
 }
 
-// drainReceives reposts every completed receive on a locked thread, counting
-// them, until stop.
+// drainReceives reposts every completed receive, counting them, until stop.
 func drainReceives(cq *fabric.CQ, ep *fabric.Endpoint, buf []byte, size int, desc uintptr, received *atomic.Int64, stop *atomic.Bool) fabric.Errno {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	var tick ticker
 	for !stop.Load() {
+		tick.poll()
 		got, errno := readBatch(cq)
 		if errno != 0 {
 			return errno
