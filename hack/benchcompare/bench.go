@@ -19,7 +19,7 @@ type bench struct {
 
 func newBench(c config, log io.Writer) *bench {
 	return &bench{cfg: c, log: log, tools: tools{netioPerf: c.netioPerf, cbaseline: c.cbaseline,
-		fabricTest: c.goCeiling, provider: c.provider, duration: c.duration, timeout: c.timeout}}
+		fabricTest: c.rawGo, provider: c.provider, duration: c.duration, timeout: c.timeout}}
 }
 
 // contender is one implementation measured at one size, in the modes it
@@ -52,7 +52,7 @@ func (b *bench) contenders() []contender {
 		{impl: implCYield, measure: func(ctx context.Context, size int) ([]sample, error) { return b.tools.c(ctx, size, true) }, modes: both},
 		{impl: implTCP, measure: goTCP(false), modes: both},
 		{impl: implBufio, measure: goTCP(true), modes: both},
-		{impl: implGoCeiling, measure: b.tools.goCeiling, runs: b.tools.hasGoCeiling, modes: []string{modeBandwidth}},
+		{impl: implRawGo, measure: b.tools.rawGo, runs: b.tools.hasRawGo, modes: []string{modeBandwidth}},
 	}
 }
 
@@ -147,6 +147,6 @@ func (b *bench) report(start time.Time) *report {
 	r.Summary = summarize(b.samples, c.sizes)
 	r.Coalesced = summarizeCoalesced(b.samples)
 	r.Scale = summarizeScale(b.samples, c.scaleSize, c.conns)
-	r.GoCeiling = summarizeGoCeiling(b.samples, c.sizes)
+	r.RawGo = summarizeRawGo(b.samples, c.sizes)
 	return r
 }

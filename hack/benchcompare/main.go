@@ -5,7 +5,7 @@
 //
 //	benchcompare [--provider tcp|sockets] [--rounds N] [--sizes LIST] [--duration D]
 //	             [--scale-size S] [--conns LIST] [--json FILE] [--timeout D]
-//	             [--netio-perf PATH] [--cbaseline PATH] [--go-ceiling PATH]
+//	             [--netio-perf PATH] [--cbaseline PATH] [--raw-go PATH]
 //
 // Every round measures every size with every implementation, the order of
 // the implementations rotating from size to size and round to round, so
@@ -27,12 +27,12 @@
 // loaded one its threads lose whole time slices to other work (and the
 // sockets provider's progress thread starves), which is why the header
 // prints the load average. The Go TCP runs happen in this process.
-// At 64 KiB and 1 MiB on tcp each round also runs the Go ceiling: the
-// fabric package's BenchmarkRawStream, a Go program in C's bandwidth shape
-// with no netio code. Its ratio to C is what Go itself (cgo calls, the
-// runtime's threads) gives up on the machine, so that a gap between
-// netio-go and C splits into the library's share and Go's, measured in the
-// same run. The raw numbers of every round, the medians and the ratios go
+// At 64 KiB and 1 MiB on tcp each round also runs raw Go: the fabric
+// package's BenchmarkRawStream, a Go program in C's exact bandwidth shape
+// with no netio code. Where it falls short of C, Go itself (cgo calls, the
+// runtime's threads) gives that much up on the machine, so that a gap
+// between netio-go and C splits into the library's share and Go's,
+// measured in the same run. The raw numbers of every round, the medians and the ratios go
 // to the JSON file. The exit status is 1 when a measurement failed (its cells say
 // "failed"; the rest is still printed and written), 2 on a usage error.
 package main
@@ -63,7 +63,7 @@ type config struct {
 	timeout   time.Duration
 	netioPerf string
 	cbaseline string
-	goCeiling string
+	rawGo     string
 }
 
 // parseConfig parses the command line; errors are usage errors.
@@ -81,7 +81,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.timeout, "timeout", time.Minute, "limit for each process the harness starts")
 	fs.StringVar(&c.netioPerf, "netio-perf", "bin/netio-perf", "netio-perf binary")
 	fs.StringVar(&c.cbaseline, "cbaseline", "bin/cbaseline", "C baseline binary (hack/cbaseline)")
-	fs.StringVar(&c.goCeiling, "go-ceiling", "bin/fabric.test", "the fabric package's test binary (go test -c ./fabric), whose BenchmarkRawStream is the Go ceiling at 64 KiB and 1 MiB on tcp; empty: skip it")
+	fs.StringVar(&c.rawGo, "raw-go", "bin/fabric.test", "the fabric package's test binary (go test -c ./fabric), whose BenchmarkRawStream (a Go program in C's shape, no netio code) runs at 64 KiB and 1 MiB on tcp; empty: skip it")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -74,7 +74,7 @@ type perfReport struct {
 // tools runs the measuring programs.
 type tools struct {
 	netioPerf, cbaseline string
-	fabricTest           string // the fabric package's test binary (go test -c), for the Go ceiling; "" skips it
+	fabricTest           string // the fabric package's test binary (go test -c), for raw Go; "" skips it
 	provider             string
 	duration             time.Duration
 	timeout              time.Duration // per process
@@ -161,24 +161,24 @@ func (t tools) c(ctx context.Context, size int, yield bool) ([]sample, error) {
 	return []sample{bw.bandwidth(impl, modeBandwidth), pp.pingPong(impl)}, nil
 }
 
-// goCeilingBench names the sub-benchmarks of the fabric package's
+// rawGoBench names the sub-benchmarks of the fabric package's
 // BenchmarkRawStream (a Go program in the C baseline's shape, no netio code)
-// by the message size they stream; the Go ceiling exists at these sizes.
-var goCeilingBench = map[int]string{64 << 10: "64KiB", 1 << 20: "1024KiB"}
+// by the message size they stream; raw Go exists at these sizes.
+var rawGoBench = map[int]string{64 << 10: "64KiB", 1 << 20: "1024KiB"}
 
-// hasGoCeiling reports whether the Go ceiling is measured at size: a
+// hasRawGo reports whether raw Go is measured at size: a
 // benchmark exists for it and the provider is tcp, the one it runs on.
-func (t tools) hasGoCeiling(size int) bool {
-	_, ok := goCeilingBench[size]
+func (t tools) hasRawGo(size int) bool {
+	_, ok := rawGoBench[size]
 	return ok && t.fabricTest != "" && t.provider == "tcp"
 }
 
-// goCeiling measures the Go ceiling at one size: BenchmarkRawStream of the
+// rawGo measures raw Go at one size: BenchmarkRawStream of the
 // fabric package's test binary, for about the duration.
-func (t tools) goCeiling(ctx context.Context, size int) ([]sample, error) {
-	sub, ok := goCeilingBench[size]
+func (t tools) rawGo(ctx context.Context, size int) ([]sample, error) {
+	sub, ok := rawGoBench[size]
 	if !ok {
-		return nil, fmt.Errorf("go ceiling: no raw stream benchmark of %d B", size)
+		return nil, fmt.Errorf("raw go: no raw stream benchmark of %d B", size)
 	}
 	args := []string{"-test.run", "^$", "-test.bench", "^BenchmarkRawStream$/^" + sub + "$",
 		"-test.benchtime", t.duration.String()}
@@ -219,7 +219,7 @@ func parseRawStream(out []byte, sub string, size int) (sample, error) {
 		if n == 0 || unit["ns/op"] <= 0 || unit["MB/s"] <= 0 {
 			return sample{}, fmt.Errorf("result line %q: want iterations, ns/op and MB/s", line)
 		}
-		return sample{Impl: implGoCeiling, Mode: modeBandwidth, Size: size, Messages: n,
+		return sample{Impl: implRawGo, Mode: modeBandwidth, Size: size, Messages: n,
 			Seconds: float64(n) * unit["ns/op"] / 1e9, MBPerS: unit["MB/s"],
 			MsgsPerS: unit["MB/s"] * 1e6 / float64(size), CPUSecPerGB: unit["cpu-s/GB"]}, nil
 	}

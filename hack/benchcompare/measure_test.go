@@ -75,58 +75,58 @@ pkg: github.com/netio-go/netio/fabric
 BenchmarkRawStream/1024KiB-2   	    6000	    160000 ns/op	6553.60 MB/s	         0.3100 cpu-s/GB	       0 B/op	       0 allocs/op
 PASS`
 
-func TestGoCeilingReadsTheBenchmarkLine(t *testing.T) {
+func TestRawGoReadsTheBenchmarkLine(t *testing.T) {
 	tl := fakeTools("")
 	tl.fabricTest = fakeTool(t, goBenchOutput, 0)
-	got, err := tl.goCeiling(t.Context(), 1<<20)
+	got, err := tl.rawGo(t.Context(), 1<<20)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	assert.Equal(t, sample{Impl: implGoCeiling, Mode: modeBandwidth, Size: 1 << 20, Messages: 6000, Seconds: 0.96,
+	assert.Equal(t, sample{Impl: implRawGo, Mode: modeBandwidth, Size: 1 << 20, Messages: 6000, Seconds: 0.96,
 		MBPerS: 6553.6, MsgsPerS: 6250, CPUSecPerGB: 0.31}, got[0])
 }
 
 // A missing or broken result line, a failing binary (go test reports on
 // standard output) and a size without a benchmark are errors that say so.
-func TestGoCeilingErrors(t *testing.T) {
+func TestRawGoErrors(t *testing.T) {
 	tl := fakeTools("")
 	tl.fabricTest = fakeTool(t, goBenchOutput, 0)
-	_, err := tl.goCeiling(t.Context(), 64<<10)
+	_, err := tl.rawGo(t.Context(), 64<<10)
 	assert.ErrorContains(t, err, "no result line for BenchmarkRawStream/64KiB")
-	_, err = tl.goCeiling(t.Context(), 4096)
+	_, err = tl.rawGo(t.Context(), 4096)
 	assert.ErrorContains(t, err, "no raw stream benchmark of 4096 B")
 
 	tl.fabricTest = fakeTool(t, "BenchmarkRawStream/1024KiB-2 many 1 ns/op", 0)
-	_, err = tl.goCeiling(t.Context(), 1<<20)
+	_, err = tl.rawGo(t.Context(), 1<<20)
 	assert.ErrorContains(t, err, "iterations")
 	tl.fabricTest = fakeTool(t, "BenchmarkRawStream/1024KiB-2 10 100 ns/op", 0)
-	_, err = tl.goCeiling(t.Context(), 1<<20)
+	_, err = tl.rawGo(t.Context(), 1<<20)
 	assert.ErrorContains(t, err, "want iterations, ns/op and MB/s")
 
 	tl.fabricTest = filepath.Join(t.TempDir(), "failing.test")
 	script := "#!/bin/sh\ncat <<'END'\n--- FAIL: BenchmarkRawStream/1024KiB\n    stream_bench_test.go:70: connect refused\nFAIL\nEND\nexit 1\n"
 	require.NoError(t, os.WriteFile(tl.fabricTest, []byte(script), 0o755))
-	_, err = tl.goCeiling(t.Context(), 1<<20)
+	_, err = tl.rawGo(t.Context(), 1<<20)
 	assert.ErrorContains(t, err, "connect refused")
 }
 
-// The Go ceiling runs at 64 KiB and 1 MiB on tcp only, and not at all
+// Raw Go runs at 64 KiB and 1 MiB on tcp only, and not at all
 // without a test binary.
-func TestHasGoCeiling(t *testing.T) {
+func TestHasRawGo(t *testing.T) {
 	tl := fakeTools("")
 	tl.fabricTest = "bin/fabric.test"
-	assert.True(t, tl.hasGoCeiling(64<<10))
-	assert.True(t, tl.hasGoCeiling(1<<20))
-	assert.False(t, tl.hasGoCeiling(4096))
+	assert.True(t, tl.hasRawGo(64<<10))
+	assert.True(t, tl.hasRawGo(1<<20))
+	assert.False(t, tl.hasRawGo(4096))
 	tl.provider = "sockets"
-	assert.False(t, tl.hasGoCeiling(1<<20))
+	assert.False(t, tl.hasRawGo(1<<20))
 	tl.provider, tl.fabricTest = "tcp", ""
-	assert.False(t, tl.hasGoCeiling(1<<20))
+	assert.False(t, tl.hasRawGo(1<<20))
 }
 
-// TestGoCeilingRuns builds the fabric package's test binary and runs the
+// TestRawGoRuns builds the fabric package's test binary and runs the
 // real 64 KiB raw stream briefly: its output must parse, with the CPU
 // figure.
-func TestGoCeilingRuns(t *testing.T) {
+func TestRawGoRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a test binary")
 	}
@@ -134,7 +134,7 @@ func TestGoCeilingRuns(t *testing.T) {
 	out, err := exec.Command("go", "test", "-c", "-o", bin, "../../fabric").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	tl := tools{fabricTest: bin, provider: "tcp", duration: 100 * time.Millisecond, timeout: 30 * time.Second}
-	got, err := tl.goCeiling(t.Context(), 64<<10)
+	got, err := tl.rawGo(t.Context(), 64<<10)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	s := got[0]

@@ -15,7 +15,7 @@ import (
 )
 
 // testReport is a report over a handful of samples: netio-go twice as fast
-// as C at 64 B, C's 64 KiB bandwidth failed, the Go ceiling at 64 KiB
+// as C at 64 B, C's 64 KiB bandwidth failed, raw Go at 64 KiB
 // 2500 MB/s, no coalesced mode.
 func testReport(t *testing.T) *report {
 	t.Helper()
@@ -25,7 +25,7 @@ func testReport(t *testing.T) *report {
 	b.record(1, implC, nil, 0, []sample{bw(0, implC, 64, 20), pp(0, implC, 64, 5)}, nil)
 	b.record(1, implNetio, nil, 0, []sample{bw(0, implNetio, 64<<10, 2000)}, nil)
 	b.record(1, implC, []string{modeBandwidth, modePingPong}, 64<<10, nil, assert.AnError)
-	b.record(1, implGoCeiling, nil, 0, []sample{bw(0, implGoCeiling, 64<<10, 2500)}, nil)
+	b.record(1, implRawGo, nil, 0, []sample{bw(0, implRawGo, 64<<10, 2500)}, nil)
 	b.record(1, implNetio, nil, 0, []sample{{Impl: implNetio, Mode: modeScale, Size: 4096, Connections: 4, MBPerS: 500, MsgsPerS: 122070, CPUSecPerGB: 1.5}}, nil)
 	b.record(1, implNetio, nil, 0, []sample{{Impl: implNetio, Mode: modeCoalesced, Size: 64, NotBuilt: true}}, nil)
 	return b.report(time.Now())
@@ -71,7 +71,7 @@ func TestJSONShape(t *testing.T) {
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(data, &doc))
 	for _, k := range []string{"started", "wall_seconds", "machine", "provider", "rounds", "duration_s", "sizes",
-		"scale_size", "scale_conns", "windows", "samples", "summary", "coalesced", "scale", "go_ceiling", "failures"} {
+		"scale_size", "scale_conns", "windows", "samples", "summary", "coalesced", "scale", "raw_go", "failures"} {
 		assert.Contains(t, doc, k)
 	}
 	assert.Equal(t, map[string]any{"status": "not built"}, doc["coalesced"])
@@ -93,9 +93,9 @@ func TestJSONShape(t *testing.T) {
 	assert.Equal(t, 64.0, row["size"])
 	assert.Equal(t, map[string]any{"c-libfabric": 2.0}, row["netio_ratio"])
 	assert.Equal(t, map[string]any{"netio-go": 40.0, "c-libfabric": 20.0}, row["median"])
-	assert.NotContains(t, row["median"], implGoCeiling, "the Go ceiling is no column of the tables")
+	assert.NotContains(t, row["median"], implRawGo, "raw Go is no column of the tables")
 	assert.Equal(t, []any{map[string]any{"size": 65536.0, "rounds": 1.0, "mb_per_s": 2500.0, "cpu_s_per_gb": 1.0, "netio_over": 0.8}},
-		doc["go_ceiling"], "no ratio to C, whose 64 KiB run failed")
+		doc["raw_go"], "no ratio to C, whose 64 KiB run failed")
 }
 
 func TestPrintReport(t *testing.T) {
@@ -109,10 +109,10 @@ func TestPrintReport(t *testing.T) {
 	require.Len(t, bwRow, 11, "%q", bwRow)
 	assert.Equal(t, []string{"40.0", "20.0", "failed", "failed", "failed", "2.00", "-", "-", "-"}, bwRow[2:])
 	assert.Equal(t, []string{"2000.0", "failed"}, fieldsOf(lines, "bandwidth, MB/s", "64 KiB")[2:4])
-	assert.Equal(t, []string{"64", "KiB", "2500.0", "1.000", "-", "0.80", "1"}, fieldsOf(lines, "Go ceiling, MB/s", "64 KiB"))
-	at := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "Go ceiling, MB/s") })
+	assert.Equal(t, []string{"64", "KiB", "2500.0", "1.000", "-", "0.80", "1"}, fieldsOf(lines, "raw Go, MB/s", "64 KiB"))
+	at := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "raw Go, MB/s") })
 	require.Positive(t, at)
-	assert.Empty(t, lines[at+3], "one Go ceiling row (64 KiB), none at 64 B: %q", lines[at:at+4])
+	assert.Empty(t, lines[at+3], "one raw Go row (64 KiB), none at 64 B: %q", lines[at:at+4])
 	latRow := fieldsOf(lines, "ping-pong one-way", "64 B")
 	assert.Equal(t, []string{"6.0", "5.0"}, latRow[2:4])
 	assert.Equal(t, "1.20", latRow[7])

@@ -132,13 +132,13 @@ func TestSummarizeScale(t *testing.T) {
 	assert.Zero(t, rows[2].Rounds)
 }
 
-// The Go ceiling gets a row only at sizes it was measured, with its ratio
+// Raw Go gets a row only at sizes it was measured, with its ratio
 // to C and netio-go's ratio to it from the medians; a size without C keeps
 // the row but no ratio to C.
-func TestSummarizeGoCeiling(t *testing.T) {
+func TestSummarizeRawGo(t *testing.T) {
 	const k64, m1 = 64 << 10, 1 << 20
 	ceil := func(round, size int, mbps, cpu float64) sample {
-		s := bw(round, implGoCeiling, size, mbps)
+		s := bw(round, implRawGo, size, mbps)
 		s.CPUSecPerGB = cpu
 		return s
 	}
@@ -146,16 +146,16 @@ func TestSummarizeGoCeiling(t *testing.T) {
 		bw(1, implNetio, k64, 3000), bw(1, implC, k64, 4000),
 		ceil(1, k64, 2000, 1.0), ceil(2, k64, 2400, 0.8), ceil(3, k64, 9000, 0.2),
 		bw(1, implNetio, m1, 5000),
-		ceil(1, m1, 6000, 0.3), {Round: 2, Impl: implGoCeiling, Mode: modeBandwidth, Size: m1, Error: "x"},
+		ceil(1, m1, 6000, 0.3), {Round: 2, Impl: implRawGo, Mode: modeBandwidth, Size: m1, Error: "x"},
 		bw(1, implC, 4096, 1000),
 	}
-	rows := summarizeGoCeiling(samples, []int{4096, k64, m1})
-	require.Len(t, rows, 2, "no ceiling sample at 4 KiB")
+	rows := summarizeRawGo(samples, []int{4096, k64, m1})
+	require.Len(t, rows, 2, "no raw Go sample at 4 KiB")
 	assert.Equal(t, k64, rows[0].Size)
 	assert.Equal(t, 3, rows[0].Rounds)
 	assert.InDelta(t, 2400, rows[0].MBPerS, 1e-9)
 	assert.InDelta(t, 0.8, rows[0].CPUSecPerGB, 1e-9)
 	assert.InDelta(t, 0.6, rows[0].OverC, 1e-9)
 	assert.InDelta(t, 1.25, rows[0].NetioOver, 1e-9)
-	assert.Equal(t, goCeilingRow{Size: m1, Rounds: 1, MBPerS: 6000, CPUSecPerGB: 0.3, NetioOver: 5000.0 / 6000}, rows[1])
+	assert.Equal(t, rawGoRow{Size: m1, Rounds: 1, MBPerS: 6000, CPUSecPerGB: 0.3, NetioOver: 5000.0 / 6000}, rows[1])
 }
