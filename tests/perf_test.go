@@ -207,12 +207,24 @@ func perfExchange(t *testing.T, ctx context.Context, recvBin string, recvArgs []
 }
 
 // TestPerfServerClient streams 100000 verified 4 KiB messages from a
-// netio-perf client to a netio-perf server on each provider.
+// netio-perf client to a netio-perf server, two processes, on tcp.
+//
+// Not on sockets: libfabric 1.17's sockets provider stalls long streams,
+// with sends outstanding and both sides' queues empty. The plain C peer
+// stalls in every run between two processes (tests/cpeer, `cpeer recv
+// --provider sockets --listen 127.0.0.1:P --size 4096 --count 100000`
+// against `cpeer send`: 6 of 6 runs stopped after 24,000 to 35,000
+// messages, also with 256 receives posted). netio-go stalls in 3 to 10% of
+// runs between two processes (also with 10,000 messages, 8 sends in
+// flight, or pollers that never spin) and in some in one process. A Go
+// program on the fabric package alone, one goroutine posting and one
+// polling, stalled the same way. The endpoint, storm, hostile and netns
+// tests keep sockets covered.
 func TestPerfServerClient(t *testing.T) {
 	bin := perfBuild(t)
 	const count = 100000
 	for _, run := range []struct{ provider, path string }{
-		{"tcp", "buffered"}, {"sockets", "buffered"}, {"tcp", "zero-copy"}, {"sockets", "zero-copy"},
+		{"tcp", "buffered"}, {"tcp", "zero-copy"},
 	} {
 		provider := run.provider
 		t.Run(provider+"/"+run.path, func(t *testing.T) {
