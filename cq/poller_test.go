@@ -16,6 +16,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/cputime"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -121,9 +122,9 @@ func TestIdlePollersUseNoCPU(t *testing.T) {
 		eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
 	}
 	cpu := func() time.Duration {
-		var ru unix.Rusage
-		require.NoError(t, unix.Getrusage(unix.RUSAGE_SELF, &ru))
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		d, err := cputime.Process()
+		require.NoError(t, err)
+		return d
 	}
 	c0, w0 := cpu(), time.Now()
 	time.Sleep(500 * time.Millisecond)

@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/cputime"
 )
 
 // BenchmarkCoalesce measures small-message coalescing on tcp loopback, one
@@ -107,9 +106,9 @@ func benchCoalesce(b *testing.B, size, bufSize int, decode bool) {
 
 // cpuTime returns the process's user and system CPU time so far.
 func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+	d, err := cputime.Process()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/cputime"
 )
 
 // BenchmarkRawStream is hack/cbaseline's bw mode in Go: the
@@ -96,9 +96,9 @@ func rawStream(b *testing.B, size, window int) {
 
 // cpuTime returns the process's user and system CPU time so far.
 func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	require.NoError(b, unix.Getrusage(unix.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, err := cputime.Process()
+	require.NoError(b, err)
+	return d
 }
 
 // awaitReceived waits until n messages were received, or the receiving

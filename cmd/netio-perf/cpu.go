@@ -3,17 +3,14 @@ package main
 import (
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/netio-go/netio/internal/cputime"
 )
 
 // cpuTime returns the CPU time (user + system, every thread) this process
 // has used so far, or 0 if the kernel does not say.
 func cpuTime() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := cputime.Process()
+	return d
 }
 
 // cpuPerGB returns CPU seconds per GB (10^9 bytes) moved, or 0 when nothing

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/netio-go/netio/internal/cputime"
 )
 
 // The Go TCP side: the same messages over one net.TCPConn on 127.0.0.1,
@@ -293,9 +293,6 @@ func tcpImpl(buffered bool) string {
 // cpuTime returns the CPU time (user + system, every thread) this process
 // has used so far, or 0 if the kernel does not say.
 func cpuTime() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := cputime.Process()
+	return d
 }
