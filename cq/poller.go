@@ -219,6 +219,7 @@ type Poller struct {
 
 	queueMu  sync.Mutex // guards queue, atStop, draining and wakeFD
 	queue    []func()
+	spare    []func() // poller goroutine only: the queue's other half, reused
 	atStop   []func()
 	queued   atomic.Bool
 	draining bool
@@ -402,17 +403,19 @@ func (p *Poller) Do(fn func()) {
 		return
 	}
 	ran := make(chan struct{})
-	p.queueMu.Lock()
-	if p.draining {
-		p.queueMu.Unlock()
-		fn()
-		return
-	}
-	p.queue = append(p.queue, func() { fn(); close(ran) })
-	p.queued.Store(true)
-	p.wakeLocked()
-	p.queueMu.Unlock()
+	p.enqueue(func() { fn(); close(ran) }, false)
 	<-ran
+}
+
+// Go runs fn on the poller goroutine, between two batches, and returns at
+// once: the asynchronous Do, for work handed to the poller from a hot path.
+// Once the queue has grown it does not allocate, provided fn is made once
+// (a stored method value), not a new closure per call. After the poller has
+// stopped it runs fn at once, as Do does. A nil fn does nothing.
+func (p *Poller) Go(fn func()) {
+	if fn != nil {
+		p.enqueue(fn, false)
+	}
 }
 
 // AtStop runs fn on the poller goroutine after it has stopped reading its
@@ -421,16 +424,28 @@ func (p *Poller) Do(fn func()) {
 // tcp in libfabric 1.17 reads freed connection handles after fi_close of a
 // listening endpoint) are closed here. A nil fn does nothing.
 func (p *Poller) AtStop(fn func()) {
-	if fn == nil {
-		return
+	if fn != nil {
+		p.enqueue(fn, true)
 	}
+}
+
+// enqueue appends fn to the run queue and wakes the poller, or with atStop
+// to the functions run at its stop; once the poller has stopped it runs fn
+// at once instead.
+func (p *Poller) enqueue(fn func(), atStop bool) {
 	p.queueMu.Lock()
 	if p.draining {
 		p.queueMu.Unlock()
 		fn()
 		return
 	}
-	p.atStop = append(p.atStop, fn)
+	if atStop {
+		p.atStop = append(p.atStop, fn)
+	} else {
+		p.queue = append(p.queue, fn)
+		p.queued.Store(true)
+		p.wakeLocked()
+	}
 	p.queueMu.Unlock()
 }
 
@@ -674,15 +689,19 @@ func (p *Poller) pollEQ() int {
 	return n
 }
 
+// runQueue runs the queued functions. The queue's two halves take turns,
+// so that Go does not allocate once both have grown.
 func (p *Poller) runQueue() int {
 	p.queueMu.Lock()
 	queue := p.queue
-	p.queue = nil
+	p.queue = p.spare[:0]
 	p.queued.Store(false)
 	p.queueMu.Unlock()
-	for _, fn := range queue {
+	for i, fn := range queue {
 		fn()
+		queue[i] = nil // let what fn holds go
 	}
+	p.spare = queue[:0]
 	return len(queue)
 }
 

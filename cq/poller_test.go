@@ -4,6 +4,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,6 +213,53 @@ func TestDoRunsOnThePollerGoroutine(t *testing.T) {
 	assert.True(t, ran, "after Close, Do runs inline")
 	_, err := p.Register(newRecorder())
 	assert.ErrorIs(t, err, netio.ErrClosed)
+}
+
+// Go returns at once and runs its functions on the poller goroutine, in
+// order, after the one running; it allocates nothing once the queue has
+// grown; after Close it runs inline, as Do does.
+func TestGoRunsAsynchronouslyInOrder(t *testing.T) {
+	m := openManager(t)
+	for _, mode := range []cq.Mode{cq.Adaptive, cq.BusyPoll} {
+		p := openPoller(t, m, cq.Config{Mode: mode})
+		release := make(chan struct{})
+		var got []int
+		var on bool
+		p.Go(func() { <-release }) // holds the poller: Go must not wait for it
+		for i := range 3 {
+			p.Go(func() { got = append(got, i) })
+		}
+		done := make(chan struct{})
+		p.Go(func() { on = p.OnPollerGoroutine(); close(done) })
+		close(release)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("mode %d: queued functions did not run", mode)
+		}
+		assert.Equal(t, []int{0, 1, 2}, got, "mode %d", mode)
+		assert.True(t, on, "mode %d", mode)
+
+		var ran atomic.Int64
+		tick := func() { ran.Add(1) }
+		allocs := testing.AllocsPerRun(1000, func() {
+			want := ran.Load() + 1
+			p.Go(tick)
+			for ran.Load() < want { // one function per round: each Go finds the queue drained
+				runtime.Gosched()
+			}
+		})
+		if !raceEnabled {
+			assert.Zero(t, allocs, "mode %d", mode)
+		}
+		require.Eventually(t, func() bool { return ran.Load() == 1001 }, 5*time.Second, time.Millisecond,
+			"mode %d: every queued function runs", mode)
+
+		require.NoError(t, p.Close())
+		inline := false
+		p.Go(func() { inline = true })
+		assert.True(t, inline, "mode %d: after Close, Go runs inline", mode)
+	}
 }
 
 func TestCloseFromThePollerGoroutine(t *testing.T) {

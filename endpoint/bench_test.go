@@ -15,12 +15,13 @@ import (
 // loopback: GetBuffer, SendBuffer, completion, release, and the receiver's
 // OnData and repost. It must report 0 allocs/op. The pooled variants lease
 // the send buffers from a pool.Pool (SendConfig.Buffers) and must cost the
-// same.
+// same. The 1 MiB case goes through the poller's hand-off (HandOffSize).
 func BenchmarkSendBuffered(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchBuffered(b, size, 64, false) })
 		b.Run(fmt.Sprintf("pooled/%dKiB", size>>10), func(b *testing.B) { benchBufferedFrom(b, size, 64, false, true) })
 	}
+	b.Run("1024KiB", func(b *testing.B) { benchBuffered(b, 1<<20, 16, false) })
 }
 
 // benchBuffered streams size-byte messages through a buffered send

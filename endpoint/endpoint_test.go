@@ -38,45 +38,50 @@ func mixedSize(k int) int {
 }
 
 func TestMixedSizesContentChecked(t *testing.T) {
-	const total = 100_000
 	for _, prov := range providers {
-		t.Run(prov, func(t *testing.T) {
-			mgr := openDomain(t, prov)
-			var next, bad atomic.Int64
-			rcv := newReceiver()
-			rcv.onData = func(_ *endpoint.ReceiveEndpoint, data []byte) {
-				k := int(next.Add(1) - 1)
-				want := make([]byte, mixedSize(k))
-				pattern(want, k)
-				if string(data) != string(want) {
-					bad.Add(1)
-				}
-			}
-			l := listen(t, mgr, rcv.config(netio.ReceiveParams{BufferSize: 4096, BufferCount: 64}))
-			snd := newSender(64)
-			s := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: 4096, BufferCount: 64}))
-
-			for k := 0; k < total; {
-				buf := s.GetBuffer()
-				if buf == nil {
-					<-snd.done // wait for a completion instead of spinning
-					continue
-				}
-				n := mixedSize(k)
-				pattern(buf.Bytes()[:n], k)
-				require.Equal(t, netio.OK, s.SendBuffer(buf, n), "message %d", k)
-				k++
-			}
-			waitFor(t, 60*time.Second, func() bool { return rcv.count.Load() == total }, "all messages")
-			waitFor(t, 10*time.Second, func() bool { return s.Stats().Completed == total }, "all completions")
-			assert.Zero(t, bad.Load(), "messages whose size or content differ")
-			st := s.Stats()
-			assert.Equal(t, uint64(total), st.Sent)
-			assert.Zero(t, st.Failed)
-			assert.Empty(t, s.PendingSends())
-			assert.Equal(t, int32(1), rcv.est.Load(), "one connection established")
-		})
+		t.Run(prov, func(t *testing.T) { streamChecked(t, prov, 100_000, 4096, 64, mixedSize) })
 	}
+}
+
+// streamChecked sends total messages through one buffered send endpoint of
+// bufs buffers of bufSize bytes, message k of sizeOf(k) bytes carrying
+// pattern k, and checks that each arrives whole and in order, and that
+// every send completed.
+func streamChecked(t *testing.T, prov string, total, bufSize, bufs int, sizeOf func(int) int) {
+	mgr := openDomain(t, prov)
+	var next, bad atomic.Int64
+	rcv := newReceiver()
+	rcv.onData = func(_ *endpoint.ReceiveEndpoint, data []byte) {
+		k := int(next.Add(1) - 1)
+		want := make([]byte, sizeOf(k))
+		pattern(want, k)
+		if string(data) != string(want) {
+			bad.Add(1)
+		}
+	}
+	l := listen(t, mgr, rcv.config(netio.ReceiveParams{BufferSize: bufSize, BufferCount: 2 * bufs}))
+	snd := newSender(bufs)
+	s := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: bufSize, BufferCount: bufs}))
+
+	for k := 0; k < total; {
+		buf := s.GetBuffer()
+		if buf == nil {
+			<-snd.done // wait for a completion instead of spinning
+			continue
+		}
+		n := sizeOf(k)
+		pattern(buf.Bytes()[:n], k)
+		require.Equal(t, netio.OK, s.SendBuffer(buf, n), "message %d", k)
+		k++
+	}
+	waitFor(t, 60*time.Second, func() bool { return rcv.count.Load() == int64(total) }, "all messages")
+	waitFor(t, 10*time.Second, func() bool { return s.Stats().Completed == uint64(total) }, "all completions")
+	assert.Zero(t, bad.Load(), "messages out of order, or whose size or content differ")
+	st := s.Stats()
+	assert.Equal(t, uint64(total), st.Sent)
+	assert.Zero(t, st.Failed)
+	assert.Empty(t, s.PendingSends())
+	assert.Equal(t, int32(1), rcv.est.Load(), "one connection established")
 }
 
 func TestSenderClosesFirst(t *testing.T) {

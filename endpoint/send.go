@@ -176,6 +176,8 @@ type SendEndpointBuffered struct {
 	ownPool  bool
 	counters sendCounters
 	co       *coalescer // nil unless SendConfig.Coalesce is set
+	handOff  handOff    // sends of HandOffSize and more, for the poller to post
+	drainFn  func()     // drainHandOff, bound once so that handing off does not allocate
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
@@ -205,6 +207,8 @@ func (s *SendEndpointBuffered) prepare() error {
 	if err := s.openPool(); err != nil {
 		return err
 	}
+	s.handOff.init(s.pool.Len())
+	s.drainFn = s.drainHandOff
 	s.startCoalescing()
 	return nil
 }
@@ -248,6 +252,13 @@ func (s *SendEndpointBuffered) GetBuffer() *sendbuf.NetworkBuffer {
 // size outside 0..buf.Size(), or a coalescing endpoint; Closed after Close
 // or connection loss; Failed when the provider refuses the post. It does
 // not allocate.
+//
+// A message of HandOffSize bytes or more, and any message sent while one
+// is still waiting, is posted by the poller goroutine rather than by the
+// caller (see HandOffSize for why): OK then means queued, in order, and a
+// post the provider refuses comes back through OnSendCompleted with
+// Failed, as an error completion would. Messages are sent in the order of
+// the SendBuffer calls that returned OK either way.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
 	if s.co != nil || !s.pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
@@ -255,8 +266,13 @@ func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) 
 	return s.post(buf, size)
 }
 
-// post sends the first size bytes of buf, one of the pool's buffers.
+// post sends the first size bytes of buf, one of the pool's buffers: from
+// the calling goroutine, or through the poller goroutine for a large
+// message or one that must not overtake those queued there.
 func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.Status {
+	if size >= HandOffSize || s.handOff.busy() {
+		return s.queueForPoller(buf, size)
+	}
 	ep, ok := s.c.guard.acquire()
 	if !ok {
 		return netio.Closed
@@ -272,6 +288,66 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.
 		return postStatus(errno)
 	}
 	return netio.OK
+}
+
+// queueForPoller marks buf posted and queues it for the poller goroutine,
+// scheduling a drain unless one is due already.
+func (s *SendEndpointBuffered) queueForPoller(buf *sendbuf.NetworkBuffer, size int) netio.Status {
+	st, schedule := s.queueGuarded(buf, size)
+	if schedule {
+		// Outside the guard: on a stopped poller Go runs the drain here,
+		// and the drain takes the guard itself.
+		s.c.poller.Go(s.drainFn)
+	}
+	return st
+}
+
+// queueGuarded queues buf while holding off the endpoint's teardown, so
+// that teardown finds it among the pending sends and cancels it.
+func (s *SendEndpointBuffered) queueGuarded(buf *sendbuf.NetworkBuffer, size int) (st netio.Status, schedule bool) {
+	if _, ok := s.c.guard.acquire(); !ok {
+		return netio.Closed, false
+	}
+	defer s.c.guard.release()
+	if !s.pool.MarkPosted(buf, s.holder) {
+		return netio.InvalidArgument, false
+	}
+	s.counters.posted(size)
+	queued, schedule := s.handOff.push(buf, size)
+	if !queued { // cannot happen: the ring holds every buffer of the pool
+		s.counters.unposted(size)
+		s.pool.Unpost(buf)
+		return netio.NoResources, false
+	}
+	return netio.OK, schedule
+}
+
+// drainHandOff posts the queued sends in order. A full transmit queue
+// leaves the rest queued and tries again in the poller's next round; a
+// refused post is reported through OnSendCompleted as Failed. It runs on
+// the poller goroutine.
+func (s *SendEndpointBuffered) drainHandOff() {
+	for {
+		q, ok := s.handOff.peek()
+		if !ok {
+			return
+		}
+		ep, open := s.c.guard.acquire()
+		if !open {
+			return // closing: teardown cancels what is queued
+		}
+		key := uint32(q.buf.ID())
+		errno := ep.Send(q.buf.Addr(), q.size, q.buf.Desc(), s.c.owner.Context(key))
+		s.c.guard.release()
+		if errno.Temporary() {
+			s.c.poller.Go(s.drainFn)
+			return
+		}
+		s.handOff.pop()
+		if errno != 0 {
+			s.handleCompletion(key, cq.Result{Status: netio.Failed, Errno: errno})
+		}
+	}
 }
 
 // ReleaseBuffer gives back a leased buffer that was not sent and returns its
@@ -350,6 +426,7 @@ func (s *SendEndpointBuffered) handleCompletion(key uint32, r cq.Result) {
 // a callback that calls Close finds the pool whole.
 func (s *SendEndpointBuffered) cancelPending() {
 	s.endCoalescing() // first: a callback below finds it closed
+	s.handOff.reset() // the queued sends are among the pending ones below
 	pending := s.pool.Posted(nil, s.holder)
 	canceled := pending[:0]
 	for _, id := range pending {

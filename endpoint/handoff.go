@@ -1,0 +1,99 @@
+package endpoint
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/netio-go/netio/sendbuf"
+)
+
+// HandOffSize is the message size from which a buffered send endpoint has
+// its poller goroutine post a send instead of the caller of SendBuffer.
+//
+// Why: libfabric's tcp provider posts a send and progresses the endpoint's
+// completion queue under one lock, and while it holds that lock it copies
+// into the socket as much as the socket takes (up to megabytes). A post
+// from the application goroutine then waits inside a cgo call for the
+// poller's copy, and after 20 µs the Go runtime hands that goroutine's
+// processor to another thread: a thread switch per large send. Posting
+// from the poller goroutine, which holds the lock anyway, costs a queue
+// entry and at most one wake-up per batch instead. Measured here (tcp,
+// loopback, netio-perf sweep, three interleaved runs): 1 MiB 4.1 → 5.1
+// GB/s, 256 KiB 4.3 → 5.3 GB/s; at 128 KiB and below posting from the
+// caller is faster (64 KiB: 2.0 against 1.8 GB/s), as the copies are short
+// and the hand-off's wake-up is not.
+const HandOffSize = 256 << 10
+
+// queuedSend is a send waiting for the poller goroutine to post it.
+type queuedSend struct {
+	buf  *sendbuf.NetworkBuffer
+	size int
+}
+
+// handOff is the FIFO of sends an endpoint hands to its poller goroutine.
+// Producers are the goroutines calling SendBuffer; the one consumer is the
+// poller goroutine. An entry stays queued until it has been posted, so a
+// later send of the same goroutine, seeing the queue non-empty, queues
+// behind it instead of overtaking it.
+type handOff struct {
+	mu        sync.Mutex
+	ring      []queuedSend // capacity: every buffer the endpoint can post
+	head      int
+	n         atomic.Int32 // entries queued; read without mu by post
+	scheduled bool         // a drain is queued on the poller, or running
+}
+
+// init sizes the ring for capacity sends in flight: a buffer is queued at
+// most once at a time, so the ring never overflows.
+func (h *handOff) init(capacity int) { h.ring = make([]queuedSend, capacity) }
+
+// busy reports whether sends are queued.
+func (h *handOff) busy() bool { return h.n.Load() > 0 }
+
+// push queues a send and reports whether the caller must schedule a drain.
+// It reports false, queuing nothing, if the ring is full, which a caller
+// that queues only buffers it marked posted never sees.
+func (h *handOff) push(buf *sendbuf.NetworkBuffer, size int) (queued, schedule bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := int(h.n.Load())
+	if n == len(h.ring) {
+		return false, false
+	}
+	h.ring[(h.head+n)%len(h.ring)] = queuedSend{buf, size}
+	h.n.Add(1)
+	schedule = !h.scheduled
+	h.scheduled = true
+	return true, schedule
+}
+
+// peek returns the oldest send; ok is false when none is queued, and the
+// drain then counts as finished.
+func (h *handOff) peek() (s queuedSend, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n.Load() == 0 {
+		h.scheduled = false
+		return queuedSend{}, false
+	}
+	return h.ring[h.head], true
+}
+
+// pop removes the oldest send, once it has been posted (or failed).
+func (h *handOff) pop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ring[h.head] = queuedSend{}
+	h.head = (h.head + 1) % len(h.ring)
+	h.n.Add(-1)
+}
+
+// reset drops every queued send: the endpoint has closed and reports them
+// as canceled with the rest of its pending sends.
+func (h *handOff) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.ring)
+	h.head, h.scheduled = 0, false
+	h.n.Store(0)
+}
