@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"os"
 	"testing"
 	"unsafe"
 
@@ -103,6 +104,21 @@ func TestRegisterCallerMemory(t *testing.T) {
 	_, err = m.AllocRegistered(-1, domain.AccessSend)
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
 	assert.Zero(t, m.Stats().Registrations)
+}
+
+// Alloc's pages are resident before anything touches them.
+func TestAllocFaultsPagesIn(t *testing.T) {
+	const pages = 64
+	page := os.Getpagesize()
+	mem, err := domain.Alloc(pages*page - 1)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, domain.Free(mem)) }()
+	vec := make([]byte, pages)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(cap(mem)), uintptr(unsafe.Pointer(&vec[0])))
+	require.Zero(t, errno, "mincore")
+	for i, v := range vec {
+		assert.Equal(t, byte(1), v&1, "page %d not resident", i)
+	}
 }
 
 func TestCloseRefusedWhileRegistrationsLive(t *testing.T) {
