@@ -4,11 +4,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/netio-go/netio/sendbuf"
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/fabric"
 )
 
-// HandOffSize is the message size from which a buffered send endpoint has
-// its poller goroutine post a send instead of the caller of SendBuffer.
+// HandOffSize is the message size from which a send endpoint has its poller
+// goroutine post a send instead of the goroutine that called SendBuffer (or
+// the zero-copy Send).
 //
 // Why: libfabric's tcp provider posts a send and progresses the endpoint's
 // completion queue under one lock, and while it holds that lock it copies
@@ -24,10 +27,12 @@ import (
 // and the hand-off's wake-up is not.
 const HandOffSize = 256 << 10
 
-// queuedSend is a send waiting for the poller goroutine to post it.
+// queuedSend is a send waiting for the poller goroutine to post it: the
+// endpoint kind's key for it (a buffer ID, a header slot) and a length (the
+// message's bytes, the slot's iovecs).
 type queuedSend struct {
-	buf  *sendbuf.NetworkBuffer
-	size int
+	key uint32
+	n   int
 }
 
 // handOff is the FIFO of sends an endpoint hands to its poller goroutine.
@@ -53,14 +58,14 @@ func (h *handOff) busy() bool { return h.n.Load() > 0 }
 // push queues a send and reports whether the caller must schedule a drain.
 // It reports false, queuing nothing, if the ring is full, which a caller
 // that queues only buffers it marked posted never sees.
-func (h *handOff) push(buf *sendbuf.NetworkBuffer, size int) (queued, schedule bool) {
+func (h *handOff) push(key uint32, n int) (queued, schedule bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := int(h.n.Load())
-	if n == len(h.ring) {
+	k := int(h.n.Load())
+	if k == len(h.ring) {
 		return false, false
 	}
-	h.ring[(h.head+n)%len(h.ring)] = queuedSend{buf, size}
+	h.ring[(h.head+k)%len(h.ring)] = queuedSend{key, n}
 	h.n.Add(1)
 	schedule = !h.scheduled
 	h.scheduled = true
@@ -96,4 +101,62 @@ func (h *handOff) reset() {
 	clear(h.ring)
 	h.head, h.scheduled = 0, false
 	h.n.Store(0)
+}
+
+// initHandOff sizes the hand-off queue for capacity sends in flight, and
+// sets post, which posts the send queued with a key and length (see
+// queueSend). The kind calls it from prepare.
+func (c *sendConn) initHandOff(capacity int, post func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
+	c.handOff.init(capacity)
+	c.postQueued = post
+	c.drainFn = c.drainHandOff
+}
+
+// handOffDue reports whether a send of size bytes goes through the poller
+// goroutine: a large one, or any one behind a queued send, which it must
+// not overtake.
+func (c *sendConn) handOffDue(size int) bool { return size >= HandOffSize || c.handOff.busy() }
+
+// queueSend queues a send the kind has marked posted (so that teardown
+// cancels it) while holding the post guard. It returns NoResources if the
+// queue is full, which a kind that sizes it for every send it can have in
+// flight never sees; schedule says the caller must call scheduleDrain, once
+// it has let go of the guard (on a stopped poller the drain runs inline and
+// takes the guard itself).
+func (c *sendConn) queueSend(key uint32, n int) (st netio.Status, schedule bool) {
+	queued, schedule := c.handOff.push(key, n)
+	if !queued {
+		return netio.NoResources, false
+	}
+	return netio.OK, schedule
+}
+
+// scheduleDrain has the poller goroutine post what is queued.
+func (c *sendConn) scheduleDrain() { c.poller.Go(c.drainFn) }
+
+// drainHandOff posts the queued sends in order. A full transmit queue
+// leaves the rest queued and tries again in the poller's next round; a
+// post the provider refuses is reported as the kind reports an error
+// completion. It runs on the poller goroutine.
+func (c *sendConn) drainHandOff() {
+	for {
+		q, ok := c.handOff.peek()
+		if !ok {
+			return
+		}
+		ep, open := c.guard.acquire()
+		if !open {
+			return // closing: teardown cancels what is queued
+		}
+		errno := c.postQueued(ep, q.key, q.n)
+		c.guard.release()
+		if errno.Temporary() {
+			c.scheduleDrain()
+			return
+		}
+		c.handOff.pop()
+		if errno != 0 {
+			c.kind.handleCompletion(q.key, cq.Result{Status: netio.Failed, Errno: errno})
+		}
+	}
 }

@@ -24,3 +24,13 @@ func TestHandOffKeepsOrder(t *testing.T) {
 		t.Run(prov, func(t *testing.T) { streamChecked(t, prov, 300, endpoint.HandOffSize+64, 8, handOffMixSize) })
 	}
 }
+
+// The same for zero-copy sends: large ones queued for the poller, small
+// ones behind them, every message checked for order and content.
+func TestZeroCopyHandOffKeepsOrder(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			streamRegion(t, prov, 300, 2*endpoint.HandOffSize, endpoint.HandOffSize+8, 8, handOffMixSize)
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/pool"
 	"github.com/netio-go/netio/sendbuf"
 )
@@ -176,8 +177,6 @@ type SendEndpointBuffered struct {
 	ownPool  bool
 	counters sendCounters
 	co       *coalescer // nil unless SendConfig.Coalesce is set
-	handOff  handOff    // sends of HandOffSize and more, for the poller to post
-	drainFn  func()     // drainHandOff, bound once so that handing off does not allocate
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
@@ -207,8 +206,7 @@ func (s *SendEndpointBuffered) prepare() error {
 	if err := s.openPool(); err != nil {
 		return err
 	}
-	s.handOff.init(s.pool.Len())
-	s.drainFn = s.drainHandOff
+	s.c.initHandOff(s.pool.Len(), s.postQueued)
 	s.startCoalescing()
 	return nil
 }
@@ -270,7 +268,7 @@ func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) 
 // the calling goroutine, or through the poller goroutine for a large
 // message or one that must not overtake those queued there.
 func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.Status {
-	if size >= HandOffSize || s.handOff.busy() {
+	if s.c.handOffDue(size) {
 		return s.queueForPoller(buf, size)
 	}
 	ep, ok := s.c.guard.acquire()
@@ -290,14 +288,11 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.
 	return netio.OK
 }
 
-// queueForPoller marks buf posted and queues it for the poller goroutine,
-// scheduling a drain unless one is due already.
+// queueForPoller marks buf posted and queues it for the poller goroutine.
 func (s *SendEndpointBuffered) queueForPoller(buf *sendbuf.NetworkBuffer, size int) netio.Status {
 	st, schedule := s.queueGuarded(buf, size)
 	if schedule {
-		// Outside the guard: on a stopped poller Go runs the drain here,
-		// and the drain takes the guard itself.
-		s.c.poller.Go(s.drainFn)
+		s.c.scheduleDrain()
 	}
 	return st
 }
@@ -313,41 +308,18 @@ func (s *SendEndpointBuffered) queueGuarded(buf *sendbuf.NetworkBuffer, size int
 		return netio.InvalidArgument, false
 	}
 	s.counters.posted(size)
-	queued, schedule := s.handOff.push(buf, size)
-	if !queued { // cannot happen: the ring holds every buffer of the pool
+	if st, schedule = s.c.queueSend(uint32(buf.ID()), size); st != netio.OK {
 		s.counters.unposted(size)
 		s.pool.Unpost(buf)
-		return netio.NoResources, false
 	}
-	return netio.OK, schedule
+	return st, schedule
 }
 
-// drainHandOff posts the queued sends in order. A full transmit queue
-// leaves the rest queued and tries again in the poller's next round; a
-// refused post is reported through OnSendCompleted as Failed. It runs on
-// the poller goroutine.
-func (s *SendEndpointBuffered) drainHandOff() {
-	for {
-		q, ok := s.handOff.peek()
-		if !ok {
-			return
-		}
-		ep, open := s.c.guard.acquire()
-		if !open {
-			return // closing: teardown cancels what is queued
-		}
-		key := uint32(q.buf.ID())
-		errno := ep.Send(q.buf.Addr(), q.size, q.buf.Desc(), s.c.owner.Context(key))
-		s.c.guard.release()
-		if errno.Temporary() {
-			s.c.poller.Go(s.drainFn)
-			return
-		}
-		s.handOff.pop()
-		if errno != 0 {
-			s.handleCompletion(key, cq.Result{Status: netio.Failed, Errno: errno})
-		}
-	}
+// postQueued posts buffer key's first n bytes, queued by queueGuarded. It
+// runs on the poller goroutine.
+func (s *SendEndpointBuffered) postQueued(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+	buf := s.pool.Lookup(uint64(key))
+	return ep.Send(buf.Addr(), n, buf.Desc(), s.c.owner.Context(key))
 }
 
 // ReleaseBuffer gives back a leased buffer that was not sent and returns its
@@ -426,7 +398,6 @@ func (s *SendEndpointBuffered) handleCompletion(key uint32, r cq.Result) {
 // a callback that calls Close finds the pool whole.
 func (s *SendEndpointBuffered) cancelPending() {
 	s.endCoalescing() // first: a callback below finds it closed
-	s.handOff.reset() // the queued sends are among the pending ones below
 	pending := s.pool.Posted(nil, s.holder)
 	canceled := pending[:0]
 	for _, id := range pending {

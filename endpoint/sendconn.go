@@ -72,6 +72,10 @@ type sendConn struct {
 	freeErr  error
 
 	watchdog atomic.Pointer[time.Timer] // ProgressTimeout's check, while connected
+
+	handOff    handOff // sends for the poller goroutine to post (HandOffSize)
+	postQueued func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
+	drainFn    func() // drainHandOff, bound once so that handing off does not allocate
 }
 
 // connOptions are the connection settings every send endpoint config has.
@@ -193,6 +197,7 @@ func (c *sendConn) teardown(reason error) {
 	}
 	c.closeEndpoint()
 	c.poller.Unregister(c.owner)
+	c.handOff.reset() // the queued sends are among those cancelPending reports
 	c.kind.cancelPending()
 	c.log.Debug().Str("peer", c.addr).Err(reason).Msg("connection closed")
 	if c.onClosed != nil {

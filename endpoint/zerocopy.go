@@ -189,6 +189,7 @@ func (z *SendEndpointZeroCopy) prepare() error {
 		return err
 	}
 	z.slots = make([]zcSlot, z.cfg.HeaderCount)
+	z.c.initHandOff(len(z.slots), z.postQueued)
 	switch {
 	case z.cfg.SharedRegion != nil:
 		z.region = z.cfg.SharedRegion
@@ -213,6 +214,12 @@ func (z *SendEndpointZeroCopy) prepare() error {
 // completions); Failed for a header larger than a slot; Closed after Close
 // or connection loss. The data must not change until OnSendCompleted
 // reports key.
+//
+// A message of HandOffSize bytes or more (header and data), and any message
+// sent while one is still waiting, is posted by the poller goroutine, as
+// SendEndpointBuffered.SendBuffer describes: OK then means queued, in
+// order, and a post the provider refuses comes back through
+// OnSendCompleted with Failed.
 func (z *SendEndpointZeroCopy) Send(header, data []byte, key uint64) netio.Status {
 	pieces := [1][]byte{data}
 	return z.SendV(header, pieces[:], key)
@@ -224,14 +231,24 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 	if len(data) > z.MaxPieces() {
 		return netio.InvalidArgument
 	}
+	st, schedule := z.sendV(header, data, key)
+	if schedule {
+		z.c.scheduleDrain() // outside the post guard: see sendConn.queueSend
+	}
+	return st
+}
+
+// sendV posts the message, or queues it for the poller goroutine (see
+// HandOffSize); schedule says a drain must be scheduled.
+func (z *SendEndpointZeroCopy) sendV(header []byte, data [][]byte, key uint64) (st netio.Status, schedule bool) {
 	ep, ok := z.c.guard.acquire()
 	if !ok {
-		return netio.Closed
+		return netio.Closed, false
 	}
 	defer z.c.guard.release()
 	h := z.headers.GetHeader(header, key)
 	if h.Status != netio.OK {
-		return h.Status
+		return h.Status, false
 	}
 	slot := &z.slots[h.Index]
 	n := 0
@@ -245,7 +262,7 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 		}
 		if st := z.attach(slot, n, piece); st != netio.OK {
 			z.detach(slot, h.Index)
-			return st
+			return st, false
 		}
 		n++
 	}
@@ -261,13 +278,26 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 	// slot and another send reuse it, and Completed must never pass Sent.
 	z.counters.posted(total)
 	slot.posted.Store(true)
-	if errno := ep.Sendv(slot.iov[:n], slot.desc[:n], z.c.owner.Context(h.Index)); errno != 0 {
-		slot.posted.Store(false)
-		z.counters.unposted(total)
-		z.detach(slot, h.Index)
-		return postStatus(errno)
+	if z.c.handOffDue(total) {
+		if st, schedule = z.c.queueSend(h.Index, n); st == netio.OK {
+			return netio.OK, schedule
+		}
+	} else if errno := z.postQueued(ep, h.Index, n); errno != 0 {
+		st = postStatus(errno)
+	} else {
+		return netio.OK, false
 	}
-	return netio.OK
+	slot.posted.Store(false)
+	z.counters.unposted(total)
+	z.detach(slot, h.Index)
+	return st, false
+}
+
+// postQueued posts the n iovecs of header slot idx: from sendV, or from the
+// poller goroutine for a send sendV queued.
+func (z *SendEndpointZeroCopy) postQueued(ep *fabric.Endpoint, idx uint32, n int) fabric.Errno {
+	slot := &z.slots[idx]
+	return ep.Sendv(slot.iov[:n], slot.desc[:n], z.c.owner.Context(idx))
 }
 
 // attach puts piece into iovec i of slot: through the declared region's
