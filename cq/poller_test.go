@@ -262,6 +262,32 @@ func TestGoRunsAsynchronouslyInOrder(t *testing.T) {
 	}
 }
 
+// A poller blocked on its descriptors wakes for Do and Go at once, not when
+// MaxBlock ends; while it spins it needs no wake-up. Each round queues work
+// once the poller has gone back to blocking.
+func TestQueuedWorkWakesABlockedPoller(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{SpinBudget: -1, MaxBlock: time.Minute})
+	defer func() { assert.NoError(t, p.Close()) }()
+	var sleeps uint64
+	for i := range 20 {
+		require.Eventually(t, func() bool { return p.Stats().Sleeps > sleeps }, 5*time.Second, 50*time.Microsecond,
+			"round %d: the poller blocks again", i)
+		sleeps = p.Stats().Sleeps
+		done := make(chan struct{})
+		if i%2 == 0 {
+			go func() { p.Do(func() {}); close(done) }()
+		} else {
+			p.Go(func() { close(done) })
+		}
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: queued work waited for MaxBlock", i)
+		}
+	}
+}
+
 func TestCloseFromThePollerGoroutine(t *testing.T) {
 	m := openManager(t)
 	p := openPoller(t, m, cq.Config{})
