@@ -27,6 +27,10 @@
 // other methods are safe for concurrent use. Close may be called from a
 // callback.
 //
+// Sends of HandOffSize bytes or more are posted by the poller goroutine
+// too: SendBuffer and the zero-copy Send queue them (and any send behind
+// them, to keep the order) and return OK at once; see HandOffSize for why.
+//
 // # Ownership
 //
 // A buffer has one owner at a time: the endpoint's pool, the caller (after
