@@ -16,6 +16,7 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
 BENCH_COMPARE_ARGS ?=
 FUZZ_TIME   ?= 3s
 SOAK_TIME   ?= 60s
+SOAK_LARGE_TIME ?= 20s
 DEMO_ARGS   ?=
 
 # Prerequisites run in the order written (deps before build), even under -j.
@@ -67,10 +68,12 @@ fuzz:
 cgocheck:
 	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 -timeout 10m ./tests/
 
-## soak: a mixed workload with faults for SOAK_TIME; fails if a message is
-## lost, duplicated or corrupted
+## soak: a mixed workload with faults for SOAK_TIME, then one of messages up
+## to 1 MiB (most of them posted through the poller's hand-off) for
+## SOAK_LARGE_TIME; fails if a message is lost, duplicated or corrupted
 soak:
 	$(GO) run ./hack/soak --duration $(SOAK_TIME)
+	$(GO) run ./hack/soak --duration $(SOAK_LARGE_TIME) --max-size 1048576
 
 ## bench: netio-go vs a C libfabric baseline vs Go TCP, one run, ratios (hack/bench-compare)
 bench: deps
