@@ -403,19 +403,23 @@ func (p *Poller) Do(fn func()) {
 		return
 	}
 	ran := make(chan struct{})
-	p.enqueue(func() { fn(); close(ran) }, false)
+	if !p.enqueue(func() { fn(); close(ran) }, false) {
+		fn()
+		return
+	}
 	<-ran
 }
 
-// Go runs fn on the poller goroutine, between two batches, and returns at
-// once: the asynchronous Do, for work handed to the poller from a hot path.
-// Once the queue has grown it does not allocate, provided fn is made once
-// (a stored method value), not a new closure per call. After the poller has
-// stopped it runs fn at once, as Do does. A nil fn does nothing.
-func (p *Poller) Go(fn func()) {
-	if fn != nil {
-		p.enqueue(fn, false)
-	}
+// Go queues fn to run on the poller goroutine, between two batches, and
+// returns at once: the asynchronous Do, for work handed to the poller from
+// a hot path. Once the queue has grown it does not allocate, provided fn is
+// made once (a stored method value), not a new closure per call. Unlike Do
+// it never runs fn on the caller's goroutine: once the poller has stopped it
+// reports false and drops fn, so that work meant for the poller goroutine
+// (which may call back into the caller's locks, or queue itself again) does
+// not run elsewhere. A nil fn does nothing and reports true.
+func (p *Poller) Go(fn func()) bool {
+	return fn == nil || p.enqueue(fn, false)
 }
 
 // AtStop runs fn on the poller goroutine after it has stopped reading its
@@ -424,20 +428,19 @@ func (p *Poller) Go(fn func()) {
 // tcp in libfabric 1.17 reads freed connection handles after fi_close of a
 // listening endpoint) are closed here. A nil fn does nothing.
 func (p *Poller) AtStop(fn func()) {
-	if fn != nil {
-		p.enqueue(fn, true)
+	if fn != nil && !p.enqueue(fn, true) {
+		fn()
 	}
 }
 
 // enqueue appends fn to the run queue and wakes the poller, or with atStop
-// to the functions run at its stop; once the poller has stopped it runs fn
-// at once instead.
-func (p *Poller) enqueue(fn func(), atStop bool) {
+// to the functions run at its stop. It reports false, queuing nothing, once
+// the poller has stopped.
+func (p *Poller) enqueue(fn func(), atStop bool) bool {
 	p.queueMu.Lock()
+	defer p.queueMu.Unlock()
 	if p.draining {
-		p.queueMu.Unlock()
-		fn()
-		return
+		return false
 	}
 	if atStop {
 		p.atStop = append(p.atStop, fn)
@@ -446,7 +449,7 @@ func (p *Poller) enqueue(fn func(), atStop bool) {
 		p.queued.Store(true)
 		p.wakeLocked()
 	}
-	p.queueMu.Unlock()
+	return true
 }
 
 // Stats returns the poller's counters.

@@ -217,7 +217,7 @@ func TestDoRunsOnThePollerGoroutine(t *testing.T) {
 
 // Go returns at once and runs its functions on the poller goroutine, in
 // order, after the one running; it allocates nothing once the queue has
-// grown; after Close it runs inline, as Do does.
+// grown; after Close it refuses, and runs nothing on the caller's goroutine.
 func TestGoRunsAsynchronouslyInOrder(t *testing.T) {
 	m := openManager(t)
 	for _, mode := range []cq.Mode{cq.Adaptive, cq.BusyPoll} {
@@ -225,7 +225,7 @@ func TestGoRunsAsynchronouslyInOrder(t *testing.T) {
 		release := make(chan struct{})
 		var got []int
 		var on bool
-		p.Go(func() { <-release }) // holds the poller: Go must not wait for it
+		assert.True(t, p.Go(func() { <-release }), "mode %d: a running poller queues", mode) // and Go must not wait for it
 		for i := range 3 {
 			p.Go(func() { got = append(got, i) })
 		}
@@ -256,9 +256,9 @@ func TestGoRunsAsynchronouslyInOrder(t *testing.T) {
 			"mode %d: every queued function runs", mode)
 
 		require.NoError(t, p.Close())
-		inline := false
-		p.Go(func() { inline = true })
-		assert.True(t, inline, "mode %d: after Close, Go runs inline", mode)
+		ranAfter := false
+		assert.False(t, p.Go(func() { ranAfter = true }), "mode %d: after Close, Go refuses", mode)
+		assert.False(t, ranAfter, "mode %d: after Close, Go does not run fn on the caller's goroutine", mode)
 	}
 }
 
