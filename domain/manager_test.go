@@ -106,15 +106,30 @@ func TestRegisterCallerMemory(t *testing.T) {
 	assert.Zero(t, m.Stats().Registrations)
 }
 
-// Alloc's pages are resident before anything touches them.
+// Alloc's and AllocRegistered's pages are resident before anything
+// touches them.
 func TestAllocFaultsPagesIn(t *testing.T) {
 	const pages = 64
 	page := os.Getpagesize()
 	mem, err := domain.Alloc(pages*page - 1)
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, domain.Free(mem)) }()
-	vec := make([]byte, pages)
-	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(cap(mem)), uintptr(unsafe.Pointer(&vec[0])))
+	assertResident(t, mem[:cap(mem)])
+
+	m := open(t, domain.Config{})
+	defer m.Close()
+	r, err := m.AllocRegistered(pages*page, domain.AccessSend)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, r.Close()) }()
+	assertResident(t, r.Bytes())
+}
+
+// assertResident checks with mincore that every page of mem is resident.
+func assertResident(t *testing.T, mem []byte) {
+	t.Helper()
+	page := os.Getpagesize()
+	vec := make([]byte, (len(mem)+page-1)/page)
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0])))
 	require.Zero(t, errno, "mincore")
 	for i, v := range vec {
 		assert.Equal(t, byte(1), v&1, "page %d not resident", i)

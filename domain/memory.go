@@ -148,13 +148,15 @@ func (r *Registration) Detach() ([]byte, error) {
 }
 
 // AllocRegistered allocates size bytes outside the Go heap (anonymous mmap,
-// page-aligned, zeroed) and registers them with the given access. Closing
-// the registration deregisters first, then unmaps.
+// page-aligned, zeroed, faulted in as Alloc's are) and registers them with
+// the given access. A request past the domain's limits fails before any
+// page is touched. Closing the registration deregisters first, then
+// unmaps.
 func (m *Manager) AllocRegistered(size int, access Access) (*Registration, error) {
 	if size <= 0 || size > netio.MaxBufferSize*netio.MaxBufferCount {
 		return nil, fmt.Errorf("%w: domain: allocate %d bytes", netio.ErrInvalidArgument, size)
 	}
-	mem, err := Alloc(size)
+	mem, err := mapAnon(size)
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +165,7 @@ func (m *Manager) AllocRegistered(size int, access Access) (*Registration, error
 		_ = Free(mem)
 		return nil, err
 	}
+	populate(mem) // as Alloc does, once the limits let it through
 	r.mapped = mem[:cap(mem)]
 	return r, nil
 }
@@ -189,21 +192,45 @@ func AlignUp(n, align int) int { return (n + align - 1) / align * align }
 // Alloc maps size bytes (rounded up to whole pages) of anonymous memory
 // outside the Go heap. The result has length size; release it with Free.
 //
-// The pages are faulted in at once (MAP_POPULATE), as an RDMA provider's
-// registration pins them: a buffer's first use then pays no page fault.
-// Faulted lazily, the first pass over a stream's buffers paid one per 4 KiB
-// page, which cost about 5% of the 1 MiB throughput of a one-second
-// loopback run here (netio-perf, 7 interleaved runs, median 6.6 against
-// 7.0 GB/s), and a send from a buffer never written read the kernel's
-// shared zero page instead of the buffer's own memory.
+// The pages are faulted in at once, as an RDMA provider's registration pins
+// them: a buffer's first use then pays no page fault. Faulted lazily, the
+// first pass over a stream's buffers paid one per 4 KiB page, which cost
+// about 5% of the 1 MiB throughput of a one-second loopback run here
+// (netio-perf, 7 interleaved runs, median 6.6 against 7.0 GB/s), and a send
+// from a buffer never written read the kernel's shared zero page instead of
+// the buffer's own memory. The price is paid when the memory is allocated
+// (about 17 ms per 64 MiB here), and the memory is resident from then on.
 func Alloc(size int) ([]byte, error) {
+	mem, err := mapAnon(size)
+	if err == nil {
+		populate(mem)
+	}
+	return mem, err
+}
+
+// mapAnon maps size bytes, rounded up to whole pages, without faulting
+// them in.
+func mapAnon(size int) ([]byte, error) {
 	n := AlignUp(size, os.Getpagesize())
-	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("%w: domain: mmap %d bytes: %v", netio.ErrNoResources, n, err)
 	}
 	mappedBytes.Add(int64(n))
 	return mem[:size], nil
+}
+
+// populate faults mem's pages in, writable: MADV_POPULATE_WRITE, or where
+// the kernel lacks it (before Linux 5.14) a write to every page.
+func populate(mem []byte) {
+	mem = mem[:cap(mem)]
+	if unix.Madvise(mem, unix.MADV_POPULATE_WRITE) == nil {
+		return
+	}
+	page := os.Getpagesize()
+	for i := 0; i < len(mem); i += page {
+		mem[i] = 0
+	}
 }
 
 // mappedBytes is what Alloc mapped and Free has not unmapped yet, in
