@@ -128,8 +128,11 @@ func (s *SendEndpointBuffered) startCoalescing() {
 // not by spinning inside a callback); InvalidArgument when the endpoint is
 // not coalescing or the message cannot fit in an empty buffer (nothing
 // changes); Closed after Close or connection loss; Failed when the
-// provider refused to post the full buffer. data may be reused at once. It
-// is safe for concurrent use and does not allocate.
+// provider refused to post the full buffer. A full buffer of HandOffSize
+// bytes or more is posted by the poller goroutine (see SendBuffer): the
+// provider's answer to that post comes through OnSendCompleted, with the
+// buffer's key, not here. data may be reused at once. It is safe for
+// concurrent use and does not allocate.
 func (s *SendEndpointBuffered) SendMessage(tag uint64, data []byte) netio.Status {
 	return s.SendMessageStatus(tag, 0, data)
 }
@@ -167,8 +170,10 @@ func (s *SendEndpointBuffered) SendMessageStatus(tag uint64, status uint8, parts
 // when it did or there was nothing to post; NoResources when the
 // provider's transmit queue is full (retry); InvalidArgument when the
 // endpoint is not coalescing; Closed after Close or connection loss;
-// Failed when the provider refused the post. It does not wait for the
-// send to complete: OnSendCompleted reports that.
+// Failed when the provider refused the post. A buffer of HandOffSize bytes
+// or more (or one behind it) is posted by the poller goroutine: OK then
+// means queued, and a refusal comes through OnSendCompleted. It does not
+// wait for the send to complete: OnSendCompleted reports that.
 func (s *SendEndpointBuffered) Flush() netio.Status {
 	co := s.co
 	if co == nil {

@@ -3,6 +3,7 @@ package endpoint
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
@@ -45,8 +46,17 @@ type handOff struct {
 	ring      []queuedSend // capacity: every buffer the endpoint can post
 	head      int
 	n         atomic.Int32 // entries queued; read without mu by post
-	scheduled bool         // a drain is queued on the poller, or running
+	scheduled bool         // a drain is queued on the poller, or running, or stalled
+	// stalled: the provider's transmit queue was full; the next completion
+	// (or the retry timer, handOffRetry) drains again.
+	stalled atomic.Bool
 }
+
+// handOffRetry is how long a stalled drain waits for a completion before it
+// tries again anyway: a full transmit queue means sends are in flight, so a
+// completion normally comes first; the timer covers a provider that refused
+// for another reason (EINTR).
+const handOffRetry = time.Millisecond
 
 // init sizes the ring for capacity sends in flight: a buffer is queued at
 // most once at a time, so the ring never overflows.
@@ -84,10 +94,14 @@ func (h *handOff) peek() (s queuedSend, ok bool) {
 	return h.ring[h.head], true
 }
 
-// pop removes the oldest send, once it has been posted (or failed).
+// pop removes the oldest send, once it has been posted (or failed). After
+// a reset (the endpoint closed meanwhile) there is nothing to remove.
 func (h *handOff) pop() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.n.Load() == 0 {
+		return
+	}
 	h.ring[h.head] = queuedSend{}
 	h.head = (h.head + 1) % len(h.ring)
 	h.n.Add(-1)
@@ -101,6 +115,7 @@ func (h *handOff) reset() {
 	clear(h.ring)
 	h.head, h.scheduled = 0, false
 	h.n.Store(0)
+	h.stalled.Store(false)
 }
 
 // initHandOff sizes the hand-off queue for capacity sends in flight, and
@@ -110,6 +125,8 @@ func (c *sendConn) initHandOff(capacity int, post func(ep *fabric.Endpoint, key 
 	c.handOff.init(capacity)
 	c.postQueued = post
 	c.drainFn = c.drainHandOff
+	c.handOffTimer = time.AfterFunc(time.Hour, func() { c.poller.Go(c.drainFn) })
+	c.handOffTimer.Stop()
 }
 
 // handOffDue reports whether a send of size bytes goes through the poller
@@ -120,9 +137,7 @@ func (c *sendConn) handOffDue(size int) bool { return size >= HandOffSize || c.h
 // queueSend queues a send the kind has marked posted (so that teardown
 // cancels it) while holding the post guard. It returns NoResources if the
 // queue is full, which a kind that sizes it for every send it can have in
-// flight never sees; schedule says the caller must call scheduleDrain, once
-// it has let go of the guard (on a stopped poller the drain runs inline and
-// takes the guard itself).
+// flight never sees; schedule says the caller must call scheduleDrain.
 func (c *sendConn) queueSend(key uint32, n int) (st netio.Status, schedule bool) {
 	queued, schedule := c.handOff.push(key, n)
 	if !queued {
@@ -131,14 +146,19 @@ func (c *sendConn) queueSend(key uint32, n int) (st netio.Status, schedule bool)
 	return netio.OK, schedule
 }
 
-// scheduleDrain has the poller goroutine post what is queued.
+// scheduleDrain has the poller goroutine post what is queued. A poller
+// that has stopped (a shared one closed before the endpoint) refuses: the
+// sends stay queued until the endpoint's Close cancels them, as sends
+// posted to a provider that nobody progresses would wait.
 func (c *sendConn) scheduleDrain() { c.poller.Go(c.drainFn) }
 
 // drainHandOff posts the queued sends in order. A full transmit queue
-// leaves the rest queued and tries again in the poller's next round; a
-// post the provider refuses is reported as the kind reports an error
-// completion. It runs on the poller goroutine.
+// leaves the rest queued, stalled until the next completion (see
+// afterCompletion) or handOffRetry; a post the provider refuses is
+// reported as the kind reports an error completion. It runs on the poller
+// goroutine.
 func (c *sendConn) drainHandOff() {
+	c.handOff.stalled.Store(false)
 	for {
 		q, ok := c.handOff.peek()
 		if !ok {
@@ -151,12 +171,22 @@ func (c *sendConn) drainHandOff() {
 		errno := c.postQueued(ep, q.key, q.n)
 		c.guard.release()
 		if errno.Temporary() {
-			c.scheduleDrain()
+			c.handOff.stalled.Store(true)
+			c.handOffTimer.Reset(handOffRetry)
 			return
 		}
 		c.handOff.pop()
 		if errno != 0 {
 			c.kind.handleCompletion(q.key, cq.Result{Status: netio.Failed, Errno: errno})
 		}
+	}
+}
+
+// afterCompletion drains a stalled hand-off queue: a completion has freed a
+// place in the provider's transmit queue. It runs on the poller goroutine,
+// after every completion, so it costs one atomic load when nothing stalled.
+func (c *sendConn) afterCompletion() {
+	if c.handOff.stalled.Load() {
+		c.drainHandOff()
 	}
 }

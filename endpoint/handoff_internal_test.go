@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
 )
 
 func TestHandOffRing(t *testing.T) {
@@ -60,8 +62,55 @@ func TestHandOffRing(t *testing.T) {
 	assert.Equal(t, make([]queuedSend, 2), h.ring, "reset lets go of the buffers")
 }
 
-// queuedEndpoint is what TestHandOffQueuedSendsCanceledAtTeardown needs of
-// either send endpoint kind.
+// handOffRig is a tcp domain, a poller the send endpoint shares (so that a
+// test can hold it and read its counters), and a listener that counts
+// messages of up to HandOffSize bytes. Completions are recorded by key.
+type handOffRig struct {
+	mgr      *domain.Manager
+	p        *cq.Poller
+	l        *Listener
+	received atomic.Int64
+
+	mu       sync.Mutex
+	statuses map[uint64][]netio.Status
+}
+
+func newHandOffRig(t *testing.T, rxBufs int) *handOffRig {
+	r := &handOffRig{statuses: map[uint64][]netio.Status{}}
+	var err error
+	r.mgr, err = domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, r.mgr.Close()) })
+	r.p, err = cq.Open(r.mgr.Fabric(), r.mgr.Domain(), cq.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, r.p.Close()) })
+	r.l, err = Listen(r.mgr, "127.0.0.1:0", ListenConfig{
+		Params: netio.ReceiveParams{BufferSize: HandOffSize, BufferCount: rxBufs},
+		OnData: func(*ReceiveEndpoint, []byte) { r.received.Add(1) },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, r.l.Close()) })
+	return r
+}
+
+// config is a send config on the rig's poller that records completions.
+func (r *handOffRig) config() SendConfig {
+	return SendConfig{Poller: r.p, OnSendCompleted: func(key uint64, st netio.Status) {
+		r.mu.Lock()
+		r.statuses[key] = append(r.statuses[key], st)
+		r.mu.Unlock()
+	}}
+}
+
+// reported returns how many keys have been reported.
+func (r *handOffRig) reported() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.statuses)
+}
+
+// queuedEndpoint is what the hand-off tests need of either send endpoint
+// kind.
 type queuedEndpoint struct {
 	conn    *sendConn
 	send    func() netio.Status // one send of HandOffSize bytes
@@ -70,66 +119,58 @@ type queuedEndpoint struct {
 	close   func() error
 }
 
+// dialBuffered dials a buffered endpoint of bufs buffers of HandOffSize.
+func dialBuffered(t *testing.T, r *handOffRig, bufs int) queuedEndpoint {
+	cfg := r.config()
+	cfg.Params = netio.BufferedSendParams{BufferSize: HandOffSize, BufferCount: bufs}
+	s, err := Dial(context.Background(), r.mgr, r.l.Addr(), cfg)
+	require.NoError(t, err)
+	send := func() netio.Status {
+		buf := s.GetBuffer()
+		if buf == nil { // after the end: try one it holds no more
+			buf = s.pool.Lookup(0)
+		}
+		return s.SendBuffer(buf, HandOffSize)
+	}
+	return queuedEndpoint{&s.c, send, s.Stats, s.PendingSends, s.Close}
+}
+
+// dialZeroCopyRig dials a zero-copy endpoint of slots header slots, sending
+// HandOffSize bytes of one region.
+func dialZeroCopyRig(t *testing.T, r *handOffRig, slots int) queuedEndpoint {
+	mem, err := domain.Alloc(HandOffSize)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, domain.Free(mem)) })
+	cfg := r.config()
+	z, err := DialZeroCopy(context.Background(), r.mgr, r.l.Addr(), ZeroCopyConfig{
+		HeaderCount: slots, Region: mem, Poller: cfg.Poller, OnSendCompleted: cfg.OnSendCompleted,
+	})
+	require.NoError(t, err)
+	var key uint64
+	send := func() netio.Status { key++; return z.Send(nil, mem, key) }
+	return queuedEndpoint{&z.c, send, z.Stats, z.PendingSends, z.Close}
+}
+
+var handOffKinds = map[string]func(t *testing.T, r *handOffRig, n int) queuedEndpoint{
+	"buffered":  dialBuffered,
+	"zero-copy": dialZeroCopyRig,
+}
+
 // Sends still queued for the poller when the connection ends are reported
 // Canceled, and what they hold goes back; none is posted after the close.
 func TestHandOffQueuedSendsCanceledAtTeardown(t *testing.T) {
 	const sends = 4
-	kinds := map[string]func(t *testing.T, mgr *domain.Manager, addr string, cfg SendConfig) queuedEndpoint{
-		"buffered": func(t *testing.T, mgr *domain.Manager, addr string, cfg SendConfig) queuedEndpoint {
-			cfg.Params = netio.BufferedSendParams{BufferSize: HandOffSize, BufferCount: sends}
-			s, err := Dial(context.Background(), mgr, addr, cfg)
-			require.NoError(t, err)
-			send := func() netio.Status {
-				buf := s.GetBuffer()
-				if buf == nil { // after the end: try one it holds no more
-					buf = s.pool.Lookup(0)
-				}
-				return s.SendBuffer(buf, HandOffSize)
-			}
-			return queuedEndpoint{&s.c, send, s.Stats, s.PendingSends, s.Close}
-		},
-		"zero-copy": func(t *testing.T, mgr *domain.Manager, addr string, cfg SendConfig) queuedEndpoint {
-			mem, err := domain.Alloc(HandOffSize)
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, domain.Free(mem)) })
-			z, err := DialZeroCopy(context.Background(), mgr, addr, ZeroCopyConfig{
-				HeaderCount: sends, Region: mem, Poller: cfg.Poller, OnSendCompleted: cfg.OnSendCompleted,
-			})
-			require.NoError(t, err)
-			var key uint64
-			send := func() netio.Status { key++; return z.Send(nil, mem, key) }
-			return queuedEndpoint{&z.c, send, z.Stats, z.PendingSends, z.Close}
-		},
-	}
-	for name, dial := range kinds {
+	for name, dial := range handOffKinds {
 		t.Run(name, func(t *testing.T) {
-			mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, mgr.Close()) }()
-			p, err := cq.Open(mgr.Fabric(), mgr.Domain(), cq.Config{})
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, p.Close()) }()
-			l, err := Listen(mgr, "127.0.0.1:0", ListenConfig{
-				Params: netio.ReceiveParams{BufferSize: HandOffSize, BufferCount: sends},
-				OnData: func(*ReceiveEndpoint, []byte) {},
-			})
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, l.Close()) }()
-
-			var mu sync.Mutex
-			statuses := map[uint64]netio.Status{}
-			e := dial(t, mgr, l.Addr(), SendConfig{Poller: p, OnSendCompleted: func(key uint64, st netio.Status) {
-				mu.Lock()
-				statuses[key] = st
-				mu.Unlock()
-			}})
+			r := newHandOffRig(t, sends)
+			e := dial(t, r, sends)
 			defer func() { assert.NoError(t, e.close()) }()
 
 			// Hold the poller, then queue the teardown ahead of the drain
 			// that the sends below schedule.
 			release := make(chan struct{})
-			p.Go(func() { <-release })
-			p.Go(func() { e.conn.teardown(netio.ErrClosed) })
+			r.p.Go(func() { <-release })
+			r.p.Go(func() { e.conn.teardown(netio.ErrClosed) })
 			for range sends {
 				require.Equal(t, netio.OK, e.send())
 			}
@@ -137,20 +178,105 @@ func TestHandOffQueuedSendsCanceledAtTeardown(t *testing.T) {
 			assert.Len(t, e.pending(), sends)
 			close(release)
 
-			require.Eventually(t, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(statuses) == sends
-			}, 10*time.Second, time.Millisecond, "every queued send reported")
-			mu.Lock()
-			for key, st := range statuses {
-				assert.Equal(t, netio.Canceled, st, "key %d", key)
+			require.Eventually(t, func() bool { return r.reported() == sends }, 10*time.Second, time.Millisecond,
+				"every queued send reported")
+			r.mu.Lock()
+			for key, st := range r.statuses {
+				assert.Equal(t, []netio.Status{netio.Canceled}, st, "key %d", key)
 			}
-			mu.Unlock()
+			r.mu.Unlock()
 			assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Failed: sends}, e.stats())
 			assert.False(t, e.conn.handOff.busy())
 			assert.Empty(t, e.pending())
 			assert.Equal(t, netio.Closed, e.send(), "nothing is queued after the end")
+			assert.Zero(t, r.received.Load(), "nothing was posted")
+		})
+	}
+}
+
+// A full transmit queue stalls the drain until a completion or the retry
+// timer: the poller goes back to sleep meanwhile instead of retrying in a
+// loop, and the sends go out in order once the provider takes them.
+func TestHandOffStallsOnFullTransmitQueue(t *testing.T) {
+	const sends = 4
+	for name, dial := range handOffKinds {
+		t.Run(name, func(t *testing.T) {
+			r := newHandOffRig(t, sends)
+			e := dial(t, r, sends)
+			defer func() { assert.NoError(t, e.close()) }()
+			var refusing atomic.Bool
+			var attempts atomic.Int64
+			post := e.conn.postQueued
+			e.conn.postQueued = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+				attempts.Add(1)
+				if refusing.Load() {
+					return fabric.EAGAIN
+				}
+				return post(ep, key, n)
+			}
+
+			refusing.Store(true)
+			for range sends {
+				require.Equal(t, netio.OK, e.send())
+			}
+			require.Eventually(t, func() bool { return attempts.Load() > 0 }, 5*time.Second, time.Millisecond, "a drain ran")
+			sleeps := r.p.Stats().Sleeps
+			time.Sleep(100 * time.Millisecond)
+			assert.Greater(t, r.p.Stats().Sleeps-sleeps, uint64(10), "the poller sleeps while the drain is stalled")
+			assert.Less(t, attempts.Load(), int64(1000), "retries are paced, not spun (every %v)", handOffRetry)
+			assert.True(t, e.conn.handOff.busy())
+			assert.Zero(t, r.received.Load())
+
+			refusing.Store(false)
+			require.Eventually(t, func() bool { return r.received.Load() == sends && r.reported() == sends },
+				10*time.Second, time.Millisecond, "every send delivered and completed")
+			r.mu.Lock()
+			for key, st := range r.statuses {
+				assert.Equal(t, []netio.Status{netio.OK}, st, "key %d", key)
+			}
+			r.mu.Unlock()
+			assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Completed: sends}, e.stats())
+		})
+	}
+}
+
+// A queued send the provider refuses for good is reported Failed, once, and
+// what it held comes back; the sends behind it still go out.
+func TestHandOffRefusedPostReportedFailed(t *testing.T) {
+	const sends = 4
+	for name, dial := range handOffKinds {
+		t.Run(name, func(t *testing.T) {
+			r := newHandOffRig(t, sends)
+			e := dial(t, r, sends)
+			defer func() { assert.NoError(t, e.close()) }()
+			var refused atomic.Bool
+			post := e.conn.postQueued
+			e.conn.postQueued = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+				if refused.CompareAndSwap(false, true) {
+					return fabric.EMSGSIZE // the first one
+				}
+				return post(ep, key, n)
+			}
+			for range sends {
+				require.Equal(t, netio.OK, e.send())
+			}
+			require.Eventually(t, func() bool { return r.reported() == sends && r.received.Load() == sends-1 },
+				10*time.Second, time.Millisecond, "every send reported, all but the refused one delivered")
+			failed := 0
+			r.mu.Lock()
+			for key, st := range r.statuses {
+				require.Len(t, st, 1, "key %d reported once", key)
+				if st[0] == netio.Failed {
+					failed++
+				} else {
+					assert.Equal(t, netio.OK, st[0], "key %d", key)
+				}
+			}
+			r.mu.Unlock()
+			assert.Equal(t, 1, failed)
+			assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Completed: sends - 1, Failed: 1}, e.stats())
+			assert.Empty(t, e.pending(), "the refused send's buffer or slot is back")
+			assert.Equal(t, netio.OK, e.send(), "and can be used again")
 		})
 	}
 }

@@ -48,7 +48,9 @@ type ReconnectConfig struct {
 	// OnSendCompleted is called exactly once for every key Send returned OK
 	// for: OK when the provider completed the send, Failed when the
 	// connection broke while the message was in flight (it may or may not
-	// have arrived; it is not sent again), Canceled when Close found it
+	// have arrived; it is not sent again; a message of HandOffSize bytes or
+	// more, or one behind it, is in flight once queued for the poller, and
+	// a refusal of that post counts the same), Canceled when Close found it
 	// still waiting in the backlog (or the sender stopped because its
 	// domain was closed). It runs on a poller goroutine or, for Canceled,
 	// on the goroutine calling Close or the sender's dial goroutine, and

@@ -42,7 +42,9 @@ type SendConfig struct {
 	// OnSendCompleted is called once per buffer handed to SendBuffer (or
 	// posted by coalescing), with its key (the buffer ID) and the outcome:
 	// OK when the provider completed the send, Failed for an error
-	// completion, Canceled when the endpoint closed first. The buffer is
+	// completion or for a send queued for the poller (HandOffSize) that the
+	// provider then refused to take, Canceled when the endpoint closed
+	// first. The buffer is
 	// back in the pool when it runs. It runs on the poller goroutine and
 	// must not block. May be nil.
 	OnSendCompleted func(key uint64, status netio.Status)
@@ -126,7 +128,7 @@ var nextHolder atomic.Uint64
 
 // SendStats counts what a send endpoint did.
 type SendStats struct {
-	Sent      uint64 // messages posted
+	Sent      uint64 // messages posted, or queued for the poller to post (HandOffSize)
 	Bytes     uint64 // bytes posted
 	Completed uint64 // sends completed OK
 	Failed    uint64 // sends that completed with an error or were canceled

@@ -73,9 +73,10 @@ type sendConn struct {
 
 	watchdog atomic.Pointer[time.Timer] // ProgressTimeout's check, while connected
 
-	handOff    handOff // sends for the poller goroutine to post (HandOffSize)
-	postQueued func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
-	drainFn    func() // drainHandOff, bound once so that handing off does not allocate
+	handOff      handOff // sends for the poller goroutine to post (HandOffSize)
+	postQueued   func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
+	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
+	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
 }
 
 // connOptions are the connection settings every send endpoint config has.
@@ -159,8 +160,11 @@ func (c *sendConn) wait(ctx context.Context) error {
 // cannot call the handler methods.
 type connHandler struct{ c *sendConn }
 
-func (h connHandler) HandleCompletion(key uint32, r cq.Result) { h.c.kind.handleCompletion(key, r) }
-func (h connHandler) HandleEvent(ev fabric.Event)              { h.c.handleEvent(ev) }
+func (h connHandler) HandleCompletion(key uint32, r cq.Result) {
+	h.c.kind.handleCompletion(key, r)
+	h.c.afterCompletion()
+}
+func (h connHandler) HandleEvent(ev fabric.Event) { h.c.handleEvent(ev) }
 
 // handleEvent completes the dial or ends the connection. It runs on the
 // poller goroutine.
@@ -198,6 +202,9 @@ func (c *sendConn) teardown(reason error) {
 	c.closeEndpoint()
 	c.poller.Unregister(c.owner)
 	c.handOff.reset() // the queued sends are among those cancelPending reports
+	if c.handOffTimer != nil {
+		c.handOffTimer.Stop()
+	}
 	c.kind.cancelPending()
 	c.log.Debug().Str("peer", c.addr).Err(reason).Msg("connection closed")
 	if c.onClosed != nil {

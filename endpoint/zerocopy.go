@@ -233,7 +233,7 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 	}
 	st, schedule := z.sendV(header, data, key)
 	if schedule {
-		z.c.scheduleDrain() // outside the post guard: see sendConn.queueSend
+		z.c.scheduleDrain()
 	}
 	return st
 }
