@@ -64,7 +64,7 @@ func TestHandOffRing(t *testing.T) {
 
 // handOffRig is a tcp domain, a poller the send endpoint shares (so that a
 // test can hold it and read its counters), and a listener that counts
-// messages of up to HandOffSize bytes. Completions are recorded by key.
+// messages of up to HandOffSize bytes. Completions are recorded.
 type handOffRig struct {
 	mgr      *domain.Manager
 	p        *cq.Poller
@@ -72,11 +72,11 @@ type handOffRig struct {
 	received atomic.Int64
 
 	mu       sync.Mutex
-	statuses map[uint64][]netio.Status
+	statuses []netio.Status // in the order reported; keys may repeat (a buffer ID is reused)
 }
 
 func newHandOffRig(t *testing.T, rxBufs int) *handOffRig {
-	r := &handOffRig{statuses: map[uint64][]netio.Status{}}
+	r := &handOffRig{}
 	var err error
 	r.mgr, err = domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
 	require.NoError(t, err)
@@ -95,18 +95,29 @@ func newHandOffRig(t *testing.T, rxBufs int) *handOffRig {
 
 // config is a send config on the rig's poller that records completions.
 func (r *handOffRig) config() SendConfig {
-	return SendConfig{Poller: r.p, OnSendCompleted: func(key uint64, st netio.Status) {
+	return SendConfig{Poller: r.p, OnSendCompleted: func(_ uint64, st netio.Status) {
 		r.mu.Lock()
-		r.statuses[key] = append(r.statuses[key], st)
+		r.statuses = append(r.statuses, st)
 		r.mu.Unlock()
 	}}
 }
 
-// reported returns how many keys have been reported.
+// reported returns how many completions have been reported.
 func (r *handOffRig) reported() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.statuses)
+}
+
+// outcomes counts the reported statuses.
+func (r *handOffRig) outcomes() map[netio.Status]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	counts := map[netio.Status]int{}
+	for _, st := range r.statuses {
+		counts[st]++
+	}
+	return counts
 }
 
 // queuedEndpoint is what the hand-off tests need of either send endpoint
@@ -156,42 +167,52 @@ var handOffKinds = map[string]func(t *testing.T, r *handOffRig, n int) queuedEnd
 	"zero-copy": dialZeroCopyRig,
 }
 
-// Sends still queued for the poller when the connection ends are reported
-// Canceled, and what they hold goes back; none is posted after the close.
-func TestHandOffQueuedSendsCanceledAtTeardown(t *testing.T) {
-	const sends = 4
+// eachKind runs test for each endpoint kind, on a fresh rig with an
+// endpoint of sends buffers or slots, closed afterwards.
+func eachKind(t *testing.T, sends int, test func(t *testing.T, r *handOffRig, e queuedEndpoint)) {
 	for name, dial := range handOffKinds {
 		t.Run(name, func(t *testing.T) {
 			r := newHandOffRig(t, sends)
 			e := dial(t, r, sends)
 			defer func() { assert.NoError(t, e.close()) }()
-
-			// Hold the poller, then queue the teardown ahead of the drain
-			// that the sends below schedule.
-			release := make(chan struct{})
-			r.p.Go(func() { <-release })
-			r.p.Go(func() { e.conn.teardown(netio.ErrClosed) })
-			for range sends {
-				require.Equal(t, netio.OK, e.send())
-			}
-			assert.True(t, e.conn.handOff.busy(), "the sends wait for the poller")
-			assert.Len(t, e.pending(), sends)
-			close(release)
-
-			require.Eventually(t, func() bool { return r.reported() == sends }, 10*time.Second, time.Millisecond,
-				"every queued send reported")
-			r.mu.Lock()
-			for key, st := range r.statuses {
-				assert.Equal(t, []netio.Status{netio.Canceled}, st, "key %d", key)
-			}
-			r.mu.Unlock()
-			assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Failed: sends}, e.stats())
-			assert.False(t, e.conn.handOff.busy())
-			assert.Empty(t, e.pending())
-			assert.Equal(t, netio.Closed, e.send(), "nothing is queued after the end")
-			assert.Zero(t, r.received.Load(), "nothing was posted")
+			test(t, r, e)
 		})
 	}
+}
+
+// stubPost puts fn between the drain and the endpoint's post; fn gets the
+// real post to call.
+func stubPost(e queuedEndpoint, fn func(post func(*fabric.Endpoint, uint32, int) fabric.Errno, ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
+	post := e.conn.postQueued
+	e.conn.postQueued = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno { return fn(post, ep, key, n) }
+}
+
+// Sends still queued for the poller when the connection ends are reported
+// Canceled, and what they hold goes back; none is posted after the close.
+func TestHandOffQueuedSendsCanceledAtTeardown(t *testing.T) {
+	const sends = 4
+	eachKind(t, sends, func(t *testing.T, r *handOffRig, e queuedEndpoint) {
+		// Hold the poller, then queue the teardown ahead of the drain that
+		// the sends below schedule.
+		release := make(chan struct{})
+		r.p.Go(func() { <-release })
+		r.p.Go(func() { e.conn.teardown(netio.ErrClosed) })
+		for range sends {
+			require.Equal(t, netio.OK, e.send())
+		}
+		assert.True(t, e.conn.handOff.busy(), "the sends wait for the poller")
+		assert.Len(t, e.pending(), sends)
+		close(release)
+
+		require.Eventually(t, func() bool { return r.reported() == sends }, 10*time.Second, time.Millisecond,
+			"every queued send reported")
+		assert.Equal(t, map[netio.Status]int{netio.Canceled: sends}, r.outcomes())
+		assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Failed: sends}, e.stats())
+		assert.False(t, e.conn.handOff.busy())
+		assert.Empty(t, e.pending())
+		assert.Equal(t, netio.Closed, e.send(), "nothing is queued after the end")
+		assert.Zero(t, r.received.Load(), "nothing was posted")
+	})
 }
 
 // A full transmit queue stalls the drain until a completion or the retry
@@ -199,84 +220,57 @@ func TestHandOffQueuedSendsCanceledAtTeardown(t *testing.T) {
 // loop, and the sends go out in order once the provider takes them.
 func TestHandOffStallsOnFullTransmitQueue(t *testing.T) {
 	const sends = 4
-	for name, dial := range handOffKinds {
-		t.Run(name, func(t *testing.T) {
-			r := newHandOffRig(t, sends)
-			e := dial(t, r, sends)
-			defer func() { assert.NoError(t, e.close()) }()
-			var refusing atomic.Bool
-			var attempts atomic.Int64
-			post := e.conn.postQueued
-			e.conn.postQueued = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
-				attempts.Add(1)
-				if refusing.Load() {
-					return fabric.EAGAIN
-				}
-				return post(ep, key, n)
+	eachKind(t, sends, func(t *testing.T, r *handOffRig, e queuedEndpoint) {
+		var refusing atomic.Bool
+		var attempts atomic.Int64
+		stubPost(e, func(post func(*fabric.Endpoint, uint32, int) fabric.Errno, ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+			attempts.Add(1)
+			if refusing.Load() {
+				return fabric.EAGAIN
 			}
-
-			refusing.Store(true)
-			for range sends {
-				require.Equal(t, netio.OK, e.send())
-			}
-			require.Eventually(t, func() bool { return attempts.Load() > 0 }, 5*time.Second, time.Millisecond, "a drain ran")
-			sleeps := r.p.Stats().Sleeps
-			time.Sleep(100 * time.Millisecond)
-			assert.Greater(t, r.p.Stats().Sleeps-sleeps, uint64(10), "the poller sleeps while the drain is stalled")
-			assert.Less(t, attempts.Load(), int64(1000), "retries are paced, not spun (every %v)", handOffRetry)
-			assert.True(t, e.conn.handOff.busy())
-			assert.Zero(t, r.received.Load())
-
-			refusing.Store(false)
-			require.Eventually(t, func() bool { return r.received.Load() == sends && r.reported() == sends },
-				10*time.Second, time.Millisecond, "every send delivered and completed")
-			r.mu.Lock()
-			for key, st := range r.statuses {
-				assert.Equal(t, []netio.Status{netio.OK}, st, "key %d", key)
-			}
-			r.mu.Unlock()
-			assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Completed: sends}, e.stats())
+			return post(ep, key, n)
 		})
-	}
+
+		refusing.Store(true)
+		for range sends {
+			require.Equal(t, netio.OK, e.send())
+		}
+		require.Eventually(t, func() bool { return attempts.Load() > 0 }, 5*time.Second, time.Millisecond, "a drain ran")
+		sleeps := r.p.Stats().Sleeps
+		time.Sleep(100 * time.Millisecond)
+		assert.Greater(t, r.p.Stats().Sleeps-sleeps, uint64(10), "the poller sleeps while the drain is stalled")
+		assert.Less(t, attempts.Load(), int64(1000), "retries are paced, not spun (every %v)", handOffRetry)
+		assert.True(t, e.conn.handOff.busy())
+		assert.Zero(t, r.received.Load())
+
+		refusing.Store(false)
+		require.Eventually(t, func() bool { return r.received.Load() == sends && r.reported() == sends },
+			10*time.Second, time.Millisecond, "every send delivered and completed")
+		assert.Equal(t, map[netio.Status]int{netio.OK: sends}, r.outcomes())
+		assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Completed: sends}, e.stats())
+	})
 }
 
 // A queued send the provider refuses for good is reported Failed, once, and
 // what it held comes back; the sends behind it still go out.
 func TestHandOffRefusedPostReportedFailed(t *testing.T) {
 	const sends = 4
-	for name, dial := range handOffKinds {
-		t.Run(name, func(t *testing.T) {
-			r := newHandOffRig(t, sends)
-			e := dial(t, r, sends)
-			defer func() { assert.NoError(t, e.close()) }()
-			var refused atomic.Bool
-			post := e.conn.postQueued
-			e.conn.postQueued = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
-				if refused.CompareAndSwap(false, true) {
-					return fabric.EMSGSIZE // the first one
-				}
-				return post(ep, key, n)
+	eachKind(t, sends, func(t *testing.T, r *handOffRig, e queuedEndpoint) {
+		var refused atomic.Bool
+		stubPost(e, func(post func(*fabric.Endpoint, uint32, int) fabric.Errno, ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+			if refused.CompareAndSwap(false, true) {
+				return fabric.EMSGSIZE // the first one
 			}
-			for range sends {
-				require.Equal(t, netio.OK, e.send())
-			}
-			require.Eventually(t, func() bool { return r.reported() == sends && r.received.Load() == sends-1 },
-				10*time.Second, time.Millisecond, "every send reported, all but the refused one delivered")
-			failed := 0
-			r.mu.Lock()
-			for key, st := range r.statuses {
-				require.Len(t, st, 1, "key %d reported once", key)
-				if st[0] == netio.Failed {
-					failed++
-				} else {
-					assert.Equal(t, netio.OK, st[0], "key %d", key)
-				}
-			}
-			r.mu.Unlock()
-			assert.Equal(t, 1, failed)
-			assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Completed: sends - 1, Failed: 1}, e.stats())
-			assert.Empty(t, e.pending(), "the refused send's buffer or slot is back")
-			assert.Equal(t, netio.OK, e.send(), "and can be used again")
+			return post(ep, key, n)
 		})
-	}
+		for range sends {
+			require.Equal(t, netio.OK, e.send())
+		}
+		require.Eventually(t, func() bool { return r.reported() == sends && r.received.Load() == sends-1 },
+			10*time.Second, time.Millisecond, "every send reported, all but the refused one delivered")
+		assert.Equal(t, map[netio.Status]int{netio.OK: sends - 1, netio.Failed: 1}, r.outcomes())
+		assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Completed: sends - 1, Failed: 1}, e.stats())
+		assert.Empty(t, e.pending(), "the refused send's buffer or slot is back")
+		assert.Equal(t, netio.OK, e.send(), "and can be used again")
+	})
 }
