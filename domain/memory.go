@@ -221,10 +221,12 @@ func mapAnon(size int) ([]byte, error) {
 }
 
 // populate faults mem's pages in, writable: MADV_POPULATE_WRITE, or where
-// the kernel lacks it (before Linux 5.14) a write to every page.
+// the kernel lacks it (EINVAL before Linux 5.14) a write to every page. On
+// any other failure (ENOMEM) the pages stay lazy: a write per page would
+// then invite the OOM killer instead of an error.
 func populate(mem []byte) {
 	mem = mem[:cap(mem)]
-	if unix.Madvise(mem, unix.MADV_POPULATE_WRITE) == nil {
+	if err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE); err != unix.EINVAL {
 		return
 	}
 	page := os.Getpagesize()

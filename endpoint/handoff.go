@@ -22,10 +22,10 @@ import (
 // processor to another thread: a thread switch per large send. Posting
 // from the poller goroutine, which holds the lock anyway, costs a queue
 // entry and at most one wake-up per batch instead. Measured here (tcp,
-// loopback, netio-perf sweep, three interleaved runs): 1 MiB 4.1 → 5.1
-// GB/s, 256 KiB 4.3 → 5.3 GB/s; at 128 KiB and below posting from the
-// caller is faster (64 KiB: 2.0 against 1.8 GB/s), as the copies are short
-// and the hand-off's wake-up is not.
+// loopback, netio-perf sweep, interleaved runs): 1 MiB 4.1–5.6 → 5.8–6.8
+// GB/s, 256 KiB 4.3–5.1 → 5.3–5.7 GB/s; at 128 KiB and below posting from
+// the caller is faster (64 KiB: 2.6 against 2.1 GB/s with every send handed
+// over), as the copies are short and the hand-off's wake-up is not.
 const HandOffSize = 256 << 10
 
 // queuedSend is a send waiting for the poller goroutine to post it: the

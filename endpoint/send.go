@@ -44,9 +44,8 @@ type SendConfig struct {
 	// OK when the provider completed the send, Failed for an error
 	// completion or for a send queued for the poller (HandOffSize) that the
 	// provider then refused to take, Canceled when the endpoint closed
-	// first. The buffer is
-	// back in the pool when it runs. It runs on the poller goroutine and
-	// must not block. May be nil.
+	// first. The buffer is back in the pool when it runs. It runs on the
+	// poller goroutine and must not block. May be nil.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnConnectionClosed is called once when the connection ends: with
 	// netio.ErrClosed after Close, or an error matching
