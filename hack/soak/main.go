@@ -348,8 +348,12 @@ func (s *soak) churn() error {
 }
 
 // settle waits for every message handed over to be reported while the
-// listener still runs, then closes the senders: what is left in a backlog
-// is reported Canceled.
+// listener still runs, then closes the senders (what is left in a backlog
+// is reported Canceled), then waits for the receiver to catch up: with
+// DeliveryComplete a send is reported OK once the message is in a receive
+// buffer, and its OnData may still be queued behind others there (the
+// receiver checks every byte: about a millisecond for a 1 MiB message).
+// Accounting before that counted such messages lost.
 func (s *soak) settle() {
 	deadline := time.Now().Add(15 * time.Second)
 	for _, st := range s.streams {
@@ -358,6 +362,29 @@ func (s *soak) settle() {
 		}
 		_ = st.rs.Close()
 	}
+	for !s.caughtUp() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// caughtUp reports whether every key handed over has been delivered or
+// reported failed.
+func (s *soak) caughtUp() bool {
+	for _, st := range s.streams {
+		delivered, failed, both := st.tally()
+		if uint64(delivered+failed-both) < st.rs.Stats().HandedOver {
+			return false
+		}
+	}
+	return true
+}
+
+// tally counts the stream's keys delivered, reported failed, and both.
+func (st *stream) tally() (delivered, failed, both int) {
+	d, f := st.delivered.snapshot(), st.failed.snapshot()
+	delivered, both = count(d, f)
+	failed, _ = count(f, nil)
+	return delivered, failed, both
 }
 
 func (s *soak) account(elapsed time.Duration) result {
@@ -367,11 +394,9 @@ func (s *soak) account(elapsed time.Duration) result {
 	}
 	for _, st := range s.streams {
 		stats := st.rs.Stats()
-		delivered, failedSet := st.delivered.snapshot(), st.failed.snapshot()
-		nDelivered, both := count(delivered, failedSet)
-		failed, _ := count(failedSet, nil)
+		delivered, failed, both := st.tally()
 		r.HandedOver += stats.HandedOver
-		r.Delivered += uint64(nDelivered)
+		r.Delivered += uint64(delivered)
 		r.Failed += uint64(failed)
 		r.Both += uint64(both)
 		r.Connections += stats.Connections
