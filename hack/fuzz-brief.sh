@@ -10,8 +10,9 @@
 #
 # The default is a count, not a duration: with a duration, go1.26's fuzz
 # coordinator can fail a target that found nothing with a bare "context
-# deadline exceeded" at the deadline (go.dev/issue/75804, fixed in Go 1.27;
-# CI hit it once on FuzzParseHostPort). A count has no deadline to race.
+# deadline exceeded" at the deadline (go.dev/issue/75804, reported fixed in
+# Go 1.27; CI hit it once on FuzzParseHostPort). A count has no deadline
+# to race.
 #
 #   hack/fuzz-brief.sh            # all targets, 50000 inputs each
 #   FUZZ_TIME=60s hack/fuzz-brief.sh
