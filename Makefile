@@ -16,8 +16,8 @@ BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
 BENCH_COMPARE_ARGS ?=
 # A count, not a duration: with -fuzztime as a duration, go1.26's fuzz
 # coordinator can fail a target with a bare "context deadline exceeded" at
-# the deadline (go.dev/issue/75804, reported fixed in Go 1.27). 50000 inputs take
-# 1-8 s per target here.
+# the deadline (go.dev/issue/75804, reported fixed in Go 1.27). 50000
+# inputs take 1-8 s per target here.
 FUZZ_TIME   ?= 50000x
 SOAK_TIME   ?= 60s
 SOAK_LARGE_TIME ?= 20s
