@@ -114,18 +114,25 @@ func TestLeasedBufferSurvivesClose(t *testing.T) {
 func TestCloseFromOnDataKeepsData(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	rcv := newReceiver()
-	var got atomic.Value
+	got := make(chan string, 1)
 	rcv.onData = func(ep *endpoint.ReceiveEndpoint, data []byte) {
 		_ = ep.Close()
-		got.Store(string(data)) // read after Close: must still be mapped
+		got <- string(data) // read after Close: must still be mapped
 	}
 	l := listen(t, mgr, rcv.config(netio.ReceiveParams{}))
 	s := dial(t, mgr, l.Addr(), newSender(2).config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 2}))
 	buf := s.GetBuffer()
 	copy(buf.Bytes(), "still here")
 	require.Equal(t, netio.OK, s.SendBuffer(buf, 10))
+	// OnConnectionClosed runs inside that Close, before OnData reads the
+	// data: wait for the read itself, not for the close.
 	assert.ErrorIs(t, recvErr(t, rcv.closed, 5*time.Second, "receiver closed"), netio.ErrClosed)
-	assert.Equal(t, "still here", got.Load())
+	select {
+	case data := <-got:
+		assert.Equal(t, "still here", data)
+	case <-time.After(5 * time.Second):
+		t.Fatal("OnData did not finish after closing its endpoint")
+	}
 }
 
 // LocalAddr may be read while the poller establishes the connection.
