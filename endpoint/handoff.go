@@ -119,13 +119,13 @@ func (h *handOff) reset() {
 }
 
 // initHandOff sizes the hand-off queue for capacity sends in flight, and
-// sets post, which posts the send queued with a key and length (see
-// queueSend). The kind calls it from prepare.
+// sets post, which posts the send with a key and length (see send). The
+// kind calls it from prepare.
 func (c *sendConn) initHandOff(capacity int, post func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
 	c.handOff.init(capacity)
-	c.postQueued = post
+	c.postSend = post
 	c.drainFn = c.drainHandOff
-	c.handOffTimer = time.AfterFunc(time.Hour, func() { c.poller.Go(c.drainFn) })
+	c.handOffTimer = time.AfterFunc(time.Hour, c.scheduleDrain)
 	c.handOffTimer.Stop()
 }
 
@@ -134,16 +134,28 @@ func (c *sendConn) initHandOff(capacity int, post func(ep *fabric.Endpoint, key 
 // not overtake.
 func (c *sendConn) handOffDue(size int) bool { return size >= HandOffSize || c.handOff.busy() }
 
-// queueSend queues a send the kind has marked posted (so that teardown
-// cancels it) while holding the post guard. It returns NoResources if the
-// queue is full, which a kind that sizes it for every send it can have in
-// flight never sees; schedule says the caller must call scheduleDrain.
-func (c *sendConn) queueSend(key uint32, n int) (st netio.Status, schedule bool) {
+// send posts the send with this key and length, of size bytes, which the
+// kind has marked posted (so that teardown cancels it) while holding the
+// post guard with ep: at once, or through the poller goroutine when
+// handOffDue(size). A status other than OK means nothing was posted or
+// queued, and the kind takes its marking back. A full queue is
+// NoResources, which a kind that sizes it for every send it can have in
+// flight never sees.
+func (c *sendConn) send(ep *fabric.Endpoint, key uint32, n, size int) netio.Status {
+	if !c.handOffDue(size) {
+		if errno := c.postSend(ep, key, n); errno != 0 {
+			return postStatus(errno)
+		}
+		return netio.OK
+	}
 	queued, schedule := c.handOff.push(key, n)
 	if !queued {
-		return netio.NoResources, false
+		return netio.NoResources
 	}
-	return netio.OK, schedule
+	if schedule {
+		c.scheduleDrain()
+	}
+	return netio.OK
 }
 
 // scheduleDrain has the poller goroutine post what is queued. A poller
@@ -168,7 +180,7 @@ func (c *sendConn) drainHandOff() {
 		if !open {
 			return // closing: teardown cancels what is queued
 		}
-		errno := c.postQueued(ep, q.key, q.n)
+		errno := c.postSend(ep, q.key, q.n)
 		c.guard.release()
 		if errno.Temporary() {
 			c.handOff.stalled.Store(true)

@@ -183,8 +183,8 @@ func eachKind(t *testing.T, sends int, test func(t *testing.T, r *handOffRig, e 
 // stubPost puts fn between the drain and the endpoint's post; fn gets the
 // real post to call.
 func stubPost(e queuedEndpoint, fn func(post func(*fabric.Endpoint, uint32, int) fabric.Errno, ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
-	post := e.conn.postQueued
-	e.conn.postQueued = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno { return fn(post, ep, key, n) }
+	post := e.conn.postSend
+	e.conn.postSend = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno { return fn(post, ep, key, n) }
 }
 
 // Sends still queued for the poller when the connection ends are reported

@@ -207,7 +207,7 @@ func (s *SendEndpointBuffered) prepare() error {
 	if err := s.openPool(); err != nil {
 		return err
 	}
-	s.c.initHandOff(s.pool.Len(), s.postQueued)
+	s.c.initHandOff(s.pool.Len(), s.postSend)
 	s.startCoalescing()
 	return nil
 }
@@ -267,11 +267,8 @@ func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) 
 
 // post sends the first size bytes of buf, one of the pool's buffers: from
 // the calling goroutine, or through the poller goroutine for a large
-// message or one that must not overtake those queued there.
+// message or one that must not overtake those queued there (sendConn.send).
 func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.Status {
-	if s.c.handOffDue(size) {
-		return s.queueForPoller(buf, size)
-	}
 	ep, ok := s.c.guard.acquire()
 	if !ok {
 		return netio.Closed
@@ -281,44 +278,17 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.
 		return netio.InvalidArgument
 	}
 	s.counters.posted(size) // before the post, so Completed never passes Sent
-	if errno := ep.Send(buf.Addr(), size, buf.Desc(), s.c.owner.Context(uint32(buf.ID()))); errno != 0 {
+	if st := s.c.send(ep, uint32(buf.ID()), size, size); st != netio.OK {
 		s.counters.unposted(size)
 		s.pool.Unpost(buf)
-		return postStatus(errno)
+		return st
 	}
 	return netio.OK
 }
 
-// queueForPoller marks buf posted and queues it for the poller goroutine.
-func (s *SendEndpointBuffered) queueForPoller(buf *sendbuf.NetworkBuffer, size int) netio.Status {
-	st, schedule := s.queueGuarded(buf, size)
-	if schedule {
-		s.c.scheduleDrain()
-	}
-	return st
-}
-
-// queueGuarded queues buf while holding off the endpoint's teardown, so
-// that teardown finds it among the pending sends and cancels it.
-func (s *SendEndpointBuffered) queueGuarded(buf *sendbuf.NetworkBuffer, size int) (st netio.Status, schedule bool) {
-	if _, ok := s.c.guard.acquire(); !ok {
-		return netio.Closed, false
-	}
-	defer s.c.guard.release()
-	if !s.pool.MarkPosted(buf, s.holder) {
-		return netio.InvalidArgument, false
-	}
-	s.counters.posted(size)
-	if st, schedule = s.c.queueSend(uint32(buf.ID()), size); st != netio.OK {
-		s.counters.unposted(size)
-		s.pool.Unpost(buf)
-	}
-	return st, schedule
-}
-
-// postQueued posts buffer key's first n bytes, queued by queueGuarded. It
-// runs on the poller goroutine.
-func (s *SendEndpointBuffered) postQueued(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+// postSend posts buffer key's first n bytes. It runs on the caller's
+// goroutine, or on the poller goroutine for a queued send.
+func (s *SendEndpointBuffered) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
 	buf := s.pool.Lookup(uint64(key))
 	return ep.Send(buf.Addr(), n, buf.Desc(), s.c.owner.Context(key))
 }

@@ -73,8 +73,9 @@ type sendConn struct {
 
 	watchdog atomic.Pointer[time.Timer] // ProgressTimeout's check, while connected
 
-	handOff      handOff // sends for the poller goroutine to post (HandOffSize)
-	postQueued   func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
+	handOff handOff // sends for the poller goroutine to post (HandOffSize)
+	// postSend is the kind's post of one send, by key and length (see send).
+	postSend     func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
 	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
 }

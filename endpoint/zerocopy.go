@@ -189,7 +189,7 @@ func (z *SendEndpointZeroCopy) prepare() error {
 		return err
 	}
 	z.slots = make([]zcSlot, z.cfg.HeaderCount)
-	z.c.initHandOff(len(z.slots), z.postQueued)
+	z.c.initHandOff(len(z.slots), z.postSend)
 	switch {
 	case z.cfg.SharedRegion != nil:
 		z.region = z.cfg.SharedRegion
@@ -231,24 +231,14 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 	if len(data) > z.MaxPieces() {
 		return netio.InvalidArgument
 	}
-	st, schedule := z.sendV(header, data, key)
-	if schedule {
-		z.c.scheduleDrain()
-	}
-	return st
-}
-
-// sendV posts the message, or queues it for the poller goroutine (see
-// HandOffSize); schedule says a drain must be scheduled.
-func (z *SendEndpointZeroCopy) sendV(header []byte, data [][]byte, key uint64) (st netio.Status, schedule bool) {
 	ep, ok := z.c.guard.acquire()
 	if !ok {
-		return netio.Closed, false
+		return netio.Closed
 	}
 	defer z.c.guard.release()
 	h := z.headers.GetHeader(header, key)
 	if h.Status != netio.OK {
-		return h.Status, false
+		return h.Status
 	}
 	slot := &z.slots[h.Index]
 	n := 0
@@ -262,7 +252,7 @@ func (z *SendEndpointZeroCopy) sendV(header []byte, data [][]byte, key uint64) (
 		}
 		if st := z.attach(slot, n, piece); st != netio.OK {
 			z.detach(slot, h.Index)
-			return st, false
+			return st
 		}
 		n++
 	}
@@ -278,24 +268,18 @@ func (z *SendEndpointZeroCopy) sendV(header []byte, data [][]byte, key uint64) (
 	// slot and another send reuse it, and Completed must never pass Sent.
 	z.counters.posted(total)
 	slot.posted.Store(true)
-	if z.c.handOffDue(total) {
-		if st, schedule = z.c.queueSend(h.Index, n); st == netio.OK {
-			return netio.OK, schedule
-		}
-	} else if errno := z.postQueued(ep, h.Index, n); errno != 0 {
-		st = postStatus(errno)
-	} else {
-		return netio.OK, false
+	if st := z.c.send(ep, h.Index, n, total); st != netio.OK {
+		slot.posted.Store(false)
+		z.counters.unposted(total)
+		z.detach(slot, h.Index)
+		return st
 	}
-	slot.posted.Store(false)
-	z.counters.unposted(total)
-	z.detach(slot, h.Index)
-	return st, false
+	return netio.OK
 }
 
-// postQueued posts the n iovecs of header slot idx: from sendV, or from the
-// poller goroutine for a send sendV queued.
-func (z *SendEndpointZeroCopy) postQueued(ep *fabric.Endpoint, idx uint32, n int) fabric.Errno {
+// postSend posts the n iovecs of header slot idx. It runs on the caller's
+// goroutine, or on the poller goroutine for a queued send.
+func (z *SendEndpointZeroCopy) postSend(ep *fabric.Endpoint, idx uint32, n int) fabric.Errno {
 	slot := &z.slots[idx]
 	return ep.Sendv(slot.iov[:n], slot.desc[:n], z.c.owner.Context(idx))
 }
