@@ -96,6 +96,13 @@ func TestSenderClosesFirst(t *testing.T) {
 			copy(buf.Bytes(), "last words")
 			require.Equal(t, netio.OK, s.SendBuffer(buf, 10))
 			<-snd.done
+			// The accept must have returned first: libfabric 1.17's sockets
+			// drops a close that reaches the peer's CM thread while its
+			// fi_accept is still running (it checks the connection state
+			// before fi_accept sets it), and then never reports it; see
+			// ListenConfig.IdleTimeout. The listener counts a connection once
+			// fi_accept has returned.
+			waitFor(t, 5*time.Second, func() bool { return len(l.Connections()) == 1 }, "the receiver to hold the connection")
 
 			require.NoError(t, s.Close())
 			err := recvErr(t, rcv.closed, 5*time.Second, "connection-closed on the receiver")
