@@ -148,5 +148,6 @@ func (b *bench) report(start time.Time) *report {
 	r.Coalesced = summarizeCoalesced(b.samples)
 	r.Scale = summarizeScale(b.samples, c.scaleSize, c.conns)
 	r.RawGo = summarizeRawGo(b.samples, c.sizes)
+	r.Spread = summarizeSpread(b.samples, c.sizes)
 	return r
 }

@@ -32,7 +32,11 @@
 // with no netio code. Where it falls short of C, Go itself (cgo calls, the
 // runtime's threads) gives that much up on the machine, so that a gap
 // between netio-go and C splits into the library's share and Go's,
-// measured in the same run. The raw numbers of every round, the medians and the ratios go
+// measured in the same run. Under the bandwidth table it prints, per size,
+// netio-go's and C's lowest and highest figure and their ratio in each
+// round: rounds are interleaved, so per-round ratios that straddle 1 say
+// that the median ratio is the machine's noise, not a difference.
+// The raw numbers of every round, the medians and the ratios go
 // to the JSON file. The exit status is 1 when a measurement failed (its cells say
 // "failed"; the rest is still printed and written), 2 on a usage error.
 package main

@@ -33,6 +33,7 @@ type report struct {
 	Coalesced   coalescedRow   `json:"coalesced"`
 	Scale       []scaleRow     `json:"scale"`
 	RawGo       []rawGoRow     `json:"raw_go"`
+	Spread      []spreadRow    `json:"spread"` // bandwidth by round: netio-go and C
 	Failures    int            `json:"failures"`
 }
 
@@ -123,6 +124,11 @@ func printReport(w io.Writer, r *report) error {
 		if sec.Metric == "msgs_per_s" {
 			fmt.Fprintln(w, coalescedLine(r.Coalesced))
 		}
+		if sec.Metric == "mb_per_s" {
+			if err := printSpread(w, r.Spread); err != nil {
+				return err
+			}
+		}
 		if sec.Metric == "mb_per_s" && len(r.RawGo) > 0 {
 			if err := printRawGo(w, r.RawGo); err != nil {
 				return err
@@ -138,6 +144,27 @@ func printReport(w io.Writer, r *report) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%d\t%.1f\t%.4f\t%.3f\t%d\t\n", s.Connections, s.MBPerS, s.MsgsPerS/1e6, s.CPUSecPerGB, s.Rounds)
+	}
+	return tw.Flush()
+}
+
+// printSpread writes, under the bandwidth table, how far netio-go and C
+// moved over the rounds and their ratio round by round: what a median
+// ratio near a target is worth.
+func printSpread(w io.Writer, rows []spreadRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nbandwidth over the rounds, MB/s: lowest-highest, and netio-go/C in each round (rounds interleaved)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "size\tnetio-go\tC\tnetio/C by round\t")
+	for _, r := range rows {
+		ratios := make([]string, len(r.Ratios))
+		for i, x := range r.Ratios {
+			ratios[i] = ratioCell(x)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f-%.0f\t%.0f-%.0f\t%s\t\n", formatSize(r.Size), r.Netio.Min, r.Netio.Max,
+			r.C.Min, r.C.Max, strings.Join(ratios, " "))
 	}
 	return tw.Flush()
 }

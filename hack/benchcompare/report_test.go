@@ -71,7 +71,7 @@ func TestJSONShape(t *testing.T) {
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(data, &doc))
 	for _, k := range []string{"started", "wall_seconds", "machine", "provider", "rounds", "duration_s", "sizes",
-		"scale_size", "scale_conns", "windows", "samples", "summary", "coalesced", "scale", "raw_go", "failures"} {
+		"scale_size", "scale_conns", "windows", "samples", "summary", "coalesced", "scale", "raw_go", "spread", "failures"} {
 		assert.Contains(t, doc, k)
 	}
 	assert.Equal(t, map[string]any{"status": "not built"}, doc["coalesced"])
@@ -96,6 +96,9 @@ func TestJSONShape(t *testing.T) {
 	assert.NotContains(t, row["median"], implRawGo, "raw Go is no column of the tables")
 	assert.Equal(t, []any{map[string]any{"size": 65536.0, "rounds": 1.0, "mb_per_s": 2500.0, "cpu_s_per_gb": 1.0, "netio_over": 0.8}},
 		doc["raw_go"], "no ratio to C, whose 64 KiB run failed")
+	assert.Equal(t, []any{map[string]any{"size": 64.0, "netio_mb_per_s": map[string]any{"min": 40.0, "max": 40.0},
+		"c_mb_per_s": map[string]any{"min": 20.0, "max": 20.0}, "ratios_by_round": []any{2.0}}},
+		doc["spread"], "no 64 KiB row: C's run failed")
 }
 
 func TestPrintReport(t *testing.T) {
@@ -109,6 +112,10 @@ func TestPrintReport(t *testing.T) {
 	require.Len(t, bwRow, 11, "%q", bwRow)
 	assert.Equal(t, []string{"40.0", "20.0", "failed", "failed", "failed", "2.00", "-", "-", "-"}, bwRow[2:])
 	assert.Equal(t, []string{"2000.0", "failed"}, fieldsOf(lines, "bandwidth, MB/s", "64 KiB")[2:4])
+	assert.Equal(t, []string{"64", "B", "40-40", "20-20", "2.00"}, fieldsOf(lines, "bandwidth over the rounds", "64 B"))
+	spread := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "bandwidth over the rounds") })
+	require.Positive(t, spread)
+	assert.Empty(t, lines[spread+3], "one spread row (64 B), none at 64 KiB where C failed: %q", lines[spread:spread+4])
 	assert.Equal(t, []string{"64", "KiB", "2500.0", "1.000", "-", "0.80", "1"}, fieldsOf(lines, "raw Go, MB/s", "64 KiB"))
 	at := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "raw Go, MB/s") })
 	require.Positive(t, at)

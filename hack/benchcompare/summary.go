@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 )
 
@@ -282,4 +283,62 @@ func summarizeRawGo(samples []sample, sizes []int) []rawGoRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// span is the lowest and highest of a figure over the rounds.
+type span struct {
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
+// spanOf returns the span of a figure by round; byRound must not be empty.
+func spanOf(byRound map[int]float64) span {
+	xs := slices.Collect(maps.Values(byRound))
+	return span{slices.Min(xs), slices.Max(xs)}
+}
+
+// spreadRow is how far netio-go's and C's bandwidth at one size moved over
+// the rounds, and netio-go/C within each round that measured both. Rounds
+// are interleaved, so a round's ratio compares runs made seconds apart: a
+// median ratio is a difference between the two only when the per-round
+// ratios agree with it, not when they straddle 1.
+type spreadRow struct {
+	Size   int       `json:"size"`
+	Netio  span      `json:"netio_mb_per_s"`
+	C      span      `json:"c_mb_per_s"`
+	Ratios []float64 `json:"ratios_by_round"` // netio-go / C, in round order
+}
+
+// summarizeSpread computes a row for every size where netio-go and C both
+// have a successful bandwidth round.
+func summarizeSpread(samples []sample, sizes []int) []spreadRow {
+	var rows []spreadRow
+	for _, size := range sizes {
+		netio := bandwidthByRound(samples, implNetio, size)
+		c := bandwidthByRound(samples, implC, size)
+		if len(netio) == 0 || len(c) == 0 {
+			continue
+		}
+		row := spreadRow{Size: size, Netio: spanOf(netio), C: spanOf(c)}
+		for _, round := range slices.Sorted(maps.Keys(netio)) {
+			if r := ratio(netio[round], c[round]); r > 0 {
+				row.Ratios = append(row.Ratios, r)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// bandwidthByRound returns an implementation's MB/s at one size by round,
+// successful rounds only.
+func bandwidthByRound(samples []sample, impl string, size int) map[int]float64 {
+	k := key{impl, modeBandwidth, size, 0}
+	out := map[int]float64{}
+	for _, s := range samples {
+		if s.ok() && s.key() == k {
+			out[s.Round] = s.MBPerS
+		}
+	}
+	return out
 }

@@ -159,3 +159,22 @@ func TestSummarizeRawGo(t *testing.T) {
 	assert.InDelta(t, 1.25, rows[0].NetioOver, 1e-9)
 	assert.Equal(t, rawGoRow{Size: m1, Rounds: 1, MBPerS: 6000, CPUSecPerGB: 0.3, NetioOver: 5000.0 / 6000}, rows[1])
 }
+
+func TestSummarizeSpread(t *testing.T) {
+	const k64 = 64 << 10
+	samples := []sample{
+		bw(1, implNetio, k64, 3000), bw(1, implC, k64, 2000),
+		bw(2, implNetio, k64, 2500), bw(2, implC, k64, 5000),
+		bw(3, implNetio, k64, 2800), {Round: 3, Impl: implC, Mode: modeBandwidth, Size: k64, Error: "boom"},
+		bw(4, implC, k64, 4000),     // netio-go's fourth round failed: no ratio
+		bw(1, implCYield, k64, 100), // not C: no part of the spread
+		bw(1, implNetio, 64, 40),    // C has no 64 B round: no row
+	}
+	rows := summarizeSpread(samples, []int{64, k64, 1 << 20})
+	require.Len(t, rows, 1)
+	r := rows[0]
+	assert.Equal(t, k64, r.Size)
+	assert.Equal(t, span{2500, 3000}, r.Netio)
+	assert.Equal(t, span{2000, 5000}, r.C, "the failed round is no low")
+	assert.InDeltaSlice(t, []float64{1.5, 0.5}, r.Ratios, 1e-12, "rounds 1 and 2, in round order")
+}
