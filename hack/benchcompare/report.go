@@ -128,8 +128,6 @@ func printReport(w io.Writer, r *report) error {
 			if err := printSpread(w, r.Spread); err != nil {
 				return err
 			}
-		}
-		if sec.Metric == "mb_per_s" && len(r.RawGo) > 0 {
 			if err := printRawGo(w, r.RawGo); err != nil {
 				return err
 			}
@@ -169,8 +167,11 @@ func printSpread(w io.Writer, rows []spreadRow) error {
 	return tw.Flush()
 }
 
-// printRawGo writes the raw Go rows under the bandwidth table.
+// printRawGo writes the raw Go rows under the bandwidth table, if any.
 func printRawGo(w io.Writer, rows []rawGoRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
 	fmt.Fprintln(w, "\nraw Go, MB/s: a Go program in C's exact shape on netio-go's fabric package alone, no netio code (fabric BenchmarkRawStream), medians")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "size\traw Go\tCPU s/GB\traw Go/C\tnetio/raw Go\trounds\t")

@@ -128,6 +128,20 @@ func TestPrintReport(t *testing.T) {
 	assert.Equal(t, []string{"1", "failed", "0"}, fieldsOf(lines, "scaling:", "1"))
 }
 
+// With no C round and no raw Go round there is nothing to put under the
+// bandwidth table: neither table is printed, not even its heading.
+func TestPrintReportWithoutSpreadOrRawGo(t *testing.T) {
+	b := newBench(config{provider: "sockets", rounds: 1, sizes: []int{64}, duration: time.Second}, &bytes.Buffer{})
+	b.record(1, implNetio, nil, 0, []sample{bw(0, implNetio, 64, 40)}, nil)
+	r := b.report(time.Now())
+	assert.Empty(t, r.Spread)
+	var out bytes.Buffer
+	require.NoError(t, printReport(&out, r))
+	assert.Contains(t, out.String(), "bandwidth, MB/s")
+	assert.NotContains(t, out.String(), "bandwidth over the rounds")
+	assert.NotContains(t, out.String(), "raw Go, MB/s")
+}
+
 // fieldsOf returns the fields of the first line after the heading that
 // starts with first (after spaces).
 func fieldsOf(lines []string, heading, first string) []string {

@@ -166,7 +166,7 @@ func TestSummarizeSpread(t *testing.T) {
 		bw(1, implNetio, k64, 3000), bw(1, implC, k64, 2000),
 		bw(2, implNetio, k64, 2500), bw(2, implC, k64, 5000),
 		bw(3, implNetio, k64, 2800), {Round: 3, Impl: implC, Mode: modeBandwidth, Size: k64, Error: "boom"},
-		bw(4, implC, k64, 4000),     // netio-go's fourth round failed: no ratio
+		bw(4, implC, k64, 4000),     // no netio-go sample in round 4: no ratio
 		bw(1, implCYield, k64, 100), // not C: no part of the spread
 		bw(1, implNetio, 64, 40),    // C has no 64 B round: no row
 	}
