@@ -288,6 +288,35 @@ func TestQueuedWorkWakesABlockedPoller(t *testing.T) {
 	}
 }
 
+// Work that comes back soon after the poller blocked stretches its spin
+// budget, so that work at that interval finds it spinning; work that comes
+// later than StretchLimit budgets finds it blocked every time.
+func TestSpinBudgetStretchesForRegularWork(t *testing.T) {
+	const gap, rounds = 6 * time.Millisecond, 30
+	sleepsWithWorkEvery := func(budget time.Duration) uint64 {
+		m := openManager(t)
+		p := openPoller(t, m, cq.Config{SpinBudget: budget, MaxBlock: time.Minute})
+		defer func() { assert.NoError(t, p.Close()) }()
+		require.Eventually(t, func() bool { return p.Stats().Sleeps > 0 }, 5*time.Second, 50*time.Microsecond,
+			"the poller blocks")
+		before := p.Stats().Sleeps
+		for range rounds {
+			time.Sleep(gap)
+			done := make(chan struct{})
+			p.Go(func() { close(done) })
+			<-done
+		}
+		return p.Stats().Sleeps - before
+	}
+	// 4 ms budget: the first 6 ms gap ends in a block and stretches the
+	// budget to 12 ms; the next gaps find the poller spinning. A gap that
+	// a loaded machine stretches past 16 ms costs a block or two more.
+	assert.LessOrEqual(t, sleepsWithWorkEvery(4*time.Millisecond), uint64(10), "a stretched budget spins through 6 ms gaps")
+	// 1 ms budget: 6 ms gaps are beyond its limit (4 ms), so the budget
+	// stays and every gap ends in a block.
+	assert.GreaterOrEqual(t, sleepsWithWorkEvery(time.Millisecond), uint64(rounds-2), "gaps beyond the limit block each time")
+}
+
 func TestCloseFromThePollerGoroutine(t *testing.T) {
 	m := openManager(t)
 	p := openPoller(t, m, cq.Config{})
