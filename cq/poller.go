@@ -5,16 +5,16 @@
 // providers such as tcp make progress only while a side reads or waits on
 // its queues.
 //
-// A Poller spins for a budget after the last completion, then blocks on the
-// queues' file descriptors (after fi_trywait), so an idle process uses no
-// CPU. When work comes back soon after it blocked, as in a stream of large
-// messages, it lengthens the budget to cover such gaps (see
-// Config.SpinBudget). It spins inside C, in slices of a few microseconds between which it
-// reads the event queue, runs queued work and yields, so that an empty
-// poll costs what it costs a C program. The default budget outlasts a
-// loopback round trip plus the wake-up of a peer that slept, so a busy
-// request-response exchange keeps both sides spinning. BusyPoll never
-// blocks.
+// A Poller spins for a budget after the last completion, then blocks on
+// the queues' file descriptors (after fi_trywait), so an idle process
+// uses no CPU. When work comes back soon after it blocked, as in a stream
+// of large messages, it lengthens the budget to cover such gaps (see
+// Config.SpinBudget). It spins inside C, in slices of a few microseconds
+// between which it reads the event queue, runs queued work and yields, so
+// that an empty poll costs what it costs a C program. The default budget
+// outlasts a loopback round trip plus the wake-up of a peer that slept,
+// so a busy request-response exchange keeps both sides spinning. BusyPoll
+// never blocks.
 package cq
 
 import (
