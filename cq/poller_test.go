@@ -308,13 +308,16 @@ func TestSpinBudgetStretchesForRegularWork(t *testing.T) {
 		}
 		return p.Stats().Sleeps - before
 	}
-	// 4 ms budget: the first 6 ms gap ends in a block and stretches the
-	// budget to 12 ms; the next gaps find the poller spinning. A gap that
-	// a loaded machine stretches past 16 ms costs a block or two more.
+	// 4 ms budget: the first work wakes the blocked poller about 6 ms
+	// after its last and stretches the budget to about 12 ms, so the
+	// later gaps find it spinning (0 blocks here). A gap that a loaded
+	// machine stretches past 16 ms costs a block or two more.
 	assert.LessOrEqual(t, sleepsWithWorkEvery(4*time.Millisecond), uint64(10), "a stretched budget spins through 6 ms gaps")
 	// 1 ms budget: 6 ms gaps are beyond its limit (4 ms), so the budget
-	// stays and every gap ends in a block.
-	assert.GreaterOrEqual(t, sleepsWithWorkEvery(time.Millisecond), uint64(rounds-2), "gaps beyond the limit block each time")
+	// stays and every gap ends in a block (29 here: the last one comes
+	// after the count). A poller starved of the CPU for a whole gap
+	// misses a block, hence the margin.
+	assert.GreaterOrEqual(t, sleepsWithWorkEvery(time.Millisecond), uint64(20), "gaps beyond the limit block each time")
 }
 
 func TestCloseFromThePollerGoroutine(t *testing.T) {
