@@ -304,14 +304,19 @@ func TestSpinBudgetStretchesForRegularWork(t *testing.T) {
 			time.Sleep(gap)
 			done := make(chan struct{})
 			p.Go(func() { close(done) })
-			<-done
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("budget %v: queued work did not run", budget)
+			}
 		}
 		return p.Stats().Sleeps - before
 	}
-	// 4 ms budget: the first work wakes the blocked poller about 6 ms
-	// after its last and stretches the budget to about 12 ms, so the
-	// later gaps find it spinning (0 blocks here). A gap that a loaded
-	// machine stretches past 16 ms costs a block or two more.
+	// 4 ms budget: the first work wakes the blocked poller within 16 ms
+	// of its last work and stretches the budget to twice that gap (at most
+	// 16 ms), so the later 6 ms gaps find it spinning (0 blocks here). A
+	// gap that a loaded machine stretches past 16 ms costs a block or two
+	// more.
 	assert.LessOrEqual(t, sleepsWithWorkEvery(4*time.Millisecond), uint64(10), "a stretched budget spins through 6 ms gaps")
 	// 1 ms budget: 6 ms gaps are beyond its limit (4 ms), so the budget
 	// stays and every gap ends in a block (29 here: the last one comes
