@@ -84,9 +84,10 @@ const (
 	// spinning. With a budget shorter than that, one side's sleep pushes
 	// the other past its budget too, and the pair can settle into paying a
 	// wake-up at every hop. The price is up to this much CPU after each
-	// burst of traffic. Longer gaps between completions (a 1 MiB stream:
-	// 150-300 µs; a 1 MiB ping-pong: 250-500 µs) stretch the budget after
-	// the first wake-up, up to StretchLimit times.
+	// burst of traffic. Gaps between completions that outlast it (in a
+	// 1 MiB stream, 150-300 µs; in a 1 MiB ping-pong, 250-500 µs) stretch
+	// the budget after the first wake-up, up to StretchLimit ×
+	// DefaultSpinBudget.
 	DefaultSpinBudget = 200 * time.Microsecond
 	DefaultMaxBlock   = 50 * time.Millisecond
 	DefaultSize       = 4096
@@ -118,15 +119,16 @@ type Config struct {
 	// blocks again without spinning, so an idle poller costs no CPU
 	// whatever the budget.
 	//
-	// When work wakes a blocked poller within StretchLimit budgets of its
-	// last work, the poller spins twice that gap next time (at most
+	// When work wakes a blocked poller within StretchLimit × SpinBudget of
+	// its last work, the poller spins twice that gap next time (at most
 	// StretchLimit × SpinBudget): work that comes at such intervals, as in
 	// a stream of large messages, finds it spinning rather than paying a
 	// wake-up (tens of µs, and the provider makes no progress meanwhile).
 	// A longer gap, or a MaxBlock timeout, brings the budget back to
-	// SpinBudget. The price: a poller whose work comes every 200-800 µs
-	// spins through the gaps, and after the last of it spins up to
-	// StretchLimit × SpinBudget before it blocks.
+	// SpinBudget. The price: a poller whose work comes between SpinBudget
+	// and StretchLimit × SpinBudget apart (200-800 µs by default) spins
+	// through the gaps, and after the last of it spins up to StretchLimit
+	// × SpinBudget before it blocks.
 	SpinBudget time.Duration
 	// MaxBlock bounds one blocking wait. Providers here (sockets, tcp) also
 	// make progress when their queues are read; a poller that blocked

@@ -153,7 +153,7 @@ func printSpread(w io.Writer, rows []spreadRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	fmt.Fprintln(w, "\nbandwidth over the rounds, MB/s: lowest-highest, and netio-go/C in each round (rounds interleaved)")
+	fmt.Fprintln(w, "\nbandwidth over the rounds, MB/s: lowest-highest, and netio-go/C in each round (rounds interleaved; - where one failed)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "size\tnetio-go\tC\tnetio/C by round\t")
 	for _, r := range rows {

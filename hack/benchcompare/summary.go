@@ -298,15 +298,17 @@ func spanOf(byRound map[int]float64) span {
 }
 
 // spreadRow is how far netio-go's and C's bandwidth at one size moved over
-// the rounds, and netio-go/C within each round that measured both. Rounds
-// are interleaved, so a round's ratio compares runs made seconds apart: a
-// median ratio is a difference between the two only when the per-round
-// ratios agree with it, not when they straddle 1.
+// the rounds each of them measured, and netio-go/C within each round.
+// Rounds are interleaved, so a round's ratio compares runs made seconds
+// apart: a median ratio is a difference between the two only when the
+// per-round ratios agree with it, not when they straddle 1.
 type spreadRow struct {
-	Size   int       `json:"size"`
-	Netio  span      `json:"netio_mb_per_s"`
-	C      span      `json:"c_mb_per_s"`
-	Ratios []float64 `json:"ratios_by_round"` // netio-go / C, in round order
+	Size  int  `json:"size"`
+	Netio span `json:"netio_mb_per_s"`
+	C     span `json:"c_mb_per_s"`
+	// Ratios holds netio-go / C for rounds 1, 2, ... up to the last round
+	// either measured; 0 where one of them failed that round.
+	Ratios []float64 `json:"ratios_by_round"`
 }
 
 // summarizeSpread computes a row for every size where netio-go and C both
@@ -320,10 +322,9 @@ func summarizeSpread(samples []sample, sizes []int) []spreadRow {
 			continue
 		}
 		row := spreadRow{Size: size, Netio: spanOf(netio), C: spanOf(c)}
-		for _, round := range slices.Sorted(maps.Keys(netio)) {
-			if r := ratio(netio[round], c[round]); r > 0 {
-				row.Ratios = append(row.Ratios, r)
-			}
+		last := max(slices.Max(slices.Collect(maps.Keys(netio))), slices.Max(slices.Collect(maps.Keys(c))))
+		for round := 1; round <= last; round++ {
+			row.Ratios = append(row.Ratios, ratio(netio[round], c[round]))
 		}
 		rows = append(rows, row)
 	}

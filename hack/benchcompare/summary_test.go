@@ -176,5 +176,6 @@ func TestSummarizeSpread(t *testing.T) {
 	assert.Equal(t, k64, r.Size)
 	assert.Equal(t, span{2500, 3000}, r.Netio)
 	assert.Equal(t, span{2000, 5000}, r.C, "the failed round is no low")
-	assert.InDeltaSlice(t, []float64{1.5, 0.5}, r.Ratios, 1e-12, "rounds 1 and 2, in round order")
+	assert.InDeltaSlice(t, []float64{1.5, 0.5, 0, 0}, r.Ratios, 1e-12,
+		"by round: rounds 3 (C failed) and 4 (no netio-go) keep their places, as 0")
 }
