@@ -134,8 +134,7 @@ func printReport(w io.Writer, r *report) error {
 		}
 	}
 	fmt.Fprintf(w, "\nscaling: netio-go, N connections into one receiver, %s messages (medians)\n", formatSize(r.ScaleSize))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "conns\tMB/s\tMmsg/s\tCPU s/GB\trounds\t")
+	tw := newTable(w, "conns", "MB/s", "Mmsg/s", "CPU s/GB", "rounds")
 	for _, s := range r.Scale {
 		if s.Rounds == 0 {
 			fmt.Fprintf(tw, "%d\tfailed\t\t\t0\t\n", s.Connections)
@@ -146,6 +145,15 @@ func printReport(w io.Writer, r *report) error {
 	return tw.Flush()
 }
 
+// newTable returns a writer for one of the report's tables, right-aligned
+// columns two spaces apart, with the header row already written. Every
+// row ends in a tab, as the header does. Flush it after the rows.
+func newTable(w io.Writer, columns ...string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(columns, "\t")+"\t")
+	return tw
+}
+
 // printSpread writes, under the bandwidth table, how far netio-go and C
 // moved over the rounds and their ratio round by round: what a median
 // ratio near a target is worth.
@@ -154,8 +162,7 @@ func printSpread(w io.Writer, rows []spreadRow) error {
 		return nil
 	}
 	fmt.Fprintln(w, "\nbandwidth over the rounds, MB/s: lowest-highest, and netio-go/C in each round (rounds interleaved; - where one failed)")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\tnetio-go\tC\tnetio/C by round\t")
+	tw := newTable(w, "size", "netio-go", "C", "netio/C by round")
 	for _, r := range rows {
 		ratios := make([]string, len(r.Ratios))
 		for i, x := range r.Ratios {
@@ -173,8 +180,7 @@ func printRawGo(w io.Writer, rows []rawGoRow) error {
 		return nil
 	}
 	fmt.Fprintln(w, "\nraw Go, MB/s: a Go program in C's exact shape on netio-go's fabric package alone, no netio code (fabric BenchmarkRawStream), medians")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "size\traw Go\tCPU s/GB\traw Go/C\tnetio/raw Go\trounds\t")
+	tw := newTable(w, "size", "raw Go", "CPU s/GB", "raw Go/C", "netio/raw Go", "rounds")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%.1f\t%.3f\t%s\t%s\t%d\t\n", formatSize(r.Size), r.MBPerS, r.CPUSecPerGB,
 			ratioCell(r.OverC), ratioCell(r.NetioOver), r.Rounds)
@@ -185,7 +191,6 @@ func printRawGo(w io.Writer, rows []rawGoRow) error {
 // printSection writes one metric's table: the medians per implementation,
 // then netio-go's ratio to each other implementation.
 func printSection(w io.Writer, sec section, m metric) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"size"}
 	for _, im := range impls {
 		head = append(head, im.label)
@@ -193,7 +198,7 @@ func printSection(w io.Writer, sec section, m metric) error {
 	for _, im := range impls[1:] {
 		head = append(head, "netio/"+im.label)
 	}
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	tw := newTable(w, head...)
 	for _, row := range sec.Rows {
 		cells := []string{formatSize(row.Size)}
 		for _, im := range impls {
