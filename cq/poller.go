@@ -252,6 +252,7 @@ type Poller struct {
 	draining bool
 
 	stopping  atomic.Bool
+	sleeping  atomic.Bool // the poller is in block: Go, Do and Close must wake it
 	done      chan struct{}
 	goid      atomic.Uint64 // the poller goroutine's ID while it runs
 	closeOnce sync.Once
@@ -515,9 +516,14 @@ func (p *Poller) Close() error {
 func (p *Poller) Done() <-chan struct{} { return p.done }
 
 // wakeLocked interrupts a blocked poller. queueMu must be held, so that the
-// eventfd is not closed underneath.
+// eventfd is not closed underneath. A poller outside block gets no write:
+// it looks at the queue and at stopping before it blocks (see block), and
+// a token left in the eventfd, which is read only after a poll, would end
+// its next block at once, costing a second spin budget after a burst of
+// queued work. It also keeps a system call off the hand-off path
+// (endpoint.HandOffSize) while the poller spins.
 func (p *Poller) wakeLocked() {
-	if p.wakeFD < 0 {
+	if p.wakeFD < 0 || !p.sleeping.Load() {
 		return
 	}
 	var one = [8]byte{1}
@@ -760,8 +766,15 @@ const (
 
 // block waits on the CQ, EQ and wake file descriptors, after fi_trywait has
 // confirmed that nothing is pending, and says why it returned.
+//
+// It sets sleeping before it looks at the run queue and at stopping, and
+// enqueue and Close set those before they look at sleeping (wakeLocked):
+// with sequentially consistent atomics one side sees the other, so work
+// queued meanwhile is either seen here or wakes the poll.
 func (p *Poller) block() wakeReason {
-	if !p.fab.TryWait(p.cq, p.eq) {
+	p.sleeping.Store(true)
+	defer p.sleeping.Store(false)
+	if p.queued.Load() || p.stopping.Load() || !p.fab.TryWait(p.cq, p.eq) {
 		return pending
 	}
 	p.sleeps.Add(1)

@@ -288,6 +288,63 @@ func TestQueuedWorkWakesABlockedPoller(t *testing.T) {
 	}
 }
 
+// Work queued while the poller spins needs no wake-up, and must not leave
+// one behind: a stale wake-up would end the poller's next block at once and
+// cost a second spin budget after every burst. Each round queues work from
+// the poller goroutine itself, so the poller is certainly spinning then, and
+// ends in exactly one block; a stale wake-up makes it two.
+func TestWorkQueuedWhileSpinningLeavesNoWakeUp(t *testing.T) {
+	const rounds = 6
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{SpinBudget: 5 * time.Millisecond, MaxBlock: time.Minute})
+	defer func() { assert.NoError(t, p.Close()) }()
+	require.Eventually(t, func() bool { return p.Stats().Sleeps > 0 }, 5*time.Second, 50*time.Microsecond,
+		"the poller blocks")
+	before := p.Stats().Sleeps
+	for i := range rounds {
+		done := make(chan struct{})
+		p.Go(func() { p.Go(func() { close(done) }) })
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: queued work did not run", i)
+		}
+		// Past the budget, stretched or not (4 × 5 ms), so that the
+		// poller blocks before the next round wakes it.
+		time.Sleep(50 * time.Millisecond)
+	}
+	// A block interrupted by a signal counts twice, hence the margin; a
+	// stale wake-up in every round would make 2 × rounds.
+	assert.LessOrEqual(t, p.Stats().Sleeps-before, uint64(rounds+2), "one block per round of work")
+}
+
+// No queued work waits for MaxBlock, however Go races with the poller going
+// to sleep: against a poller that blocks as soon as it runs out of work,
+// each round queues work right after the last ran, just as the poller heads
+// for its block, at delays staggered across its way there. A lost wake-up leaves the work queued
+// for a minute and fails the round.
+func TestGoRacingTheBlockLosesNoWakeUp(t *testing.T) {
+	const rounds = 6000
+	m := openManager(t)
+	p := openPoller(t, m, cq.Config{SpinBudget: -1, MaxBlock: time.Minute})
+	defer func() { assert.NoError(t, p.Close()) }()
+	ran := make(chan struct{}, 1)
+	signal := func() { ran <- struct{}{} }
+	for i := range rounds {
+		// Busy-wait 0-3.75 µs: time.Sleep is too coarse to scan the
+		// poller's way into the block.
+		for start, d := time.Now(), time.Duration(i%16)*250*time.Nanosecond; time.Since(start) < d; {
+		}
+		p.Go(signal)
+		select {
+		case <-ran:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: queued work waited for MaxBlock", i)
+		}
+	}
+	assert.Greater(t, p.Stats().Sleeps, uint64(rounds/10), "the poller blocked between rounds")
+}
+
 // Work that comes back soon after the poller blocked stretches its spin
 // budget, so that work at that interval finds it spinning; work that comes
 // later than StretchLimit budgets finds it blocked every time.
