@@ -520,8 +520,9 @@ func (p *Poller) Done() <-chan struct{} { return p.done }
 // it looks at the queue and at stopping before it blocks (see block), and
 // a token left in the eventfd, which is read only after a poll, would end
 // its next block at once, costing a second spin budget after a burst of
-// queued work. It also keeps a system call off the hand-off path
-// (endpoint.HandOffSize) while the poller spins.
+// queued work. (A write racing the start or end of a block can still leave
+// one: an early wake-up, not a lost one.) It also keeps a system call off
+// the hand-off path (endpoint.HandOffSize) while the poller spins.
 func (p *Poller) wakeLocked() {
 	if p.wakeFD < 0 || !p.sleeping.Load() {
 		return
@@ -759,13 +760,14 @@ func (p *Poller) runQueue() int {
 type wakeReason uint8
 
 const (
-	pending  wakeReason = iota // fi_trywait found something pending: no wait
+	pending  wakeReason = iota // queued work, stopping or fi_trywait: no wait
 	ready                      // a file descriptor became ready
 	timedOut                   // MaxBlock passed (or the wait failed)
 )
 
-// block waits on the CQ, EQ and wake file descriptors, after fi_trywait has
-// confirmed that nothing is pending, and says why it returned.
+// block waits on the CQ, EQ and wake file descriptors, once the run queue
+// is empty, the poller is not stopping and fi_trywait has confirmed that
+// nothing is pending, and says why it returned.
 //
 // It sets sleeping before it looks at the run queue and at stopping, and
 // enqueue and Close set those before they look at sleeping (wakeLocked):
