@@ -1,6 +1,7 @@
 package main
 
 import (
+	"iter"
 	"maps"
 	"slices"
 )
@@ -97,14 +98,24 @@ func median(xs []float64) (float64, bool) {
 	return (s[mid-1] + s[mid]) / 2, true
 }
 
+// successful yields the samples of k that measured something: the ones
+// every median, spread and ratio is made of.
+func successful(samples []sample, k key) iter.Seq[sample] {
+	return func(yield func(sample) bool) {
+		for _, s := range samples {
+			if s.ok() && s.key() == k && !yield(s) {
+				return
+			}
+		}
+	}
+}
+
 // medianOf returns the median of value over the successful samples of k, and
 // how many there were.
 func medianOf(samples []sample, k key, value func(sample) float64) (float64, int) {
 	var xs []float64
-	for _, s := range samples {
-		if s.ok() && s.key() == k {
-			xs = append(xs, value(s))
-		}
+	for s := range successful(samples, k) {
+		xs = append(xs, value(s))
 	}
 	m, _ := median(xs)
 	return m, len(xs)
@@ -334,12 +345,9 @@ func summarizeSpread(samples []sample, sizes []int) []spreadRow {
 // bandwidthByRound returns an implementation's MB/s at one size by round,
 // successful rounds only.
 func bandwidthByRound(samples []sample, impl string, size int) map[int]float64 {
-	k := key{impl, modeBandwidth, size, 0}
 	out := map[int]float64{}
-	for _, s := range samples {
-		if s.ok() && s.key() == k {
-			out[s.Round] = s.MBPerS
-		}
+	for s := range successful(samples, key{impl, modeBandwidth, size, 0}) {
+		out[s.Round] = s.MBPerS
 	}
 	return out
 }
