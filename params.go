@@ -25,9 +25,6 @@ type BufferedSendParams struct {
 	// BufferCount is the number of send buffers, and so the largest number of
 	// sends in flight. 0 selects DefaultSendBufferCount.
 	BufferCount int
-	// UseSharedBuffers draws buffers from a SendBufferManager shared by the
-	// endpoints of one domain instead of a pool owned by the endpoint.
-	UseSharedBuffers bool
 }
 
 // WithDefaults returns p with every zero field replaced by its default.

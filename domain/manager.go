@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -189,7 +190,9 @@ func (m *Manager) Registrations() []RegistrationInfo {
 	return out
 }
 
-// Close closes the domain and the fabric. While registrations are alive it
+// Close closes the domain and the fabric, after the objects opened on them
+// that are still closing (waiting at most CloseWait). While registrations
+// are alive it
 // changes nothing and returns an error wrapping ErrRegistrationsAlive that
 // counts them: their memory may still be in use by open endpoints, so close
 // those (and the buffers they hold) first, then Close again. It is
@@ -210,15 +213,38 @@ func (m *Manager) Close() error {
 	m.closed = true // refuses new registrations from here on
 	m.mu.Unlock()
 
-	if err := m.dom.Close(); err != nil {
+	// A poller whose endpoint was closed from one of its own callbacks
+	// closes its queues only once that callback returns: wait, bounded, for
+	// such objects to finish closing instead of failing with EBUSY.
+	if err := retryBusy(m.dom.Close); err != nil {
 		m.reopen()
 		return fmt.Errorf("domain: %w (endpoints or queues still open?)", err)
 	}
-	if err := m.fab.Close(); err != nil {
-		return fmt.Errorf("domain: %w", err)
+	if err := retryBusy(m.fab.Close); err != nil {
+		return fmt.Errorf("domain: %w (event queues still open?)", err)
 	}
 	m.info.Free()
 	return nil
+}
+
+// CloseWait bounds how long Close waits for objects opened on the domain
+// that are still closing: the poller of an endpoint closed from its own
+// callback ends only once that callback returns. An object that was never
+// closed still makes Close fail, after this long.
+const CloseWait = 5 * time.Second
+
+// retryBusy calls closeFn until it stops failing with EBUSY (a child
+// object still open) or CloseWait has passed, backing off from 100 µs to
+// 10 ms. fi_close leaves the object open when it fails, so a retry is safe.
+func retryBusy(closeFn func() error) error {
+	deadline := time.Now().Add(CloseWait)
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		err := closeFn()
+		if !errors.Is(err, fabric.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+	}
 }
 
 // reopen undoes the closed mark after a close that failed and changed

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -26,6 +27,31 @@ const (
 	AccessRemoteRead  = Access(fabric.AccessRemoteRead)
 	AccessRemoteWrite = Access(fabric.AccessRemoteWrite)
 )
+
+// String names the flags, "send|recv" say, and "none" for no access.
+func (a Access) String() string {
+	var names []string
+	for _, f := range []struct {
+		bit  Access
+		name string
+	}{
+		{AccessSend, "send"}, {AccessRecv, "recv"},
+		{AccessRead, "read"}, {AccessWrite, "write"},
+		{AccessRemoteRead, "remote-read"}, {AccessRemoteWrite, "remote-write"},
+	} {
+		if a&f.bit != 0 {
+			names = append(names, f.name)
+			a &^= f.bit
+		}
+	}
+	if a != 0 {
+		names = append(names, fmt.Sprintf("%#x", uint64(a)))
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, "|")
+}
 
 // Registration is one accounted memory registration. Close deregisters it
 // and, when the Manager allocated the memory (Alloc), unmaps it.

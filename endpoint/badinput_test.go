@@ -11,6 +11,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/pool"
 	"github.com/netio-go/netio/sendbuf"
 )
@@ -33,16 +34,16 @@ func dialers(poller *cq.Poller) map[string]constructor {
 	onData := func(*endpoint.ReceiveEndpoint, []byte) {}
 	return map[string]constructor{
 		"Listen": func(m *domain.Manager, a string) error {
-			return closeIfOpen(endpoint.Listen(m, a, endpoint.ListenConfig{OnData: onData, Poller: poller}))
+			return closeIfOpen(endpoint.Listen(m, a, endpoint.ListenConfig{OnData: onData, Runtime: endpoint.Runtime{Poller: poller}}))
 		},
 		"Dial": func(m *domain.Manager, a string) error {
-			return closeIfOpen(endpoint.Dial(context.Background(), m, a, endpoint.SendConfig{Poller: poller}))
+			return closeIfOpen(endpoint.Dial(context.Background(), m, a, endpoint.SendConfig{Runtime: endpoint.Runtime{Poller: poller}}))
 		},
 		"DialZeroCopy": func(m *domain.Manager, a string) error {
-			return closeIfOpen(endpoint.DialZeroCopy(context.Background(), m, a, endpoint.ZeroCopyConfig{Poller: poller}))
+			return closeIfOpen(endpoint.DialZeroCopy(context.Background(), m, a, endpoint.ZeroCopyConfig{Runtime: endpoint.Runtime{Poller: poller}}))
 		},
 		"DialRMA": func(m *domain.Manager, a string) error {
-			return closeIfOpen(endpoint.DialRMA(context.Background(), m, a, endpoint.RMAConfig{Poller: poller}))
+			return closeIfOpen(endpoint.DialRMA(context.Background(), m, a, endpoint.RMAConfig{Runtime: endpoint.Runtime{Poller: poller}}))
 		},
 	}
 }
@@ -97,12 +98,12 @@ func TestBadInputNilOrClosedDomain(t *testing.T) {
 // with no registration.
 func TestBadInputClosedPoller(t *testing.T) {
 	mgr := openDomain(t, "tcp")
-	p, err := cq.Open(mgr.Fabric(), mgr.Domain(), cq.Config{})
+	p, err := cq.Open(mgr, cq.Config{})
 	require.NoError(t, err)
 	require.NoError(t, p.Close())
 	for name, open := range dialers(p) {
 		assert.ErrorIs(t, open(mgr, "127.0.0.1:1"), netio.ErrClosed, name)
-		assert.Zero(t, p.Owners(), name)
+		assert.Zero(t, poll.Of(p).Owners(), name)
 		assert.Zero(t, mgr.Stats().Registrations, name)
 	}
 }
@@ -167,7 +168,9 @@ func TestBadInputConfigs(t *testing.T) {
 		"Listen send and receive buffers": func() error {
 			return listen(endpoint.ListenConfig{OnData: onData, Buffers: wider["send+recv"]})
 		},
-		"Listen bad poller config": func() error { return listen(endpoint.ListenConfig{OnData: onData, PollerConfig: cq.Config{Size: -1}}) },
+		"Listen bad poller config": func() error {
+			return listen(endpoint.ListenConfig{OnData: onData, Runtime: endpoint.Runtime{PollerConfig: cq.Config{Size: -1}}})
+		},
 		"Dial size above max": func() error {
 			return dialCfg(endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: netio.MaxBufferSize + 1}})
 		},
@@ -177,18 +180,17 @@ func TestBadInputConfigs(t *testing.T) {
 				return err
 			}
 			defer sm.Close()
-			return dialCfg(endpoint.SendConfig{Params: netio.BufferedSendParams{UseSharedBuffers: true}, SharedBuffers: sm})
+			return dialCfg(endpoint.SendConfig{Buffers: endpoint.SharedBuffers(sm)})
 		},
-		"Dial foreign buffers":      func() error { return dialCfg(endpoint.SendConfig{Buffers: foreignBufs}) },
-		"Dial receive-only buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: recvBufs}) },
+		"Dial foreign buffers":      func() error { return dialCfg(endpoint.SendConfig{Buffers: endpoint.PooledBuffers(foreignBufs)}) },
+		"Dial receive-only buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: endpoint.PooledBuffers(recvBufs)}) },
 		"Dial send and remote-write buffers": func() error {
-			return dialCfg(endpoint.SendConfig{Buffers: wider["send+remote-write"]})
+			return dialCfg(endpoint.SendConfig{Buffers: endpoint.PooledBuffers(wider["send+remote-write"])})
 		},
-		"Dial send and receive buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: wider["send+recv"]}) },
-		"Dial buffers and shared": func() error {
-			return dialCfg(endpoint.SendConfig{Buffers: sendBufs, Params: netio.BufferedSendParams{UseSharedBuffers: true}})
+		"Dial send and receive buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: endpoint.PooledBuffers(wider["send+recv"])}) },
+		"Dial bad poller config": func() error {
+			return dialCfg(endpoint.SendConfig{Runtime: endpoint.Runtime{PollerConfig: cq.Config{Mode: cq.BusyPoll + 1}}})
 		},
-		"Dial bad poller config":      func() error { return dialCfg(endpoint.SendConfig{PollerConfig: cq.Config{Mode: cq.BusyPoll + 1}}) },
 		"DialZeroCopy negative size":  func() error { return zeroCopy(endpoint.ZeroCopyConfig{HeaderSize: -1}) },
 		"DialZeroCopy negative count": func() error { return zeroCopy(endpoint.ZeroCopyConfig{HeaderCount: -1}) },
 		"DialZeroCopy too many slots": func() error { return zeroCopy(endpoint.ZeroCopyConfig{HeaderCount: netio.MaxBufferCount + 1}) },

@@ -48,8 +48,9 @@ func benchBufferedFrom(b *testing.B, size, bufs int, fromApp, pooled bool) {
 		OnSendCompleted: func(uint64, netio.Status) { signal(freed) },
 	}
 	if pooled {
-		cfg.Buffers = benchPool(b, mgr, size, bufs)
-		defer cfg.Buffers.Close() // after the endpoint's Close, deferred below
+		src := benchPool(b, mgr, size, bufs)
+		cfg.Buffers = endpoint.PooledBuffers(src)
+		defer src.Close() // after the endpoint's Close, deferred below
 	}
 	s, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfg)
 	if err != nil {

@@ -211,7 +211,7 @@ func (co *coalescer) reserve(tag uint64, status uint8, n int) (dst []byte, st ne
 	switch {
 	case n > co.maxLen-coalesce.Overhead(status, true):
 		return nil, netio.InvalidArgument // checked first: it fits in no buffer, free or not
-	case co.closed || co.s.c.ended.Load():
+	case co.closed || co.s.c.Ended():
 		return nil, netio.Closed
 	}
 	if co.cur != nil {
@@ -223,7 +223,7 @@ func (co *coalescer) reserve(tag uint64, status uint8, n int) (dst []byte, st ne
 			return nil, st
 		}
 	}
-	if co.cur = co.s.pool.Get(co.s.holder); co.cur == nil {
+	if co.cur = co.s.take(); co.cur == nil {
 		return nil, netio.NoResources
 	}
 	co.enc.Reset(co.cur.Bytes())
@@ -305,7 +305,7 @@ func (s *SendEndpointBuffered) flushOnClose() {
 	co.mu.Lock()
 	if !co.closed {
 		if st := co.post(flushClose); st != netio.OK {
-			s.c.log.Warn().Stringer("status", st).Int("messages", co.enc.Count()).Msg("close: could not post the coalesced buffer")
+			s.c.Log.Warn().Stringer("status", st).Int("messages", co.enc.Count()).Msg("close: could not post the coalesced buffer")
 		}
 	}
 	co.mu.Unlock()
@@ -339,9 +339,9 @@ func (co *coalescer) dropCurrent() {
 	}
 	n := co.enc.Count()
 	co.dropped += uint64(n)
-	co.s.c.log.Warn().Str("peer", co.s.c.addr).Int("messages", n).Int("bytes", co.enc.Len()).
+	co.s.c.Log.Warn().Str("peer", co.s.c.addr).Int("messages", n).Int("bytes", co.enc.Len()).
 		Msg("coalesced messages dropped: the connection ended before they were posted")
-	co.s.pool.Release(co.cur.ID(), co.s.holder)
+	co.s.set.Release(uint32(co.cur.ID()), co.s.holder)
 	co.cur = nil
 	co.enc.Reset(nil)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/sendbuf"
 )
@@ -215,8 +216,6 @@ func TestBadAddresses(t *testing.T) {
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "more receive buffers than the provider keeps posted")
 	_, err = endpoint.Dial(context.Background(), mgr, "127.0.0.1:1", endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: -1}})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
-	_, err = endpoint.Dial(context.Background(), mgr, "127.0.0.1:1", endpoint.SendConfig{Params: netio.BufferedSendParams{UseSharedBuffers: true}})
-	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "shared buffers without a manager")
 }
 
 func TestSendAfterClose(t *testing.T) {
@@ -378,10 +377,9 @@ func TestSharedBuffers(t *testing.T) {
 	l := listen(t, mgr, rcv.config(netio.ReceiveParams{}))
 	shared, err := sendbuf.NewSendBufferManager(mgr, netio.BufferedSendParams{BufferSize: 256, BufferCount: 4})
 	require.NoError(t, err)
-	params := netio.BufferedSendParams{UseSharedBuffers: true}
 	sa, sb := newSender(4), newSender(4)
-	cfgA, cfgB := sa.config(params), sb.config(params)
-	cfgA.SharedBuffers, cfgB.SharedBuffers = shared, shared
+	cfgA, cfgB := sa.config(netio.BufferedSendParams{}), sb.config(netio.BufferedSendParams{})
+	cfgA.Buffers, cfgB.Buffers = endpoint.SharedBuffers(shared), endpoint.SharedBuffers(shared)
 	a, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfgA)
 	require.NoError(t, err)
 	b, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfgB)
@@ -448,4 +446,53 @@ func TestManyConnectionsShareTheListenerPoller(t *testing.T) {
 	assert.Equal(t, int32(conns), rcv.est.Load())
 	assert.Len(t, l.Connections(), conns)
 	assert.Equal(t, uint64(conns), l.Accepted())
+}
+
+// TestManagerCloseWaitsForCloseFromCallback: an endpoint closed from its
+// own callback finishes closing (its poller's queues) only when the
+// callback returns. The manager's Close, called while that callback still
+// runs, waits for it instead of failing with "device or resource busy".
+// The callback holds on until the manager's Close has begun, so without
+// the wait the queues are open when the domain closes, every run.
+func TestManagerCloseWaitsForCloseFromCallback(t *testing.T) {
+	for _, kind := range []string{"buffered", "zero-copy"} {
+		t.Run(kind, func(t *testing.T) {
+			mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+			require.NoError(t, err)
+			l, err := endpoint.Listen(mgr, "127.0.0.1:0", newReceiver().config(netio.ReceiveParams{}))
+			require.NoError(t, err)
+
+			var closeSelf atomic.Pointer[func() error]
+			closedSelf := make(chan error, 1)
+			mgrClosing := make(chan struct{})
+			onCompleted := func(uint64, netio.Status) {
+				if fn := closeSelf.Swap(nil); fn != nil {
+					closedSelf <- (*fn)()
+					<-mgrClosing                      // the manager's Close has begun
+					time.Sleep(50 * time.Millisecond) // and tried the domain meanwhile
+				}
+			}
+			var send func() netio.Status
+			switch kind {
+			case "buffered":
+				s, err := endpoint.Dial(testCtx(t), mgr, l.Addr(), endpoint.SendConfig{OnSendCompleted: onCompleted})
+				require.NoError(t, err)
+				closeFn := s.Close
+				closeSelf.Store(&closeFn)
+				send = func() netio.Status { return s.SendBuffer(s.GetBuffer(), 8) }
+			case "zero-copy":
+				z, err := endpoint.DialZeroCopy(testCtx(t), mgr, l.Addr(), endpoint.ZeroCopyConfig{OnSendCompleted: onCompleted})
+				require.NoError(t, err)
+				closeFn := z.Close
+				closeSelf.Store(&closeFn)
+				data := make([]byte, 8)
+				send = func() netio.Status { return z.Send(nil, data, 1) }
+			}
+			require.Equal(t, netio.OK, send())
+			assert.NoError(t, recvErr(t, closedSelf, 5*time.Second, "Close from OnSendCompleted"))
+			require.NoError(t, l.Close())
+			close(mgrClosing)
+			assert.NoError(t, mgr.Close(), "the manager waits for the endpoint closed from its callback")
+		})
+	}
 }

@@ -14,53 +14,9 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/sendcore"
 )
-
-func TestHandOffRing(t *testing.T) {
-	var h handOff
-	h.init(2)
-	const a, b, c = 7, 8, 9
-	assert.False(t, h.busy())
-
-	queued, schedule := h.push(a, 1)
-	assert.True(t, queued)
-	assert.True(t, schedule, "the first push schedules a drain")
-	queued, schedule = h.push(b, 2)
-	assert.True(t, queued)
-	assert.False(t, schedule, "a drain is due already")
-	queued, _ = h.push(c, 3)
-	assert.False(t, queued, "the ring holds two")
-	assert.True(t, h.busy())
-
-	q, ok := h.peek()
-	require.True(t, ok)
-	assert.Equal(t, queuedSend{a, 1}, q)
-	q, _ = h.peek()
-	assert.Equal(t, queuedSend{a, 1}, q, "peek leaves the send queued until pop")
-	h.pop()
-	q, ok = h.peek()
-	require.True(t, ok)
-	assert.Equal(t, queuedSend{b, 2}, q)
-	queued, schedule = h.push(c, 3) // wraps around the ring's end
-	assert.True(t, queued)
-	assert.False(t, schedule, "still draining")
-	h.pop()
-	q, _ = h.peek()
-	assert.Equal(t, queuedSend{c, 3}, q)
-	h.pop()
-
-	_, ok = h.peek()
-	assert.False(t, ok)
-	assert.False(t, h.busy())
-	_, schedule = h.push(a, 1)
-	assert.True(t, schedule, "an empty peek ended the drain: the next push schedules one")
-
-	h.reset()
-	assert.False(t, h.busy())
-	_, ok = h.peek()
-	assert.False(t, ok)
-	assert.Equal(t, make([]queuedSend, 2), h.ring, "reset lets go of the buffers")
-}
 
 // handOffRig is a tcp domain, a poller the send endpoint shares (so that a
 // test can hold it and read its counters), and a listener that counts
@@ -81,7 +37,7 @@ func newHandOffRig(t *testing.T, rxBufs int) *handOffRig {
 	r.mgr, err = domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, r.mgr.Close()) })
-	r.p, err = cq.Open(r.mgr.Fabric(), r.mgr.Domain(), cq.Config{})
+	r.p, err = cq.Open(r.mgr, cq.Config{})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, r.p.Close()) })
 	r.l, err = Listen(r.mgr, "127.0.0.1:0", ListenConfig{
@@ -95,7 +51,7 @@ func newHandOffRig(t *testing.T, rxBufs int) *handOffRig {
 
 // config is a send config on the rig's poller that records completions.
 func (r *handOffRig) config() SendConfig {
-	return SendConfig{Poller: r.p, OnSendCompleted: func(_ uint64, st netio.Status) {
+	return SendConfig{Runtime: Runtime{Poller: r.p}, OnSendCompleted: func(_ uint64, st netio.Status) {
 		r.mu.Lock()
 		r.statuses = append(r.statuses, st)
 		r.mu.Unlock()
@@ -154,7 +110,7 @@ func dialZeroCopyRig(t *testing.T, r *handOffRig, slots int) queuedEndpoint {
 	t.Cleanup(func() { assert.NoError(t, domain.Free(mem)) })
 	cfg := r.config()
 	z, err := DialZeroCopy(context.Background(), r.mgr, r.l.Addr(), ZeroCopyConfig{
-		HeaderCount: slots, Region: mem, Poller: cfg.Poller, OnSendCompleted: cfg.OnSendCompleted,
+		HeaderCount: slots, Region: mem, Runtime: Runtime{Poller: cfg.Poller}, OnSendCompleted: cfg.OnSendCompleted,
 	})
 	require.NoError(t, err)
 	var key uint64
@@ -183,8 +139,8 @@ func eachKind(t *testing.T, sends int, test func(t *testing.T, r *handOffRig, e 
 // stubPost puts fn between the drain and the endpoint's post; fn gets the
 // real post to call.
 func stubPost(e queuedEndpoint, fn func(post func(*fabric.Endpoint, uint32, int) fabric.Errno, ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
-	post := e.conn.postSend
-	e.conn.postSend = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno { return fn(post, ep, key, n) }
+	post := e.conn.PostFunc()
+	e.conn.SetPostFunc(func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno { return fn(post, ep, key, n) })
 }
 
 // Sends still queued for the poller when the connection ends are reported
@@ -195,12 +151,12 @@ func TestHandOffQueuedSendsCanceledAtTeardown(t *testing.T) {
 		// Hold the poller, then queue the teardown ahead of the drain that
 		// the sends below schedule.
 		release := make(chan struct{})
-		r.p.Go(func() { <-release })
-		r.p.Go(func() { e.conn.teardown(netio.ErrClosed) })
+		poll.Of(r.p).Go(func() { <-release })
+		poll.Of(r.p).Go(func() { e.conn.Teardown(netio.ErrClosed) })
 		for range sends {
 			require.Equal(t, netio.OK, e.send())
 		}
-		assert.True(t, e.conn.handOff.busy(), "the sends wait for the poller")
+		assert.True(t, e.conn.HandOffBusy(), "the sends wait for the poller")
 		assert.Len(t, e.pending(), sends)
 		close(release)
 
@@ -208,7 +164,7 @@ func TestHandOffQueuedSendsCanceledAtTeardown(t *testing.T) {
 			"every queued send reported")
 		assert.Equal(t, map[netio.Status]int{netio.Canceled: sends}, r.outcomes())
 		assert.Equal(t, SendStats{Sent: sends, Bytes: sends * HandOffSize, Failed: sends}, e.stats())
-		assert.False(t, e.conn.handOff.busy())
+		assert.False(t, e.conn.HandOffBusy())
 		assert.Empty(t, e.pending())
 		assert.Equal(t, netio.Closed, e.send(), "nothing is queued after the end")
 		assert.Zero(t, r.received.Load(), "nothing was posted")
@@ -238,11 +194,11 @@ func TestHandOffStallsOnFullTransmitQueue(t *testing.T) {
 		require.Eventually(t, func() bool { return attempts.Load() > 0 }, 5*time.Second, time.Millisecond, "a drain ran")
 		sleeps := r.p.Stats().Sleeps
 		time.Sleep(200 * time.Millisecond)
-		// A retry every handOffRetry lets the poller sleep about a hundred
+		// A retry every sendcore.HandOffRetry lets the poller sleep about a hundred
 		// times here; a drain that retries in a loop never lets it.
 		assert.Greater(t, r.p.Stats().Sleeps-sleeps, uint64(2), "the poller sleeps while the drain is stalled")
-		assert.Less(t, attempts.Load(), int64(1000), "retries are paced, not spun (every %v)", handOffRetry)
-		assert.True(t, e.conn.handOff.busy())
+		assert.Less(t, attempts.Load(), int64(1000), "retries are paced, not spun (every %v)", sendcore.HandOffRetry)
+		assert.True(t, e.conn.HandOffBusy())
 		assert.Zero(t, r.received.Load())
 
 		refusing.Store(false)

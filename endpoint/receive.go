@@ -14,6 +14,9 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/sendcore"
+	"github.com/netio-go/netio/internal/slots"
 	"github.com/netio-go/netio/pool"
 )
 
@@ -87,23 +90,18 @@ type ListenConfig struct {
 	// RMA tunes the RMA transfers (ReceiveEndpoint.Pull and Push) made on
 	// accepted connections; defaults apply to zero fields.
 	RMA RMAParams
-	// Poller is an event loop to share; the caller closes it after the
-	// listener. Nil gives the listener its own, configured by PollerConfig
-	// and closed with it. All connections of a listener share its poller.
-	Poller *cq.Poller
-	// PollerConfig configures the listener's own poller.
-	PollerConfig cq.Config
-	// Logger receives connection messages. The zero value logs nothing.
-	Logger zerolog.Logger
+	// Runtime names the poller to share and the logger. All connections
+	// of a listener share its poller.
+	Runtime
 }
 
 // Listener accepts connections and runs a ReceiveEndpoint for each.
 type Listener struct {
 	cfg       ListenConfig
 	mgr       *domain.Manager
-	poller    *cq.Poller
-	ownPoller bool
-	owner     cq.Owner
+	poller    *poll.Poller
+	ownPoller *cq.Poller // the listener's own poller, or nil
+	owner     poll.Owner
 	pep       *fabric.PassiveEndpoint
 	info      *fabric.Info // freed after pep is closed
 	addr      string
@@ -114,7 +112,7 @@ type Listener struct {
 	closed  bool
 	retired ReceiveStats // what connections that ended received
 
-	closer   closer
+	closer   sendcore.Closer
 	accepted atomic.Uint64
 	rejected atomic.Uint64
 }
@@ -140,7 +138,7 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 			netio.ErrInvalidArgument, cfg.MaxConnections, cfg.IdleTimeout)
 	}
 	if cfg.Buffers != nil {
-		if err := checkBufferPool(cfg.Buffers, mgr, domain.AccessRecv); err != nil {
+		if err := slots.CheckPool(cfg.Buffers, mgr, domain.AccessRecv); err != nil {
 			return nil, err
 		}
 	}
@@ -163,7 +161,7 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 
 func (l *Listener) open(host, port string) error {
 	var err error
-	if l.poller, l.ownPoller, err = attachPoller(l.mgr, l.cfg.Poller, l.cfg.PollerConfig); err != nil {
+	if l.poller, l.ownPoller, err = sendcore.AttachPoller(l.mgr, l.cfg.Poller, l.cfg.PollerConfig); err != nil {
 		l.poller = nil
 		return err
 	}
@@ -211,13 +209,13 @@ func (l *Listener) Accepted() uint64 { return l.accepted.Load() }
 // the listener was closing.
 func (l *Listener) Rejected() uint64 { return l.rejected.Load() }
 
-// listenHandler is the listener's cq.Handler, kept apart so that users
+// listenHandler is the listener's poll.Handler, kept apart so that users
 // cannot call the handler methods. The passive endpoint posts no
 // operations, so no completion arrives.
 type listenHandler struct{ l *Listener }
 
-func (listenHandler) HandleCompletion(uint32, cq.Result) {}
-func (h listenHandler) HandleEvent(ev fabric.Event)      { h.l.handleEvent(ev) }
+func (listenHandler) HandleCompletion(uint32, poll.Result) {}
+func (h listenHandler) HandleEvent(ev fabric.Event)        { h.l.handleEvent(ev) }
 
 // handleEvent accepts connection requests. It runs on the poller goroutine.
 func (l *Listener) handleEvent(ev fabric.Event) {
@@ -333,7 +331,7 @@ func (s *ReceiveStats) add(o ReceiveStats) {
 // arriving until then are rejected). It is idempotent and may be called
 // from a callback.
 func (l *Listener) Close() error {
-	return l.closer.close(l.poller, func() error {
+	return l.closer.Close(l.poller, func() error {
 		l.mu.Lock()
 		l.closed = true
 		l.mu.Unlock()
@@ -360,10 +358,10 @@ func (l *Listener) release() error {
 		pepErr = l.pep.Close()
 		l.info.Free()
 	})
-	if !l.ownPoller {
+	if l.ownPoller == nil {
 		return nil
 	}
-	err := l.poller.Close()
+	err := l.ownPoller.Close()
 	return errors.Join(pepErr, err)
 }
 
@@ -383,13 +381,13 @@ type ReceiveStats struct {
 type ReceiveEndpoint struct {
 	l      *Listener
 	id     uint64
-	owner  cq.Owner
+	owner  poll.Owner
 	ep     *fabric.Endpoint
-	bufs   *recvBuffers
+	bufs   *slots.Memory
 	local  atomic.Pointer[string] // set once connected, before OnConnectionEstablished
 	info   *fabric.Info
-	rmaOps           // PullAsync, PushAsync, Pull, Push; completion keys have rmaKeyFlag set
-	post   postGuard // the endpoint for RMA posts, against its close
+	rmaOps                // PullAsync, PushAsync, Pull, Push; completion keys have rmaKeyFlag set
+	post   sendcore.Guard // the endpoint for RMA posts, against its close
 
 	// Poller goroutine only: a Close from inside OnData must not unmap the
 	// slice OnData is still looking at, so the memory goes after it returns.
@@ -420,9 +418,9 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 		return err
 	}
 	if l.cfg.Buffers != nil {
-		r.bufs, err = leaseRecvBuffers(l.cfg.Buffers, p.BufferSize, p.BufferCount)
+		r.bufs, err = slots.Lease(l.mgr, l.cfg.Buffers, p.BufferSize, p.BufferCount, domain.AccessRecv)
 	} else {
-		r.bufs, err = allocRecvBuffers(l.mgr, p.BufferSize, p.BufferCount)
+		r.bufs, err = slots.Cut(l.mgr, p.BufferSize, p.BufferCount, domain.AccessRecv)
 	}
 	if err != nil {
 		return err
@@ -430,7 +428,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if r.ep, err = openEndpoint(l.mgr, l.poller, info, r.owner); err != nil {
 		return err
 	}
-	r.post.ep = r.ep
+	r.post.Set(r.ep)
 	r.rmaOps.init(l.mgr, l.poller, r.owner, &r.post, l.cfg.RMA, l.log)
 	if err = r.postAll(); err != nil {
 		return err
@@ -443,8 +441,9 @@ func (r *ReceiveEndpoint) postAll() error {
 	n := r.l.cfg.Params.BufferCount
 	addrs, lens := make([]uintptr, n), make([]uint64, n)
 	descs, ctxs := make([]uintptr, n), make([]uint64, n)
-	for i, b := range r.bufs.bufs {
-		addrs[i], lens[i], descs[i] = b.addr, uint64(len(b.mem)), b.desc
+	for i := range r.bufs.Len() {
+		b := r.bufs.Piece(uint32(i))
+		addrs[i], lens[i], descs[i] = b.Addr, uint64(len(b.Bytes)), b.Desc
 		ctxs[i] = r.owner.Context(uint32(i))
 	}
 	for done := 0; done < n; {
@@ -475,17 +474,17 @@ func (r *ReceiveEndpoint) Stats() ReceiveStats {
 		CoalescedMessages: r.decoded.Load(), MalformedBuffers: r.malformed.Load()}
 }
 
-// receiveHandler is the endpoint's cq.Handler, kept apart so that users
+// receiveHandler is the endpoint's poll.Handler, kept apart so that users
 // cannot call the handler methods.
 type receiveHandler struct{ r *ReceiveEndpoint }
 
-func (h receiveHandler) HandleCompletion(key uint32, res cq.Result) { h.r.handleCompletion(key, res) }
-func (h receiveHandler) HandleEvent(ev fabric.Event)                { h.r.handleEvent(ev) }
+func (h receiveHandler) HandleCompletion(key uint32, res poll.Result) { h.r.handleCompletion(key, res) }
+func (h receiveHandler) HandleEvent(ev fabric.Event)                  { h.r.handleEvent(ev) }
 
 // handleCompletion passes the message to OnData (or decodes it for
 // OnMessage) and posts the buffer again.
 // It runs on the poller goroutine.
-func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
+func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 	if isRMAKey(key) {
 		r.rmaOps.handleCompletion(key, res)
 		return
@@ -497,7 +496,7 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 		r.receiveFailed(key, res)
 		return
 	}
-	data := r.bufs.bufs[key].mem[:res.Len:res.Len]
+	data := r.bufs.Piece(key).Bytes[:res.Len:res.Len]
 	r.messages.Add(1)
 	r.bytes.Add(uint64(res.Len))
 	if r.draining {
@@ -513,7 +512,7 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res cq.Result) {
 	r.repost(key)
 }
 
-func (r *ReceiveEndpoint) receiveFailed(key uint32, res cq.Result) {
+func (r *ReceiveEndpoint) receiveFailed(key uint32, res poll.Result) {
 	if res.Status == netio.Canceled {
 		return // the endpoint is closing; its buffers are going away
 	}
@@ -536,8 +535,8 @@ func (r *ReceiveEndpoint) repost(key uint32) {
 	if r.state.Load() == stateClosed {
 		return
 	}
-	b := &r.bufs.bufs[key]
-	if errno := r.ep.Recv(b.addr, len(b.mem), b.desc, r.owner.Context(key)); errno != 0 {
+	b := r.bufs.Piece(key)
+	if errno := r.ep.Recv(b.Addr, len(b.Bytes), b.Desc, r.owner.Context(key)); errno != 0 {
 		r.errors.Add(1)
 		r.l.log.Error().Uint64("conn", r.id).Err(errno).Msg("reposting receive buffer")
 	}
@@ -640,7 +639,7 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 // them first. RMA transfers in flight end canceled for reason.
 func (r *ReceiveEndpoint) release(reason error) {
 	r.l.poller.Unregister(r.owner)
-	r.post.close(func() { // no RMA post may race with the close
+	r.post.Close(func() { // no RMA post may race with the close
 		if err := r.ep.Close(); err != nil {
 			r.l.log.Error().Err(err).Msg("closing endpoint")
 		}
@@ -658,7 +657,7 @@ func (r *ReceiveEndpoint) freeBuffers() {
 	if r.bufs == nil {
 		return
 	}
-	if err := r.bufs.free(); err != nil {
+	if err := r.bufs.Close(); err != nil {
 		r.l.log.Error().Err(err).Msg("freeing receive buffers")
 	}
 	r.bufs = nil

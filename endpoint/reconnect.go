@@ -66,7 +66,7 @@ type ReconnectConfig struct {
 }
 
 func (c *ReconnectConfig) validate(mgr *domain.Manager) error {
-	if c.Send.Params.UseSharedBuffers {
+	if c.Send.Buffers.shared != nil {
 		return fmt.Errorf("%w: endpoint: a reconnecting sender cannot use shared buffers", netio.ErrInvalidArgument)
 	}
 	if c.Send.Coalesce != nil {
@@ -232,7 +232,7 @@ func (r *ReconnectingSender) accept() {
 func (r *ReconnectingSender) post(key uint64, data []byte) netio.Status {
 	buf := r.ep.GetBuffer()
 	if buf == nil {
-		if r.ep.c.ended.Load() {
+		if r.ep.c.Ended() {
 			return netio.Closed
 		}
 		return netio.NoResources

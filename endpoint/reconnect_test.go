@@ -14,6 +14,7 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/sendbuf"
 )
 
 // reports records every key a ReconnectingSender reports.
@@ -169,8 +170,11 @@ func TestReconnectingSenderReportsBacklogAtClose(t *testing.T) {
 
 func TestReconnectingSenderRejectsBadConfig(t *testing.T) {
 	mgr := openDomain(t, "tcp")
+	shared, err := sendbuf.NewSendBufferManager(mgr, netio.BufferedSendParams{})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, shared.Close()) }()
 	for name, cfg := range map[string]endpoint.ReconnectConfig{
-		"shared buffers":    {Send: endpoint.SendConfig{Params: netio.BufferedSendParams{UseSharedBuffers: true}}},
+		"shared buffers":    {Send: endpoint.SendConfig{Buffers: endpoint.SharedBuffers(shared)}},
 		"negative backlog":  {Backlog: -1},
 		"coalescing":        {Send: endpoint.SendConfig{Coalesce: &endpoint.CoalesceConfig{}}},
 		"max below initial": {InitialBackoff: time.Second, MaxBackoff: time.Millisecond},
@@ -178,7 +182,7 @@ func TestReconnectingSenderRejectsBadConfig(t *testing.T) {
 		_, err := endpoint.DialReconnecting(mgr, "127.0.0.1:1", cfg)
 		assert.ErrorIs(t, err, netio.ErrInvalidArgument, name)
 	}
-	_, err := endpoint.DialReconnecting(mgr, "no-port", endpoint.ReconnectConfig{})
+	_, err = endpoint.DialReconnecting(mgr, "no-port", endpoint.ReconnectConfig{})
 	assert.ErrorIs(t, err, netio.ErrBadAddress)
 	_, err = endpoint.DialReconnecting(nil, "127.0.0.1:1", endpoint.ReconnectConfig{})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
@@ -265,7 +269,7 @@ func TestReconnectingSenderStopsWhenDomainCloses(t *testing.T) {
 	pause := &pauseAtFirstDialFailure{failed: make(chan struct{}), resume: make(chan struct{})}
 	rs, err := endpoint.DialReconnecting(mgr, "127.0.0.1:1", endpoint.ReconnectConfig{ // nothing listens: every dial fails
 		Send: endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 256, BufferCount: 2},
-			Logger: zerolog.New(pause)},
+			Runtime: endpoint.Runtime{Logger: zerolog.New(pause)}},
 		Backlog:         4,
 		InitialBackoff:  time.Millisecond,
 		MaxBackoff:      time.Millisecond,

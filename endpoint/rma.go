@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/rs/zerolog"
-
 	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/sendcore"
 )
 
 // RMA (remote memory access) in the manner of Thallium's bulk transfers: one
@@ -29,17 +28,18 @@ import (
 // provider, it also matches netio.ErrFailed.
 var ErrAccessDenied = errors.New("endpoint: RMA access denied")
 
-// rmaKind is the sendKind of an RMAEndpoint: the engine, told why the
-// connection ended.
-type rmaKind struct {
-	*rmaOps
-	c *sendConn
-}
+// rmaKind is the send core's view of an RMAEndpoint: the engine.
+type rmaKind struct{ *rmaOps }
 
-func (k rmaKind) cancelPending() { k.rmaOps.cancelPending(k.c.reason) }
+func (k rmaKind) HandleCompletion(key uint32, r poll.Result) { k.handleCompletion(key, r) }
+func (k rmaKind) CancelPending(reason error)                 { k.cancelPending(reason) }
 
-// releaseResources has nothing to free: the local memory is the caller's.
-func (rmaKind) releaseResources() error { return nil }
+// ReleaseResources has nothing to free: the local memory is the caller's.
+func (rmaKind) ReleaseResources() error { return nil }
+
+// Progress: RMA transfers are bounded by their contexts, not by a
+// progress timeout.
+func (rmaKind) Progress() (bool, uint64) { return false, 0 }
 
 // RMAConfig configures an RMA endpoint.
 type RMAConfig struct {
@@ -49,10 +49,8 @@ type RMAConfig struct {
 	// SendConfig. Transfers still in flight finish with netio.ErrCanceled
 	// first. It runs on the poller goroutine and must not block. May be nil.
 	OnConnectionClosed func(err error)
-	// Poller, PollerConfig and Logger are as for SendConfig.
-	Poller       *cq.Poller
-	PollerConfig cq.Config
-	Logger       zerolog.Logger
+	// Runtime names the poller to share and the logger.
+	Runtime
 }
 
 // RMAEndpoint is a connection used only for RMA: it pulls from and pushes
@@ -80,14 +78,14 @@ func DialRMA(ctx context.Context, mgr *domain.Manager, addr string, cfg RMAConfi
 		return nil, err
 	}
 	s := &RMAEndpoint{}
-	s.c = sendConn{mgr: mgr, addr: addr}
-	s.c.kind = rmaKind{&s.rmaOps, &s.c}
-	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed}
+	s.c.addr = addr
+	opts := connOptions{Options: sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
+		OnClosed: cfg.OnConnectionClosed}}
 	prepare := func() error {
-		s.rmaOps.init(mgr, s.c.poller, s.c.owner, &s.c.guard, cfg.Params, cfg.Logger)
+		s.rmaOps.init(mgr, s.c.Poller, s.c.Owner, &s.c.Guard, cfg.Params, cfg.Logger)
 		return nil
 	}
-	if err := s.c.dial(ctx, host, port, opts, prepare); err != nil {
+	if err := s.c.dial(ctx, mgr, rmaKind{&s.rmaOps}, host, port, opts, prepare); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -68,7 +68,7 @@ func checkExpose(mgr *domain.Manager, size int, access domain.Access) error {
 		return fmt.Errorf("%w: endpoint: expose %d bytes", netio.ErrInvalidArgument, size)
 	case access == 0 || access&^remoteAccess != 0:
 		return fmt.Errorf("%w: endpoint: expose with access %s: want remote read and/or remote write only",
-			netio.ErrInvalidArgument, accessString(access))
+			netio.ErrInvalidArgument, access.String())
 	}
 	return nil
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/sendcore"
 )
 
 // Defaults for RMAParams.
@@ -111,13 +112,13 @@ func (o *RMAOp) Wait(ctx context.Context) (int, error) {
 // through the guard of the endpoint it belongs to.
 type rmaOps struct {
 	mgr    *domain.Manager
-	poller *cq.Poller
-	owner  cq.Owner
+	poller *poll.Poller
+	owner  poll.Owner
 	chunk  uint64
 	window int
 	log    zerolog.Logger
 
-	guard *postGuard // the endpoint to post on
+	guard *sendcore.Guard // the endpoint to post on
 
 	mu       sync.Mutex
 	stopped  bool     // canceled: refuse new operations
@@ -130,7 +131,7 @@ type rmaOps struct {
 
 // init sets the engine up for an endpoint of mgr whose completions reach
 // owner on poller.
-func (e *rmaOps) init(mgr *domain.Manager, p *cq.Poller, owner cq.Owner, guard *postGuard, params RMAParams, log zerolog.Logger) {
+func (e *rmaOps) init(mgr *domain.Manager, p *poll.Poller, owner poll.Owner, guard *sendcore.Guard, params RMAParams, log zerolog.Logger) {
 	e.mgr, e.poller, e.owner, e.guard, e.log = mgr, p, owner, guard, log
 	chunk := uint64(params.ChunkSize)
 	if chunk == 0 {
@@ -195,7 +196,7 @@ func (e *rmaOps) check(write bool, local *domain.Registration, localOff int, rem
 		return fmt.Errorf("%w: endpoint: %s: local memory is registered in another domain", netio.ErrInvalidArgument, verb)
 	case local.Access()&localNeed == 0:
 		return fmt.Errorf("%w: %w: endpoint: %s: local memory registered for %s, needs %s",
-			ErrAccessDenied, netio.ErrInvalidArgument, verb, accessString(local.Access()), accessString(localNeed))
+			ErrAccessDenied, netio.ErrInvalidArgument, verb, local.Access().String(), localNeed.String())
 	case length <= 0 || localOff < 0 || localOff > local.Len() || length > local.Len()-localOff:
 		return fmt.Errorf("%w: endpoint: %s of %d bytes at local offset %d: outside the %d-byte registration",
 			netio.ErrInvalidArgument, verb, length, localOff, local.Len())
@@ -206,7 +207,7 @@ func (e *rmaOps) check(write bool, local *domain.Registration, localOff int, rem
 	switch {
 	case remote.Access&remoteNeed == 0:
 		return fmt.Errorf("%w: %w: endpoint: %s: remote region exposed for %s only",
-			ErrAccessDenied, netio.ErrInvalidArgument, verb, accessString(remote.Access))
+			ErrAccessDenied, netio.ErrInvalidArgument, verb, remote.Access.String())
 	case remoteOff > remote.Len || uint64(length) > remote.Len-remoteOff:
 		return fmt.Errorf("%w: endpoint: %s of %d bytes at remote offset %d: outside the %d-byte region",
 			netio.ErrInvalidArgument, verb, length, remoteOff, remote.Len)
@@ -232,7 +233,7 @@ func (e *rmaOps) pump() {
 		if op.posted+n == op.length {
 			key |= rmaLastFlag
 		}
-		ep, ok := e.guard.acquire()
+		ep, ok := e.guard.Acquire()
 		if !ok {
 			return // closing: cancelPending reports what is queued
 		}
@@ -242,7 +243,7 @@ func (e *rmaOps) pump() {
 		} else {
 			errno = ep.Read(op.laddr+uintptr(op.posted), int(n), op.desc, op.raddr+op.posted, op.rkey, e.owner.Context(key))
 		}
-		e.guard.release()
+		e.guard.Release()
 		if errno.Temporary() {
 			if e.inflight == 0 {
 				e.retryLater()
@@ -316,7 +317,7 @@ func (e *rmaOps) finish(op *RMAOp) {
 
 // handleCompletion accounts one chunk and finishes its operation after the
 // last. It runs on the poller goroutine.
-func (e *rmaOps) handleCompletion(key uint32, r cq.Result) {
+func (e *rmaOps) handleCompletion(key uint32, r poll.Result) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	slot := key &^ (rmaKeyFlag | rmaLastFlag)
@@ -353,7 +354,7 @@ func (e *rmaOps) handleCompletion(key uint32, r cq.Result) {
 // chunk the provider canceled was canceled by the connection ending under
 // it: a local close reports through cancelPending, after the endpoint has
 // stopped reading completions.
-func (e *rmaOps) completionError(op *RMAOp, r cq.Result) error {
+func (e *rmaOps) completionError(op *RMAOp, r poll.Result) error {
 	if r.Status == netio.Canceled {
 		return op.canceled(netio.ErrConnectionClosed)
 	}

@@ -3,7 +3,6 @@ package endpoint
 import (
 	"encoding/binary"
 	"fmt"
-	"strings"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
@@ -53,7 +52,7 @@ func (d RemoteRegion) validate() error {
 		return fmt.Errorf("%w: endpoint: remote region %#x+%d wraps around", netio.ErrInvalidArgument, d.Addr, d.Len)
 	case d.Access == 0 || d.Access&^remoteAccess != 0:
 		return fmt.Errorf("%w: endpoint: remote region access %s: want remote read and/or remote write",
-			netio.ErrInvalidArgument, accessString(d.Access))
+			netio.ErrInvalidArgument, d.Access.String())
 	}
 	return nil
 }
@@ -108,29 +107,4 @@ func (d *RemoteRegion) UnmarshalBinary(b []byte) error {
 	}
 	*d = v
 	return nil
-}
-
-// accessString names access bits for error messages.
-func accessString(a domain.Access) string {
-	var names []string
-	for _, f := range []struct {
-		bit  domain.Access
-		name string
-	}{
-		{domain.AccessSend, "send"}, {domain.AccessRecv, "recv"},
-		{domain.AccessRead, "read"}, {domain.AccessWrite, "write"},
-		{domain.AccessRemoteRead, "remote-read"}, {domain.AccessRemoteWrite, "remote-write"},
-	} {
-		if a&f.bit != 0 {
-			names = append(names, f.name)
-			a &^= f.bit
-		}
-	}
-	if a != 0 {
-		names = append(names, fmt.Sprintf("%#x", uint64(a)))
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, "|")
 }

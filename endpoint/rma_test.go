@@ -16,6 +16,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/pool"
 )
 
@@ -354,19 +355,19 @@ func TestRMAWaitContext(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
 			init := openDomain(t, prov)
-			p, err := cq.Open(init.Fabric(), init.Domain(), cq.Config{})
+			p, err := cq.Open(init, cq.Config{})
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, p.Close()) }) // after the endpoint's Close
 			s := &rmaSetup{target: openDomain(t, prov), init: init}
 			l := listen(t, s.target, newReceiver().config(netio.ReceiveParams{BufferCount: 4}))
-			s.ep, err = endpoint.DialRMA(testCtx(t), init, l.Addr(), endpoint.RMAConfig{Poller: p})
+			s.ep, err = endpoint.DialRMA(testCtx(t), init, l.Addr(), endpoint.RMAConfig{Runtime: endpoint.Runtime{Poller: p}})
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, s.ep.Close()) })
 			remote := s.expose(t, 4096, domain.AccessRemoteRead, 9)
 			local := s.local(t, 4096, domain.AccessRead)
 
 			held, release := make(chan struct{}), make(chan struct{})
-			go p.Do(func() { close(held); <-release })
+			go poll.Of(p).Do(func() { close(held); <-release })
 			<-held
 			op, err := s.ep.PullAsync(local, 0, remote.Descriptor(), 0, 4096)
 			if err != nil {

@@ -6,46 +6,33 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
+	"math"
 
 	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
-	"github.com/netio-go/netio/pool"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/sendcore"
+	"github.com/netio-go/netio/internal/slots"
 	"github.com/netio-go/netio/sendbuf"
 )
 
 // SendConfig configures a buffered send endpoint.
 type SendConfig struct {
-	// Params sets the buffer size and count (defaults apply to zero fields)
-	// and whether buffers come from SharedBuffers.
+	// Params sets the buffer size and count; defaults apply to zero fields.
 	Params netio.BufferedSendParams
-	// SharedBuffers is the pool shared by endpoints of one domain. Required
-	// when Params.UseSharedBuffers is set; it must belong to the same
-	// domain.
-	SharedBuffers *sendbuf.SendBufferManager
-	// Buffers, when set, is where the endpoint leases its Params.BufferCount
-	// send buffers of at least Params.BufferSize bytes when it dials,
-	// instead of registering a region of its own: a free buffer, else a
-	// new one within the pool's Budget (pool.Pool.GetOrExtend); Dial fails
-	// with an error wrapping netio.ErrNoResources when the pool cannot
-	// supply them all. Buffer IDs, keys and every other part of the
-	// contract stay the same. The leases go back at Close; a buffer the
-	// caller still holds goes back when the caller releases it
-	// (ReleaseBuffer) or, failing that, once it and the endpoint are
-	// unreachable (see sendbuf.Pool.Close). The pool must belong to the
-	// endpoint's domain and be registered with domain.AccessSend; it
-	// excludes Params.UseSharedBuffers. The caller closes it after the
-	// endpoint.
-	Buffers *pool.Pool
+	// Buffers says where the send buffers come from: the zero value
+	// registers the endpoint's own, SharedBuffers and PooledBuffers name
+	// the others. See BufferSource.
+	Buffers BufferSource
 	// OnSendCompleted is called once per buffer handed to SendBuffer (or
-	// posted by coalescing), with its key (the buffer ID) and the outcome:
-	// OK when the provider completed the send, Failed for an error
-	// completion or for a send queued for the poller (HandOffSize) that the
-	// provider then refused to take, Canceled when the endpoint closed
-	// first. The buffer is back in the pool when it runs. It runs on the
-	// poller goroutine and must not block. May be nil.
+	// posted by coalescing). Its key is the buffer's ID
+	// (NetworkBuffer.ID). The status is OK when the provider completed the
+	// send, Failed for an error completion or for a send queued for the
+	// poller (HandOffSize) that the provider then refused to take,
+	// Canceled when the endpoint closed first. The buffer is back in the
+	// pool when it runs. It runs on the poller goroutine and must not
+	// block. May be nil.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnConnectionClosed is called once when the connection ends: with
 	// netio.ErrClosed after Close, or an error matching
@@ -59,9 +46,9 @@ type SendConfig struct {
 	// connection is then reported, never counted as sent. A peer process
 	// killed after placement but before OnData ran can still lose up to its
 	// posted buffers' worth; only an application acknowledgement covers
-	// that. It costs an acknowledgement per message. libfabric 1.17's tcp
-	// honours it; on other providers Dial fails with netio.ErrNotSupported
-	// (sockets completes sends once it has buffered them whatever is asked).
+	// that. It costs an acknowledgement per message. Providers that do not
+	// honour it (see docs/providers.md) make Dial fail with
+	// netio.ErrNotSupported.
 	DeliveryComplete bool
 	// ProgressTimeout ends the connection when sends are pending and none
 	// has completed for this long: a peer or link that stopped taking data
@@ -80,14 +67,8 @@ type SendConfig struct {
 	// (ListenConfig.OnMessage). The endpoint then owns its buffers, so
 	// GetBuffer, SendBuffer and ReleaseBuffer refuse. See CoalesceConfig.
 	Coalesce *CoalesceConfig
-	// Poller is an event loop to share with other endpoints; the caller
-	// closes it after the endpoints. Nil gives the endpoint its own,
-	// configured by PollerConfig and closed with it.
-	Poller *cq.Poller
-	// PollerConfig configures the endpoint's own poller.
-	PollerConfig cq.Config
-	// Logger receives connection messages. The zero value logs nothing.
-	Logger zerolog.Logger
+	// Runtime names the poller to share and the logger.
+	Runtime
 }
 
 func (c *SendConfig) validate(mgr *domain.Manager) error {
@@ -104,21 +85,14 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 	if err := c.Coalesce.validate(); err != nil {
 		return err
 	}
-	if c.Buffers != nil {
-		if c.Params.UseSharedBuffers {
-			return fmt.Errorf("%w: endpoint: both Buffers and UseSharedBuffers: pick one source of send buffers", netio.ErrInvalidArgument)
-		}
-		return checkBufferPool(c.Buffers, mgr, domain.AccessSend)
-	}
-	if c.Params.UseSharedBuffers {
-		if c.SharedBuffers == nil {
-			return fmt.Errorf("%w: endpoint: UseSharedBuffers without SharedBuffers", netio.ErrInvalidArgument)
-		}
-		if c.SharedBuffers.Domain() != mgr {
-			return fmt.Errorf("%w: endpoint: shared buffers belong to another domain", netio.ErrInvalidArgument)
-		}
-	}
-	return nil
+	return c.Buffers.check(mgr)
+}
+
+// options are the send core's settings from c.
+func (c *SendConfig) options() connOptions {
+	return connOptions{Options: sendcore.Options{Poller: c.Poller, PollerConfig: c.PollerConfig, Log: c.Logger,
+		OnClosed: c.OnConnectionClosed, OnSendCompleted: c.OnSendCompleted},
+		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout}
 }
 
 // nextHolder gives every endpoint a process-wide identity in buffer pools,
@@ -133,51 +107,20 @@ type SendStats struct {
 	Failed    uint64 // sends that completed with an error or were canceled
 }
 
-// sendCounters are the counters of both send endpoint kinds.
-type sendCounters struct {
-	sent, bytes, completed, failed atomic.Uint64
-}
-
-// posted counts a send of n bytes.
-func (c *sendCounters) posted(n int) {
-	c.sent.Add(1)
-	c.bytes.Add(uint64(n))
-}
-
-// unposted takes back a count for a post the provider refused.
-func (c *sendCounters) unposted(n int) {
-	c.sent.Add(^uint64(0))
-	c.bytes.Add(^uint64(n - 1))
-}
-
-// finished counts n sends that ended with st.
-func (c *sendCounters) finished(st netio.Status, n int) {
-	if st == netio.OK {
-		c.completed.Add(uint64(n))
-	} else {
-		c.failed.Add(uint64(n))
-	}
-}
-
-// stats reads the finished counters first: Sent only grows and is counted
-// before each post, so the snapshot never shows more finished than sent.
-func (c *sendCounters) stats() SendStats {
-	completed, failed := c.completed.Load(), c.failed.Load()
-	return SendStats{Sent: c.sent.Load(), Bytes: c.bytes.Load(), Completed: completed, Failed: failed}
-}
+func sendStats(s sendcore.Snapshot) SendStats { return SendStats(s) }
 
 // SendEndpointBuffered sends messages from registered buffers (netio3's
 // SendEndpointBuffered): GetBuffer, fill, SendBuffer; the completion returns
 // the buffer and reports its ID as the key. With SendConfig.Coalesce it
 // packs small messages into those buffers instead (SendMessage).
 type SendEndpointBuffered struct {
-	c        sendConn
-	cfg      SendConfig
-	holder   uint64 // identity in the buffer pool, unique in the process
-	pool     *sendbuf.Pool
-	ownPool  bool
-	counters sendCounters
-	co       *coalescer // nil unless SendConfig.Coalesce is set
+	c       sendConn
+	cfg     SendConfig
+	holder  uint64 // identity in the buffer pool, unique in the process
+	pool    *sendbuf.Pool
+	set     *slots.Set // the pool's buffer states: the table of sends in flight
+	ownPool bool
+	co      *coalescer // nil unless SendConfig.Coalesce is set
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
@@ -193,10 +136,8 @@ func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig)
 		return nil, err
 	}
 	s := &SendEndpointBuffered{cfg: cfg, holder: nextHolder.Add(1)}
-	s.c = sendConn{mgr: mgr, addr: addr, kind: s}
-	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed,
-		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout}
-	if err := s.c.dial(ctx, host, port, opts, s.prepare); err != nil {
+	s.c.addr = addr
+	if err := s.c.dial(ctx, mgr, (*bufferedKind)(s), host, port, cfg.options(), s.prepare); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -204,33 +145,13 @@ func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig)
 
 // prepare sets up the buffers, and the coalescing over them when asked.
 func (s *SendEndpointBuffered) prepare() error {
-	if err := s.openPool(); err != nil {
-		return err
-	}
-	s.c.initHandOff(s.pool.Len(), s.postSend)
-	s.startCoalescing()
-	return nil
-}
-
-func (s *SendEndpointBuffered) openPool() error {
-	if s.cfg.Params.UseSharedBuffers {
-		if err := s.cfg.SharedBuffers.Attach(); err != nil {
-			return err
-		}
-		s.pool = s.cfg.SharedBuffers.Pool()
-		return nil
-	}
-	var bufs *sendbuf.Pool
 	var err error
-	if s.cfg.Buffers != nil {
-		bufs, err = sendbuf.NewPoolFrom(s.cfg.Buffers, s.cfg.Params.BufferSize, s.cfg.Params.BufferCount)
-	} else {
-		bufs, err = sendbuf.NewPool(s.c.mgr, s.cfg.Params.BufferSize, s.cfg.Params.BufferCount)
-	}
-	if err != nil {
+	if s.pool, s.ownPool, err = s.cfg.Buffers.open(s.c.Mgr, s.cfg.Params); err != nil {
 		return err
 	}
-	s.pool, s.ownPool = bufs, true
+	s.set = slots.Of(s.pool)
+	s.c.InitHandOff(s.pool.Len(), s.postSend)
+	s.startCoalescing()
 	return nil
 }
 
@@ -238,10 +159,19 @@ func (s *SendEndpointBuffered) openPool() error {
 // free, the endpoint is closed, or it is coalescing. Fill buf.Bytes() and
 // pass it to SendBuffer, or give it back with ReleaseBuffer.
 func (s *SendEndpointBuffered) GetBuffer() *sendbuf.NetworkBuffer {
-	if s.co != nil || s.c.ended.Load() {
+	if s.co != nil || s.c.Ended() {
 		return nil
 	}
-	return s.pool.Get(s.holder)
+	return s.take()
+}
+
+// take leases a free buffer to the endpoint, or returns nil.
+func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
+	id, ok := s.set.Take(s.holder)
+	if !ok {
+		return nil
+	}
+	return s.pool.Lookup(uint64(id))
 }
 
 // SendBuffer sends the first size bytes of buf as one message and hands buf
@@ -267,20 +197,22 @@ func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) 
 
 // post sends the first size bytes of buf, one of the pool's buffers: from
 // the calling goroutine, or through the poller goroutine for a large
-// message or one that must not overtake those queued there (sendConn.send).
+// message or one that must not overtake those queued there
+// (sendcore.Core.Send).
 func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.Status {
-	ep, ok := s.c.guard.acquire()
+	ep, ok := s.c.Guard.Acquire()
 	if !ok {
 		return netio.Closed
 	}
-	defer s.c.guard.release()
-	if !s.pool.MarkPosted(buf, s.holder) {
+	defer s.c.Guard.Release()
+	id := uint32(buf.ID())
+	if !s.set.MarkPosted(id, s.holder, buf.ID()) {
 		return netio.InvalidArgument
 	}
-	s.counters.posted(size) // before the post, so Completed never passes Sent
-	if st := s.c.send(ep, uint32(buf.ID()), size, size); st != netio.OK {
-		s.counters.unposted(size)
-		s.pool.Unpost(buf)
+	s.c.Counters.Posted(size) // before the post, so Completed never passes Sent
+	if st := s.c.Send(ep, id, size, size); st != netio.OK {
+		s.c.Counters.Unposted(size)
+		s.set.Unpost(id, s.holder)
 		return st
 	}
 	return netio.OK
@@ -290,7 +222,7 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.
 // goroutine, or on the poller goroutine for a queued send.
 func (s *SendEndpointBuffered) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
 	buf := s.pool.Lookup(uint64(key))
-	return ep.Send(buf.Addr(), n, buf.Desc(), s.c.owner.Context(key))
+	return ep.Send(buf.Addr(), n, buf.Desc(), s.c.Owner.Context(key))
 }
 
 // ReleaseBuffer gives back a leased buffer that was not sent and returns its
@@ -298,10 +230,10 @@ func (s *SendEndpointBuffered) postSend(ep *fabric.Endpoint, key uint32, n int) 
 // unknown ID or a buffer not leased from this endpoint (already released,
 // or in flight), and on a coalescing endpoint, whose buffers it holds.
 func (s *SendEndpointBuffered) ReleaseBuffer(id uint64) (uint64, netio.Status) {
-	if s.co != nil {
+	if s.co != nil || id > math.MaxUint32 || !s.set.Release(uint32(id), s.holder) {
 		return id, netio.InvalidArgument
 	}
-	return id, s.pool.Release(id, s.holder)
+	return id, netio.OK
 }
 
 // NumAvailableBuffers returns the fewest free buffers seen since the
@@ -311,7 +243,13 @@ func (s *SendEndpointBuffered) NumAvailableBuffers() int { return s.pool.NumAvai
 
 // PendingSends returns the keys of the sends in flight. It allocates; use it
 // for diagnostics, not on the hot path.
-func (s *SendEndpointBuffered) PendingSends() []uint64 { return s.pool.Posted(nil, s.holder) }
+func (s *SendEndpointBuffered) PendingSends() []uint64 {
+	var keys []uint64
+	for _, id := range s.set.Posted(nil, s.holder) {
+		keys = append(keys, uint64(id))
+	}
+	return keys
+}
 
 // BufferSize returns the size of each send buffer: the largest message.
 func (s *SendEndpointBuffered) BufferSize() int { return s.pool.BufferSize() }
@@ -320,7 +258,7 @@ func (s *SendEndpointBuffered) BufferSize() int { return s.pool.BufferSize() }
 func (s *SendEndpointBuffered) RemoteAddr() string { return s.c.addr }
 
 // Stats returns the endpoint's counters.
-func (s *SendEndpointBuffered) Stats() SendStats { return s.counters.stats() }
+func (s *SendEndpointBuffered) Stats() SendStats { return sendStats(s.c.Counters.Read()) }
 
 // Close ends the connection: the peer sees it closed, every pending key is
 // reported with Canceled, every buffer goes back, and the endpoint's own
@@ -350,43 +288,32 @@ func (s *SendEndpointBuffered) Close() error {
 	return s.c.close()
 }
 
-// handleCompletion returns the buffer and reports its key. It runs on the
-// poller goroutine.
-func (s *SendEndpointBuffered) handleCompletion(key uint32, r cq.Result) {
-	if !s.pool.Complete(uint64(key), s.holder) {
-		return // already reported by cancelPending
-	}
-	s.counters.finished(r.Status, 1)
-	if r.Status != netio.OK {
-		s.c.log.Warn().Uint32("key", key).Stringer("status", r.Status).Err(r.Errno).Msg("send failed")
-	}
-	if cb := s.cfg.OnSendCompleted; cb != nil {
-		cb(uint64(key), r.Status)
-	}
+// bufferedKind is the send core's view of a SendEndpointBuffered: its
+// methods are not the endpoint's, so users cannot call them.
+type bufferedKind SendEndpointBuffered
+
+// Claim returns a buffer in flight to the pool, once, and gives its ID as
+// the key.
+func (k *bufferedKind) Claim(id uint32) (uint64, bool) { return k.set.Complete(id, k.holder) }
+
+// Pending lists the buffers in flight.
+func (k *bufferedKind) Pending(dst []uint32) []uint32 { return k.set.Posted(dst, k.holder) }
+
+func (k *bufferedKind) HandleCompletion(key uint32, r poll.Result) { k.c.Complete(k, key, r) }
+
+// CancelPending ends coalescing first (a callback below finds it closed),
+// then reports every buffer in flight.
+func (k *bufferedKind) CancelPending(error) {
+	(*SendEndpointBuffered)(k).endCoalescing()
+	k.c.CancelAll(k)
 }
 
-// cancelPending returns every buffer in flight first, then reports each:
-// a callback that calls Close finds the pool whole.
-func (s *SendEndpointBuffered) cancelPending() {
-	s.endCoalescing() // first: a callback below finds it closed
-	pending := s.pool.Posted(nil, s.holder)
-	canceled := pending[:0]
-	for _, id := range pending {
-		if s.pool.Complete(id, s.holder) {
-			canceled = append(canceled, id)
-		}
-	}
-	s.counters.finished(netio.Canceled, len(canceled))
-	if cb := s.cfg.OnSendCompleted; cb != nil {
-		for _, id := range canceled {
-			cb(id, netio.Canceled)
-		}
-	}
-}
+func (k *bufferedKind) Progress() (bool, uint64) { return k.c.Counters.Progress() }
 
-// releaseResources gives the buffers back: a pool of its own is closed, a
+// ReleaseResources gives the buffers back: a pool of its own is closed, a
 // shared one keeps them.
-func (s *SendEndpointBuffered) releaseResources() error {
+func (k *bufferedKind) ReleaseResources() error {
+	s := (*SendEndpointBuffered)(k)
 	s.endCoalescing() // stops the flusher after a failed dial too
 	if s.pool == nil {
 		return nil
@@ -394,7 +321,16 @@ func (s *SendEndpointBuffered) releaseResources() error {
 	if s.ownPool {
 		return s.pool.Close()
 	}
-	s.pool.Reclaim(s.holder)
-	s.cfg.SharedBuffers.Detach()
+	s.set.Reclaim(s.holder)
+	s.set.Detach()
 	return nil
 }
+
+// HandOffSize is the message size from which a send endpoint has its
+// poller goroutine post a send instead of the goroutine that called
+// SendBuffer (or the zero-copy Send): posting a large message from the
+// application goroutine makes it wait inside a cgo call while the provider
+// copies under its lock, and the Go runtime then moves that goroutine's
+// processor to another thread. Below it, posting from the caller is faster
+// than the hand-off's wake-up. docs/performance.md has the measurements.
+const HandOffSize = sendcore.HandOffSize

@@ -2,17 +2,13 @@ package endpoint
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/sendcore"
 )
 
 // DefaultDialTimeout bounds a dial when its context has no deadline, so that
@@ -26,109 +22,61 @@ const (
 	stateClosed
 )
 
-// sendKind is what a send endpoint adds to the connection it shares with
-// the other kinds. Every method runs on the poller goroutine except
-// releaseResources.
-type sendKind interface {
-	// handleCompletion hands back what the operation with this key held and
-	// reports it, unless cancelPending already did.
-	handleCompletion(key uint32, r cq.Result)
-	// cancelPending reports every pending operation as Canceled. The
-	// endpoint is closed, so the provider holds nothing any more;
-	// sendConn.reason says why the connection ended.
-	cancelPending()
-	// releaseResources frees the kind's memory once the endpoint is closed.
-	// It runs once, from teardown or from a failed dial.
-	releaseResources() error
-	// progress reports whether operations are pending and how many have
-	// finished so far, for ProgressTimeout. It is safe for concurrent use.
-	progress() (pending bool, finished uint64)
-}
-
-// sendConn is the connection half of a send endpoint: the poller, the
-// libfabric endpoint, the connection state, and the order in which a
-// connection ends (endpoint closed, pending operations reported, then
-// OnConnectionClosed).
+// sendConn is the connection half of a send endpoint: how it is made
+// (getinfo, connect, the event queue's answer) on top of the send core,
+// which does everything else.
 type sendConn struct {
-	mgr       *domain.Manager
-	addr      string
-	kind      sendKind
-	onClosed  func(error)
-	poller    *cq.Poller
-	ownPoller bool
-	owner     cq.Owner
-	log       zerolog.Logger
-
-	guard postGuard    // the endpoint; posts against teardown
-	info  *fabric.Info // freed after the endpoint is closed: sockets keeps pointers into it
+	sendcore.Core
+	addr string
+	info *fabric.Info // freed after the endpoint is closed: sockets keeps pointers into it
 
 	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
 	connected chan error    // the dial's outcome, written once by handleEvent
-	ended     atomic.Bool   // the connection is over: hand out nothing new
-	reason    error         // why it ended; set by teardown before cancelPending
-	closer    closer
-
-	freeOnce sync.Once // the kind's resources and the own poller go once
-	freeErr  error
-
-	watchdog atomic.Pointer[time.Timer] // ProgressTimeout's check, while connected
-
-	handOff handOff // sends for the poller goroutine to post (HandOffSize)
-	// postSend is the kind's post of one send, by key and length (see send).
-	postSend     func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
-	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
-	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
 }
 
 // connOptions are the connection settings every send endpoint config has.
 type connOptions struct {
-	poller       *cq.Poller
-	pollerConfig cq.Config
-	log          zerolog.Logger
-	onClosed     func(error)
-
+	sendcore.Options
 	deliveryComplete bool          // sends complete when placed at the peer
 	progressTimeout  time.Duration // 0: no watchdog
 }
 
 // dial connects to host:port. prepare sets up the kind's resources once the
 // poller and owner exist. On error everything set up is released.
-func (c *sendConn) dial(ctx context.Context, host, port string, o connOptions, prepare func() error) error {
-	c.log, c.onClosed, c.connected = o.log, o.onClosed, make(chan error, 1)
+func (c *sendConn) dial(ctx context.Context, mgr *domain.Manager, kind sendcore.Kind, host, port string, o connOptions, prepare func() error) error {
+	c.connected = make(chan error, 1)
+	o.Peer = c.addr
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
 		defer cancel()
 	}
-	err := c.open(host, port, o, prepare)
+	err := c.open(mgr, kind, host, port, o, prepare)
 	if err == nil {
 		err = c.wait(ctx)
 	}
 	if err != nil {
 		c.state.Store(stateClosed)
-		_ = c.release()
+		c.MarkTornDown()
+		_ = c.Release()
 		return connectError(c.addr, err)
 	}
 	if o.progressTimeout > 0 {
-		c.watchProgress(o.progressTimeout)
+		c.WatchProgress(o.progressTimeout)
 	}
-	c.log.Debug().Str("peer", c.addr).Msg("connected")
+	c.Log.Debug().Str("peer", c.addr).Msg("connected")
 	return nil
 }
 
-func (c *sendConn) open(host, port string, o connOptions, prepare func() error) error {
+func (c *sendConn) open(mgr *domain.Manager, kind sendcore.Kind, host, port string, o connOptions, prepare func() error) error {
+	if err := c.Attach(mgr, kind, connHandler{c}, c.closeEndpoint, o.Options); err != nil {
+		return err
+	}
+	if err := prepare(); err != nil {
+		return err
+	}
 	var err error
-	if c.poller, c.ownPoller, err = attachPoller(c.mgr, o.poller, o.pollerConfig); err != nil {
-		c.poller = nil
-		return err
-	}
-	if c.owner, err = c.poller.Register(connHandler{c}); err != nil {
-		return err
-	}
-	if err = prepare(); err != nil {
-		return err
-	}
-	if c.info, err = infoFor(c.mgr, host, port, false); err != nil {
+	if c.info, err = infoFor(mgr, host, port, false); err != nil {
 		return err
 	}
 	if o.deliveryComplete {
@@ -136,10 +84,12 @@ func (c *sendConn) open(host, port string, o connOptions, prepare func() error) 
 			return err
 		}
 	}
-	if c.guard.ep, err = openEndpoint(c.mgr, c.poller, c.info, c.owner); err != nil {
+	ep, err := openEndpoint(mgr, c.Poller, c.info, c.Owner)
+	c.Guard.Set(ep)
+	if err != nil {
 		return err
 	}
-	return c.guard.ep.Connect(c.info)
+	return ep.Connect(c.info)
 }
 
 // wait returns the connection's outcome, or the context's error.
@@ -157,13 +107,13 @@ func (c *sendConn) wait(ctx context.Context) error {
 	}
 }
 
-// connHandler is the connection's cq.Handler, kept apart so that users
+// connHandler is the connection's poll.Handler, kept apart so that users
 // cannot call the handler methods.
 type connHandler struct{ c *sendConn }
 
-func (h connHandler) HandleCompletion(key uint32, r cq.Result) {
-	h.c.kind.handleCompletion(key, r)
-	h.c.afterCompletion()
+func (h connHandler) HandleCompletion(key uint32, r poll.Result) {
+	h.c.Kind().HandleCompletion(key, r)
+	h.c.AfterCompletion()
 }
 func (h connHandler) HandleEvent(ev fabric.Event) { h.c.handleEvent(ev) }
 
@@ -184,97 +134,26 @@ func (c *sendConn) handleEvent(ev fabric.Event) {
 		default: // the dial gave up already
 		}
 	case stateConnected:
-		c.teardown(closeReason(ev))
+		c.state.Store(stateClosed)
+		c.Teardown(closeReason(ev))
 	}
 }
 
-// teardown ends the connection once: it closes the endpoint (the provider
-// lets go of all memory), reports every pending operation as Canceled,
-// then calls OnConnectionClosed. It runs on the poller goroutine.
-func (c *sendConn) teardown(reason error) {
-	if c.state.Swap(stateClosed) == stateClosed {
-		return
-	}
-	c.ended.Store(true)
-	c.reason = reason
-	if t := c.watchdog.Load(); t != nil {
-		t.Stop()
-	}
-	c.closeEndpoint()
-	c.poller.Unregister(c.owner)
-	c.handOff.reset() // the queued sends are among those cancelPending reports
-	if c.handOffTimer != nil {
-		c.handOffTimer.Stop()
-	}
-	c.kind.cancelPending()
-	c.log.Debug().Str("peer", c.addr).Err(reason).Msg("connection closed")
-	if c.onClosed != nil {
-		c.onClosed(reason)
-	}
-	// Free now, not only in Close: an endpoint dropped after its connection
-	// ended must not keep registrations, pins or a poller goroutine.
-	c.free()
-}
-
-// free releases the kind's resources and stops the endpoint's own poller,
-// once; the endpoint is closed, so the provider holds nothing. Called on
-// the poller goroutine, the poller's Close returns at once and its
-// goroutine ends after the callback.
-func (c *sendConn) free() error {
-	c.freeOnce.Do(func() {
-		errs := []error{c.kind.releaseResources()}
-		if c.ownPoller {
-			errs = append(errs, c.poller.Close())
-		}
-		c.freeErr = errors.Join(errs...)
-		if c.freeErr != nil {
-			c.log.Error().Err(c.freeErr).Msg("releasing endpoint resources")
-		}
-	})
-	return c.freeErr
-}
-
-// closeEndpoint closes the endpoint, once, after posts in progress have
-// finished; the peer sees the connection closed. It runs on the poller
-// goroutine, so that no queue read races with the close. There is no
-// fi_shutdown first: shutdown followed at once by close corrupts the heap
-// of the sockets provider (libfabric 1.17), and close alone tells the peer.
+// closeEndpoint closes the endpoint and frees its info; the peer sees the
+// connection closed. There is no fi_shutdown first: shutdown followed at
+// once by close corrupts the heap of the sockets provider (libfabric
+// 1.17), and close alone tells the peer.
 func (c *sendConn) closeEndpoint() {
-	c.guard.close(func() {
-		if err := c.guard.ep.Close(); err != nil {
-			c.log.Error().Err(err).Msg("closing endpoint")
+	if ep := c.Guard.Endpoint(); ep != nil {
+		if err := ep.Close(); err != nil {
+			c.Log.Error().Err(err).Msg("closing endpoint")
 		}
-		c.info.Free()
-	})
+	}
+	c.info.Free()
 }
 
-// close is the endpoints' Close: teardown on the poller goroutine, then
-// release. It is idempotent and may be called from a callback.
+// close is the endpoints' Close.
 func (c *sendConn) close() error {
-	return c.closer.close(c.poller, func() error {
-		c.poller.Do(func() { c.teardown(netio.ErrClosed) })
-		return c.release()
-	})
-}
-
-// release frees what open set up, in reverse order: after a failed dial, or
-// after teardown.
-func (c *sendConn) release() error {
-	c.ended.Store(true)
-	if c.poller == nil {
-		return nil
-	}
-	c.poller.Unregister(c.owner)
-	if c.guard.ep != nil {
-		c.poller.Do(c.closeEndpoint)
-	} else {
-		c.info.Free()
-	}
-	err := c.free()
-	if c.ownPoller {
-		// free may have run on the poller goroutine, where Close does not
-		// wait: wait here for the goroutine to end.
-		err = errors.Join(err, c.poller.Close())
-	}
-	return err
+	c.state.Store(stateClosed)
+	return c.Close()
 }

@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
-	"github.com/rs/zerolog"
-
 	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/headerbuf"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/sendcore"
+	"github.com/netio-go/netio/internal/slots"
 )
 
 // Defaults for ZeroCopyConfig.
@@ -67,9 +66,10 @@ type ZeroCopyConfig struct {
 	// send completes. Nil selects true on software-registration providers
 	// (tcp, sockets, udp, shm) and false elsewhere; see the type comment.
 	KeepGoRegistrations *bool
-	// OnSendCompleted is called once per send with the caller's key and the
-	// outcome (OK, Failed, or Canceled when the endpoint closed first).
-	// From then on the caller may reuse the data. It runs on the poller
+	// OnSendCompleted is called once per send. Its key is the key the
+	// caller gave Send or SendV; the status is OK, Failed, or Canceled when
+	// the endpoint closed first. From then on the caller may reuse the
+	// data. It runs on the poller
 	// goroutine and must not block. May be nil.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnConnectionClosed is called once when the connection ends, as for
@@ -78,15 +78,12 @@ type ZeroCopyConfig struct {
 	// DeliveryComplete and ProgressTimeout are as for SendConfig.
 	DeliveryComplete bool
 	ProgressTimeout  time.Duration
-	// Poller, PollerConfig and Logger are as for SendConfig.
-	Poller       *cq.Poller
-	PollerConfig cq.Config
-	Logger       zerolog.Logger
+	// Runtime names the poller to share and the logger.
+	Runtime
 }
 
 // zcSlot is what one send in flight holds, indexed by its header slot.
 type zcSlot struct {
-	posted  atomic.Bool
 	pinners [maxPieces]runtime.Pinner // one per piece: a Pinner holds 5 pins before it allocates
 	regs    [maxPieces]*domain.CachedRegistration
 	iov     [maxPieces]fabric.IOVec
@@ -101,6 +98,7 @@ type SendEndpointZeroCopy struct {
 	c        sendConn
 	cfg      ZeroCopyConfig
 	headers  *headerbuf.HeaderBuffer
+	inFlight *slots.Set // the header slots' states: the table of sends in flight
 	slots    []zcSlot
 	cache    *domain.RegistrationCache
 	ownCache bool
@@ -109,7 +107,6 @@ type SendEndpointZeroCopy struct {
 
 	region       *domain.Registration // Region's registration, or SharedRegion
 	regionPinner runtime.Pinner       // pins a Go Region until Close
-	counters     sendCounters
 }
 
 // DialZeroCopy connects to the listener at addr like Dial and returns a
@@ -127,10 +124,11 @@ func DialZeroCopy(ctx context.Context, mgr *domain.Manager, addr string, cfg Zer
 	}
 	z := &SendEndpointZeroCopy{cfg: cfg, keepGo: *cfg.KeepGoRegistrations}
 	z.maxIOV = min(maxPieces, max(mgr.Info().IOVLimit(), 1))
-	z.c = sendConn{mgr: mgr, addr: addr, kind: z}
-	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed,
+	z.c.addr = addr
+	opts := connOptions{Options: sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
+		OnClosed: cfg.OnConnectionClosed, OnSendCompleted: cfg.OnSendCompleted},
 		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout}
-	if err := z.c.dial(ctx, host, port, opts, z.prepare); err != nil {
+	if err := z.c.dial(ctx, mgr, (*zeroCopyKind)(z), host, port, opts, z.prepare); err != nil {
 		return nil, err
 	}
 	return z, nil
@@ -183,13 +181,14 @@ func softwareRegistration(provider string) bool {
 
 // prepare sets up the header slots, the region and the cache.
 func (z *SendEndpointZeroCopy) prepare() error {
-	mgr := z.c.mgr
+	mgr := z.c.Mgr
 	var err error
 	if z.headers, err = headerbuf.New(mgr, z.cfg.HeaderSize, z.cfg.HeaderCount); err != nil {
 		return err
 	}
+	z.inFlight = slots.Of(z.headers)
 	z.slots = make([]zcSlot, z.cfg.HeaderCount)
-	z.c.initHandOff(len(z.slots), z.postSend)
+	z.c.InitHandOff(len(z.slots), z.postSend)
 	switch {
 	case z.cfg.SharedRegion != nil:
 		z.region = z.cfg.SharedRegion
@@ -231,11 +230,11 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 	if len(data) > z.MaxPieces() {
 		return netio.InvalidArgument
 	}
-	ep, ok := z.c.guard.acquire()
+	ep, ok := z.c.Guard.Acquire()
 	if !ok {
 		return netio.Closed
 	}
-	defer z.c.guard.release()
+	defer z.c.Guard.Release()
 	h := z.headers.GetHeader(header, key)
 	if h.Status != netio.OK {
 		return h.Status
@@ -251,7 +250,8 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 			continue
 		}
 		if st := z.attach(slot, n, piece); st != netio.OK {
-			z.detach(slot, h.Index)
+			z.detach(slot)
+			z.headers.ReturnHeader(h.Index)
 			return st
 		}
 		n++
@@ -266,12 +266,11 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 	}
 	// Counted before the post: once posted, the completion may free the
 	// slot and another send reuse it, and Completed must never pass Sent.
-	z.counters.posted(total)
-	slot.posted.Store(true)
-	if st := z.c.send(ep, h.Index, n, total); st != netio.OK {
-		slot.posted.Store(false)
-		z.counters.unposted(total)
-		z.detach(slot, h.Index)
+	z.c.Counters.Posted(total)
+	if st := z.c.Send(ep, h.Index, n, total); st != netio.OK {
+		z.c.Counters.Unposted(total)
+		z.detach(slot)
+		z.headers.ReturnHeader(h.Index)
 		return st
 	}
 	return netio.OK
@@ -281,7 +280,7 @@ func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) n
 // goroutine, or on the poller goroutine for a queued send.
 func (z *SendEndpointZeroCopy) postSend(ep *fabric.Endpoint, idx uint32, n int) fabric.Errno {
 	slot := &z.slots[idx]
-	return ep.Sendv(slot.iov[:n], slot.desc[:n], z.c.owner.Context(idx))
+	return ep.Sendv(slot.iov[:n], slot.desc[:n], z.c.Owner.Context(idx))
 }
 
 // attach puts piece into iovec i of slot: through the declared region's
@@ -306,10 +305,10 @@ func (z *SendEndpointZeroCopy) attach(slot *zcSlot, i int, piece []byte) netio.S
 	return netio.OK
 }
 
-// detach lets go of what a slot holds, unpins its Go memory and frees the
-// header slot, returning the caller's key. Registrations go back to the
-// cache, or are invalidated when they must not outlive the pin.
-func (z *SendEndpointZeroCopy) detach(slot *zcSlot, idx uint32) uint64 {
+// detach lets go of what a slot holds and unpins its Go memory; the
+// caller then frees the header slot. Registrations go back to the cache,
+// or are invalidated when they must not outlive the pin.
+func (z *SendEndpointZeroCopy) detach(slot *zcSlot) {
 	for i, reg := range slot.regs {
 		if reg == nil {
 			continue
@@ -323,8 +322,6 @@ func (z *SendEndpointZeroCopy) detach(slot *zcSlot, idx uint32) uint64 {
 	for i := range slot.pinners {
 		slot.pinners[i].Unpin()
 	}
-	key, _ := z.headers.ReturnHeader(idx)
-	return key
 }
 
 // MaxPieces returns the largest number of data pieces SendV accepts: the
@@ -342,47 +339,43 @@ func (z *SendEndpointZeroCopy) PendingSends() []uint64 { return z.headers.Pendin
 func (z *SendEndpointZeroCopy) RemoteAddr() string { return z.c.addr }
 
 // Stats returns the endpoint's counters.
-func (z *SendEndpointZeroCopy) Stats() SendStats { return z.counters.stats() }
+func (z *SendEndpointZeroCopy) Stats() SendStats { return sendStats(z.c.Counters.Read()) }
 
 // Close ends the connection as SendEndpointBuffered.Close does: every
 // pending key is reported with Canceled, after which the caller may reuse
 // its data.
 func (z *SendEndpointZeroCopy) Close() error { return z.c.close() }
 
-// handleCompletion runs on the poller goroutine.
-func (z *SendEndpointZeroCopy) handleCompletion(idx uint32, r cq.Result) {
-	if int(idx) >= len(z.slots) || !z.slots[idx].posted.CompareAndSwap(true, false) {
-		return // already reported by cancelPending
+// zeroCopyKind is the send core's view of a SendEndpointZeroCopy: its
+// methods are not the endpoint's, so users cannot call them.
+type zeroCopyKind SendEndpointZeroCopy
+
+// Claim takes a send in flight back, once: its header slot's key is the
+// caller's, and what the slot held (pins, registrations) is let go before
+// the slot is free for another send.
+func (k *zeroCopyKind) Claim(idx uint32) (uint64, bool) {
+	key, ok := k.inFlight.Claim(idx, slots.SoleHolder)
+	if !ok {
+		return 0, false
 	}
-	key := z.detach(&z.slots[idx], idx)
-	z.counters.finished(r.Status, 1)
-	if r.Status != netio.OK {
-		z.c.log.Warn().Uint64("key", key).Stringer("status", r.Status).Err(r.Errno).Msg("send failed")
-	}
-	if cb := z.cfg.OnSendCompleted; cb != nil {
-		cb(key, r.Status)
-	}
+	(*SendEndpointZeroCopy)(k).detach(&k.slots[idx])
+	k.inFlight.Release(idx, slots.SoleHolder)
+	return key, true
 }
 
-// cancelPending frees every slot in flight, then reports the keys.
-func (z *SendEndpointZeroCopy) cancelPending() {
-	var keys []uint64
-	for i := range z.slots {
-		if z.slots[i].posted.CompareAndSwap(true, false) {
-			keys = append(keys, z.detach(&z.slots[i], uint32(i)))
-		}
-	}
-	z.counters.finished(netio.Canceled, len(keys))
-	if cb := z.cfg.OnSendCompleted; cb != nil {
-		for _, k := range keys {
-			cb(k, netio.Canceled)
-		}
-	}
+// Pending lists the header slots of the sends in flight.
+func (k *zeroCopyKind) Pending(dst []uint32) []uint32 {
+	return k.inFlight.Posted(dst, slots.SoleHolder)
 }
 
-// releaseResources frees the header slots, the endpoint's own cache and
+func (k *zeroCopyKind) HandleCompletion(idx uint32, r poll.Result) { k.c.Complete(k, idx, r) }
+func (k *zeroCopyKind) CancelPending(error)                        { k.c.CancelAll(k) }
+func (k *zeroCopyKind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
+
+// ReleaseResources frees the header slots, the endpoint's own cache and
 // region; the endpoint is closed and every slot detached.
-func (z *SendEndpointZeroCopy) releaseResources() error {
+func (k *zeroCopyKind) ReleaseResources() error {
+	z := (*SendEndpointZeroCopy)(k)
 	var errs []error
 	if z.headers != nil {
 		errs = append(errs, z.headers.Close())

@@ -37,6 +37,7 @@ const (
 	ETRUNC       = Errno(C.FI_ETRUNC)
 	ENOKEY       = Errno(C.FI_ENOKEY)
 	EACCES       = Errno(C.FI_EACCES)
+	EBUSY        = Errno(C.FI_EBUSY)
 )
 
 // errnoOf turns a libfabric return code (0 or a negative FI_E* value) into an

@@ -44,7 +44,7 @@ func TestBadInputNewInDomain(t *testing.T) {
 
 // TestBadInputAfterClose: every method of a closed HeaderBuffer answers
 // without touching the unmapped region: GetHeader is Closed whatever the
-// data (an oversize header is Failed, as before Close), ReturnHeader is
+// data (an oversize header is InvalidArgument, as before Close), ReturnHeader is
 // InvalidArgument for any index, and the description stays readable.
 func TestBadInputAfterClose(t *testing.T) {
 	m, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
@@ -62,7 +62,7 @@ func TestBadInputAfterClose(t *testing.T) {
 	}{
 		"empty":    {nil, netio.Closed},
 		"fits":     {make([]byte, 32), netio.Closed},
-		"oversize": {make([]byte, 33), netio.Failed},
+		"oversize": {make([]byte, 33), netio.InvalidArgument},
 	} {
 		r := h.GetHeader(tc.data, 1)
 		assert.Equal(t, tc.want, r.Status, name)

@@ -142,7 +142,7 @@ func TestExhaustionAndRecovery(t *testing.T) {
 func TestOversize(t *testing.T) {
 	h, _ := newHeaderBuffer(t, 60, 2) // stride 64: still only 60 bytes fit
 	r := h.GetHeader(make([]byte, 61), 5)
-	assert.Equal(t, netio.Failed, r.Status)
+	assert.Equal(t, netio.InvalidArgument, r.Status)
 	assert.Nil(t, r.Header)
 	assert.Empty(t, h.PendingSends(), "nothing taken")
 	assert.Equal(t, 2, h.NumAvailable(), "nothing taken")

@@ -2,7 +2,6 @@ package sendbuf
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
@@ -11,14 +10,10 @@ import (
 // SendBufferManager is a pool of send buffers shared by several endpoints
 // of one domain (netio3's shared send buffers): a front-end that sends to
 // many event builders registers one region instead of one per connection.
-// Endpoints Attach when they open and Detach when they close.
+// Give it to the endpoints' configs; close it after them.
 type SendBufferManager struct {
 	pool *Pool
 	mgr  *domain.Manager
-
-	mu       sync.Mutex
-	attached int
-	closed   bool
 }
 
 // NewSendBufferManager allocates p.BufferCount buffers of p.BufferSize bytes
@@ -45,40 +40,10 @@ func (m *SendBufferManager) Pool() *Pool { return m.pool }
 // Domain returns the domain the buffers are registered in.
 func (m *SendBufferManager) Domain() *domain.Manager { return m.mgr }
 
-// Attach records one more endpoint using the pool.
-func (m *SendBufferManager) Attach() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return fmt.Errorf("sendbuf: attach: %w", netio.ErrClosed)
-	}
-	m.attached++
-	return nil
-}
+// Endpoints returns the number of open endpoints using the buffers.
+func (m *SendBufferManager) Endpoints() int { return m.pool.set.Attached() }
 
-// Detach records that an endpoint stopped using the pool.
-func (m *SendBufferManager) Detach() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.attached > 0 {
-		m.attached--
-	}
-}
-
-// Close releases the buffers. It fails, changing nothing, while endpoints
-// are attached or buffers are out. It is idempotent.
-func (m *SendBufferManager) Close() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil
-	}
-	if m.attached > 0 {
-		return fmt.Errorf("%w: sendbuf: %d endpoints still use the shared buffers", netio.ErrNoResources, m.attached)
-	}
-	if err := m.pool.Close(); err != nil {
-		return err
-	}
-	m.closed = true
-	return nil
-}
+// Close releases the buffers. It fails with an error wrapping
+// netio.ErrNoResources, changing nothing, while endpoints use them or
+// buffers are in flight. It is idempotent.
+func (m *SendBufferManager) Close() error { return m.pool.Close() }

@@ -12,6 +12,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/poll"
 )
 
 // Ping-pong parameters.
@@ -121,12 +122,12 @@ func (w *sweeper) latency(ctx context.Context, size int, row *sweepRow) error {
 	// library's default unless --poll says otherwise: the ping-pong measures
 	// what an application gets, with no latency-only tuning.
 	pc := w.poll.config()
-	client, err := cq.Open(mgr.Fabric(), mgr.Domain(), pc)
+	client, err := cq.Open(mgr, pc)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	server, err := cq.Open(mgr.Fabric(), mgr.Domain(), pc)
+	server, err := cq.Open(mgr, pc)
 	if err != nil {
 		return err
 	}
@@ -137,7 +138,7 @@ func (w *sweeper) latency(ctx context.Context, size int, row *sweepRow) error {
 	if err := p.connect(ctx, mgr, client, server, &l); err != nil {
 		return err
 	}
-	client.Do(p.start)
+	poll.Of(client).Do(p.start) // the first ping from the poller goroutine, as every later one
 	limit := time.NewTimer(b.pingPong + 5*time.Second)
 	defer limit.Stop()
 	select {
@@ -168,17 +169,17 @@ type links struct {
 func (p *pingPong) connect(ctx context.Context, mgr *domain.Manager, client, server *cq.Poller, l *links) error {
 	params := netio.ReceiveParams{BufferSize: p.size, BufferCount: pingPongBufs}
 	var err error
-	if l.atClient, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPong, Poller: client}); err != nil {
+	if l.atClient, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPong, Runtime: endpoint.Runtime{Poller: client}}); err != nil {
 		return err
 	}
-	if l.atServer, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPing, Poller: server}); err != nil {
+	if l.atServer, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPing, Runtime: endpoint.Runtime{Poller: server}}); err != nil {
 		return err
 	}
 	sendParams := netio.BufferedSendParams{BufferSize: p.size, BufferCount: pingPongBufs}
-	if l.ping, err = endpoint.Dial(ctx, mgr, l.atServer.Addr(), endpoint.SendConfig{Params: sendParams, Poller: client}); err != nil {
+	if l.ping, err = endpoint.Dial(ctx, mgr, l.atServer.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: endpoint.Runtime{Poller: client}}); err != nil {
 		return err
 	}
-	if l.pong, err = endpoint.Dial(ctx, mgr, l.atClient.Addr(), endpoint.SendConfig{Params: sendParams, Poller: server}); err != nil {
+	if l.pong, err = endpoint.Dial(ctx, mgr, l.atClient.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: endpoint.Runtime{Poller: server}}); err != nil {
 		return err
 	}
 	p.ping.Store(l.ping)

@@ -54,7 +54,7 @@ func (w *sweeper) openRMAPair(ctx context.Context, size, window int, write bool)
 		p.local, err = w.mgr.AllocRegistered(size*window, localAccess)
 	}
 	if err == nil {
-		p.ep, err = endpoint.DialRMA(ctx, w.mgr, p.l.Addr(), endpoint.RMAConfig{PollerConfig: w.poll.config()})
+		p.ep, err = endpoint.DialRMA(ctx, w.mgr, p.l.Addr(), endpoint.RMAConfig{Runtime: endpoint.Runtime{PollerConfig: w.poll.config()}})
 	}
 	if err != nil {
 		p.close()

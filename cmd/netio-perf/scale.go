@@ -69,7 +69,7 @@ func (w *sweeper) scale(ctx context.Context, size, conns int) (sweepRow, error) 
 	defer l.Close()
 	pc := w.poll.config()
 	pc.Size = max(cq.DefaultSize, 2*conns*window)
-	shared, err := cq.Open(w.mgr.Fabric(), w.mgr.Domain(), pc)
+	shared, err := cq.Open(w.mgr, pc)
 	if err != nil {
 		return row, err
 	}

@@ -66,7 +66,7 @@ func (s *sender) config(bufs int, pc cq.Config) endpoint.SendConfig {
 		Params:             netio.BufferedSendParams{BufferSize: s.size, BufferCount: bufs},
 		OnSendCompleted:    s.onCompleted,
 		OnConnectionClosed: s.onClosed,
-		PollerConfig:       pc,
+		Runtime:            endpoint.Runtime{PollerConfig: pc},
 	}
 }
 
@@ -97,7 +97,7 @@ func (s *sender) dial(ctx context.Context, mgr *domain.Manager, addr string, buf
 			s.onCompleted(key, st)
 		},
 		OnConnectionClosed: s.onClosed,
-		PollerConfig:       pc,
+		Runtime:            endpoint.Runtime{PollerConfig: pc},
 	})
 	if err != nil {
 		return nil, err

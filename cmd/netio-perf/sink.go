@@ -50,7 +50,7 @@ func (s *sink) listenConfig(bufSize, bufs int, pc cq.Config) endpoint.ListenConf
 		OnConnectionEstablished: s.onEstablished,
 		OnConnectionClosed:      s.onClosed,
 		OnReceiveError:          s.onReceiveError,
-		PollerConfig:            pc,
+		Runtime:                 endpoint.Runtime{PollerConfig: pc},
 	}
 }
 

@@ -108,7 +108,7 @@ func newScene(t *testing.T, prov string, how delivery, options ...func(*endpoint
 		Params:         recvParams,
 		OnData:         s.check.OnData,
 		OnReceiveError: s.onReceiveError,
-		Logger:         s.logs.logger(),
+		Runtime:        endpoint.Runtime{Logger: s.logs.logger()},
 	}
 	if s.coalesced {
 		cfg.OnData = nil

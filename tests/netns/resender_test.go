@@ -95,7 +95,7 @@ func runResender(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *
 			Params:           netio.BufferedSendParams{BufferSize: cfg.Size, BufferCount: cfg.Buffers},
 			DeliveryComplete: cfg.DeliveryComplete,
 			ProgressTimeout:  cfg.ProgressTimeout,
-			Logger:           log,
+			Runtime:          endpoint.Runtime{Logger: log},
 		},
 		Backlog:            cfg.Backlog,
 		InitialBackoff:     resendInitialBackoff,

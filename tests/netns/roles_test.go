@@ -313,7 +313,7 @@ func sendOnce(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *emi
 		OnSendCompleted:    s.onCompleted,
 		OnConnectionClosed: s.onClosed,
 		ProgressTimeout:    cfg.ProgressTimeout,
-		Logger:             log,
+		Runtime:            endpoint.Runtime{Logger: log},
 	})
 	if err != nil {
 		return nil, err
@@ -568,7 +568,7 @@ func runReceiver(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *
 		OnConnectionEstablished: r.onEstablished,
 		OnConnectionClosed:      r.onClosed,
 		OnReceiveError:          r.onReceiveError,
-		Logger:                  log,
+		Runtime:                 endpoint.Runtime{Logger: log},
 	})
 	if err != nil {
 		return err

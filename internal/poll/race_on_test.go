@@ -1,6 +1,6 @@
 //go:build race
 
-package cq_test
+package poll_test
 
 // raceEnabled: the race detector allocates on synchronization, so
 // allocation counts are checked only without it.

@@ -1,4 +1,4 @@
-package cq_test
+package poll_test
 
 import (
 	"net"
@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/cputime"
+	"github.com/netio-go/netio/internal/poll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,9 +30,9 @@ func openManager(t *testing.T) *domain.Manager {
 	return m
 }
 
-func openPoller(t *testing.T, m *domain.Manager, cfg cq.Config) *cq.Poller {
+func openPoller(t *testing.T, m *domain.Manager, cfg poll.Config) *poll.Poller {
 	t.Helper()
-	p, err := cq.Open(m.Fabric(), m.Domain(), cfg)
+	p, err := poll.Open(m.Fabric(), m.Domain(), cfg)
 	require.NoError(t, err)
 	return p
 }
@@ -40,14 +40,14 @@ func openPoller(t *testing.T, m *domain.Manager, cfg cq.Config) *cq.Poller {
 // recorder is a Handler that keeps what it is given.
 type recorder struct {
 	mu      sync.Mutex
-	results map[uint32][]cq.Result
+	results map[uint32][]poll.Result
 	events  []fabric.Event
 	onEvent func(fabric.Event)
 }
 
-func newRecorder() *recorder { return &recorder{results: map[uint32][]cq.Result{}} }
+func newRecorder() *recorder { return &recorder{results: map[uint32][]poll.Result{}} }
 
-func (r *recorder) HandleCompletion(key uint32, res cq.Result) {
+func (r *recorder) HandleCompletion(key uint32, res poll.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.results[key] = append(r.results[key], res)
@@ -78,15 +78,15 @@ func eventually(t *testing.T, cond func() bool, what string) {
 
 func TestConfigValidation(t *testing.T) {
 	m := openManager(t)
-	_, err := cq.Open(m.Fabric(), m.Domain(), cq.Config{Mode: 7})
+	_, err := poll.Open(m.Fabric(), m.Domain(), poll.Config{Mode: 7})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
-	_, err = cq.Open(m.Fabric(), m.Domain(), cq.Config{Size: -1})
+	_, err = poll.Open(m.Fabric(), m.Domain(), poll.Config{Size: -1})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
 }
 
 func TestIdlePollerSleeps(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{SpinBudget: 10 * time.Microsecond, MaxBlock: time.Minute})
+	p := openPoller(t, m, poll.Config{SpinBudget: 10 * time.Microsecond, MaxBlock: time.Minute})
 	eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
 	before := p.Stats().Sleeps
 	time.Sleep(50 * time.Millisecond)
@@ -102,7 +102,7 @@ func TestIdlePollerSleeps(t *testing.T) {
 // empty rounds and few sleeps.
 func TestTimeoutWakeUpDoesNotSpin(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{SpinBudget: 20 * time.Millisecond, MaxBlock: time.Millisecond})
+	p := openPoller(t, m, poll.Config{SpinBudget: 20 * time.Millisecond, MaxBlock: time.Millisecond})
 	eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
 	before := p.Stats()
 	eventually(t, func() bool { return p.Stats().Sleeps >= before.Sleeps+20 }, "twenty wake-ups at the bound")
@@ -116,9 +116,9 @@ func TestTimeoutWakeUpDoesNotSpin(t *testing.T) {
 // once their spin budget is spent, block, whatever the budget.
 func TestIdlePollersUseNoCPU(t *testing.T) {
 	m := openManager(t)
-	var ps []*cq.Poller
+	var ps []*poll.Poller
 	for range 4 {
-		p := openPoller(t, m, cq.Config{})
+		p := openPoller(t, m, poll.Config{})
 		ps = append(ps, p)
 		eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
 	}
@@ -144,8 +144,8 @@ func TestIdlePollersUseNoCPU(t *testing.T) {
 // that thread through blocking and waking.
 func TestLockOSThreadKeepsTheThread(t *testing.T) {
 	m := openManager(t)
-	for _, mode := range []cq.Mode{cq.BusyPoll, cq.Adaptive} {
-		p := openPoller(t, m, cq.Config{Mode: mode, LockOSThread: true, SpinBudget: time.Millisecond})
+	for _, mode := range []poll.Mode{poll.BusyPoll, poll.Adaptive} {
+		p := openPoller(t, m, poll.Config{Mode: mode, LockOSThread: true, SpinBudget: time.Millisecond})
 		var poller int
 		p.Do(func() { poller = unix.Gettid() })
 		seen := make([]map[int]bool, 4)
@@ -174,19 +174,19 @@ func TestLockOSThreadKeepsTheThread(t *testing.T) {
 // provider progress) a few times a second and no more.
 func TestMaxBlockBoundsTheWait(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{MaxBlock: 10 * time.Millisecond})
+	p := openPoller(t, m, poll.Config{MaxBlock: 10 * time.Millisecond})
 	time.Sleep(200 * time.Millisecond)
 	sleeps := p.Stats().Sleeps
 	assert.GreaterOrEqual(t, sleeps, uint64(5), "woke up at the bound")
 	assert.LessOrEqual(t, sleeps, uint64(40), "and no more often")
 	require.NoError(t, p.Close())
-	_, err := cq.Open(m.Fabric(), m.Domain(), cq.Config{MaxBlock: -1})
+	_, err := poll.Open(m.Fabric(), m.Domain(), poll.Config{MaxBlock: -1})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
 }
 
 func TestBusyPollNeverSleeps(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{Mode: cq.BusyPoll})
+	p := openPoller(t, m, poll.Config{Mode: poll.BusyPoll})
 	time.Sleep(20 * time.Millisecond)
 	ran := false
 	p.Do(func() { ran = true })
@@ -197,7 +197,7 @@ func TestBusyPollNeverSleeps(t *testing.T) {
 
 func TestDoRunsOnThePollerGoroutine(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{})
+	p := openPoller(t, m, poll.Config{})
 	assert.False(t, p.OnPollerGoroutine())
 	var on, nested bool
 	p.Do(func() {
@@ -220,8 +220,8 @@ func TestDoRunsOnThePollerGoroutine(t *testing.T) {
 // grown; after Close it refuses, and runs nothing on the caller's goroutine.
 func TestGoRunsAsynchronouslyInOrder(t *testing.T) {
 	m := openManager(t)
-	for _, mode := range []cq.Mode{cq.Adaptive, cq.BusyPoll} {
-		p := openPoller(t, m, cq.Config{Mode: mode})
+	for _, mode := range []poll.Mode{poll.Adaptive, poll.BusyPoll} {
+		p := openPoller(t, m, poll.Config{Mode: mode})
 		release := make(chan struct{})
 		var got []int
 		var on bool
@@ -267,7 +267,7 @@ func TestGoRunsAsynchronouslyInOrder(t *testing.T) {
 // once the poller has gone back to blocking.
 func TestQueuedWorkWakesABlockedPoller(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{SpinBudget: -1, MaxBlock: time.Minute})
+	p := openPoller(t, m, poll.Config{SpinBudget: -1, MaxBlock: time.Minute})
 	defer func() { assert.NoError(t, p.Close()) }()
 	var sleeps uint64
 	for i := range 20 {
@@ -296,7 +296,7 @@ func TestQueuedWorkWakesABlockedPoller(t *testing.T) {
 func TestWorkQueuedWhileSpinningLeavesNoWakeUp(t *testing.T) {
 	const rounds = 6
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{SpinBudget: 5 * time.Millisecond, MaxBlock: time.Minute})
+	p := openPoller(t, m, poll.Config{SpinBudget: 5 * time.Millisecond, MaxBlock: time.Minute})
 	defer func() { assert.NoError(t, p.Close()) }()
 	require.Eventually(t, func() bool { return p.Stats().Sleeps > 0 }, 5*time.Second, 50*time.Microsecond,
 		"the poller blocks")
@@ -329,7 +329,7 @@ func TestWorkQueuedWhileSpinningLeavesNoWakeUp(t *testing.T) {
 func TestGoRacingTheBlockLosesNoWakeUp(t *testing.T) {
 	const rounds = 6000
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{SpinBudget: -1, MaxBlock: time.Minute})
+	p := openPoller(t, m, poll.Config{SpinBudget: -1, MaxBlock: time.Minute})
 	defer func() { assert.NoError(t, p.Close()) }()
 	ran := make(chan struct{}, 1)
 	signal := func() { ran <- struct{}{} }
@@ -355,7 +355,7 @@ func TestSpinBudgetStretchesForRegularWork(t *testing.T) {
 	const gap, rounds = 6 * time.Millisecond, 30
 	sleepsWithWorkEvery := func(budget time.Duration) uint64 {
 		m := openManager(t)
-		p := openPoller(t, m, cq.Config{SpinBudget: budget, MaxBlock: time.Minute})
+		p := openPoller(t, m, poll.Config{SpinBudget: budget, MaxBlock: time.Minute})
 		defer func() { assert.NoError(t, p.Close()) }()
 		require.Eventually(t, func() bool { return p.Stats().Sleeps > 0 }, 5*time.Second, 50*time.Microsecond,
 			"the poller blocks")
@@ -387,7 +387,7 @@ func TestSpinBudgetStretchesForRegularWork(t *testing.T) {
 
 func TestCloseFromThePollerGoroutine(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{})
+	p := openPoller(t, m, poll.Config{})
 	var err error
 	p.Do(func() { err = p.Close() })
 	assert.NoError(t, err)
@@ -404,7 +404,7 @@ func TestCloseFromThePollerGoroutine(t *testing.T) {
 // for an unregistered owner are dropped, not delivered.
 func TestRoutesCompletionsAndEvents(t *testing.T) {
 	m := openManager(t)
-	p := openPoller(t, m, cq.Config{})
+	p := openPoller(t, m, poll.Config{})
 	defer func() { assert.NoError(t, p.Close()) }()
 
 	lst, srv, cli := newRecorder(), newRecorder(), newRecorder()

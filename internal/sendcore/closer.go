@@ -1,24 +1,24 @@
-package endpoint
+package sendcore
 
 import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/internal/poll"
 )
 
-// closer runs a Close once without holding a lock across it: the first
+// Closer runs a Close once without holding a lock across it: the first
 // caller runs it; a caller on the poller goroutine (a callback) returns at
 // once instead of waiting for a Close that waits for that very callback;
 // other callers wait for the first to finish and get its result.
-type closer struct {
+type Closer struct {
 	started atomic.Bool
 	once    sync.Once
 	done    chan struct{}
 	err     error
 }
 
-func (c *closer) close(p *cq.Poller, fn func() error) error {
+func (c *Closer) Close(p *poll.Poller, fn func() error) error {
 	c.once.Do(func() { c.done = make(chan struct{}) })
 	if c.started.CompareAndSwap(false, true) {
 		c.err = fn()

@@ -1,4 +1,4 @@
-package cq
+package poll
 
 import (
 	"math"

@@ -1,6 +1,6 @@
 //go:build !race
 
-package cq_test
+package poll_test
 
 // raceEnabled: see race_on_test.go.
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package endpoint
+package sendcore
 
 import (
 	"sync"
@@ -6,13 +6,12 @@ import (
 	"time"
 
 	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
 )
 
-// HandOffSize is the message size from which a send endpoint has its poller
-// goroutine post a send instead of the goroutine that called SendBuffer (or
-// the zero-copy Send).
+// HandOffSize is the message size from which a sender has its poller
+// goroutine post a send instead of the goroutine that called the send.
 //
 // Why: libfabric's tcp provider posts a send and progresses the endpoint's
 // completion queue under one lock, and while it holds that lock it copies
@@ -21,11 +20,9 @@ import (
 // poller's copy, and after 20 µs the Go runtime hands that goroutine's
 // processor to another thread: a thread switch per large send. Posting
 // from the poller goroutine, which holds the lock anyway, costs a queue
-// entry and at most one wake-up per batch instead. Measured here (tcp,
-// loopback, netio-perf sweep, interleaved runs): 1 MiB 4.1–5.6 → 5.8–6.8
-// GB/s, 256 KiB 4.3–5.1 → 5.3–5.7 GB/s; at 128 KiB and below posting from
-// the caller is faster (64 KiB: 2.6 against 2.1 GB/s with every send handed
-// over), as the copies are short and the hand-off's wake-up is not.
+// entry and at most one wake-up per batch instead. Below this size the
+// copies are short and posting from the caller is faster than the
+// hand-off's wake-up. docs/performance.md has the measurements.
 const HandOffSize = 256 << 10
 
 // queuedSend is a send waiting for the poller goroutine to post it: the
@@ -48,19 +45,32 @@ type handOff struct {
 	n         atomic.Int32 // entries queued; read without mu by post
 	scheduled bool         // a drain is queued on the poller, or running, or stalled
 	// stalled: the provider's transmit queue was full; the next completion
-	// (or the retry timer, handOffRetry) drains again.
+	// (or the retry timer, HandOffRetry) drains again.
 	stalled atomic.Bool
 }
 
-// handOffRetry is how long a stalled drain waits for a completion before it
+// HandOffRetry is how long a stalled drain waits for a completion before it
 // tries again anyway: a full transmit queue means sends are in flight, so a
 // completion normally comes first; the timer covers a provider that refused
 // for another reason (EINTR).
-const handOffRetry = time.Millisecond
+const HandOffRetry = time.Millisecond
 
 // init sizes the ring for capacity sends in flight: a buffer is queued at
 // most once at a time, so the ring never overflows.
 func (h *handOff) init(capacity int) { h.ring = make([]queuedSend, capacity) }
+
+// HandOffBusy reports whether sends wait for the poller goroutine.
+func (c *Core) HandOffBusy() bool { return c.hand.busy() }
+
+// PostFunc posts one send of a kind by key and length (see Send).
+type PostFunc = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
+
+// PostFunc returns the kind's post, for a test to wrap.
+func (c *Core) PostFunc() PostFunc { return c.postSend }
+
+// SetPostFunc replaces the kind's post; tests put a fault between the core
+// and the provider with it.
+func (c *Core) SetPostFunc(post PostFunc) { c.postSend = post }
 
 // busy reports whether sends are queued.
 func (h *handOff) busy() bool { return h.n.Load() > 0 }
@@ -118,11 +128,11 @@ func (h *handOff) reset() {
 	h.stalled.Store(false)
 }
 
-// initHandOff sizes the hand-off queue for capacity sends in flight, and
+// InitHandOff sizes the hand-off queue for capacity sends in flight, and
 // sets post, which posts the send with a key and length (see send). The
 // kind calls it from prepare.
-func (c *sendConn) initHandOff(capacity int, post func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
-	c.handOff.init(capacity)
+func (c *Core) InitHandOff(capacity int, post func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
+	c.hand.init(capacity)
 	c.postSend = post
 	c.drainFn = c.drainHandOff
 	c.handOffTimer = time.AfterFunc(time.Hour, c.scheduleDrain)
@@ -132,23 +142,23 @@ func (c *sendConn) initHandOff(capacity int, post func(ep *fabric.Endpoint, key 
 // handOffDue reports whether a send of size bytes goes through the poller
 // goroutine: a large one, or any one behind a queued send, which it must
 // not overtake.
-func (c *sendConn) handOffDue(size int) bool { return size >= HandOffSize || c.handOff.busy() }
+func (c *Core) handOffDue(size int) bool { return size >= HandOffSize || c.hand.busy() }
 
-// send posts the send with this key and length, of size bytes, which the
+// Send posts the send with this key and length, of size bytes, which the
 // kind has marked posted (so that teardown cancels it) while holding the
 // post guard with ep: at once, or through the poller goroutine when
 // handOffDue(size). A status other than OK means nothing was posted or
 // queued, and the kind takes its marking back. A full queue is
 // NoResources, which a kind that sizes it for every send it can have in
 // flight never sees.
-func (c *sendConn) send(ep *fabric.Endpoint, key uint32, n, size int) netio.Status {
+func (c *Core) Send(ep *fabric.Endpoint, key uint32, n, size int) netio.Status {
 	if !c.handOffDue(size) {
 		if errno := c.postSend(ep, key, n); errno != 0 {
-			return postStatus(errno)
+			return PostStatus(errno)
 		}
 		return netio.OK
 	}
-	queued, schedule := c.handOff.push(key, n)
+	queued, schedule := c.hand.push(key, n)
 	if !queued {
 		return netio.NoResources
 	}
@@ -162,43 +172,43 @@ func (c *sendConn) send(ep *fabric.Endpoint, key uint32, n, size int) netio.Stat
 // that has stopped (a shared one closed before the endpoint) refuses: the
 // sends stay queued until the endpoint's Close cancels them, as sends
 // posted to a provider that nobody progresses would wait.
-func (c *sendConn) scheduleDrain() { c.poller.Go(c.drainFn) }
+func (c *Core) scheduleDrain() { c.Poller.Go(c.drainFn) }
 
 // drainHandOff posts the queued sends in order. A full transmit queue
 // leaves the rest queued, stalled until the next completion (see
-// afterCompletion) or handOffRetry; a post the provider refuses is
+// afterCompletion) or HandOffRetry; a post the provider refuses is
 // reported as the kind reports an error completion. It runs on the poller
 // goroutine.
-func (c *sendConn) drainHandOff() {
-	c.handOff.stalled.Store(false)
+func (c *Core) drainHandOff() {
+	c.hand.stalled.Store(false)
 	for {
-		q, ok := c.handOff.peek()
+		q, ok := c.hand.peek()
 		if !ok {
 			return
 		}
-		ep, open := c.guard.acquire()
+		ep, open := c.Guard.Acquire()
 		if !open {
 			return // closing: teardown cancels what is queued
 		}
 		errno := c.postSend(ep, q.key, q.n)
-		c.guard.release()
+		c.Guard.Release()
 		if errno.Temporary() {
-			c.handOff.stalled.Store(true)
-			c.handOffTimer.Reset(handOffRetry)
+			c.hand.stalled.Store(true)
+			c.handOffTimer.Reset(HandOffRetry)
 			return
 		}
-		c.handOff.pop()
+		c.hand.pop()
 		if errno != 0 {
-			c.kind.handleCompletion(q.key, cq.Result{Status: netio.Failed, Errno: errno})
+			c.kind.HandleCompletion(q.key, poll.Result{Status: netio.Failed, Errno: errno})
 		}
 	}
 }
 
-// afterCompletion drains a stalled hand-off queue: a completion has freed a
+// AfterCompletion drains a stalled hand-off queue: a completion has freed a
 // place in the provider's transmit queue. It runs on the poller goroutine,
 // after every completion, so it costs one atomic load when nothing stalled.
-func (c *sendConn) afterCompletion() {
-	if c.handOff.stalled.Load() {
+func (c *Core) AfterCompletion() {
+	if c.hand.stalled.Load() {
 		c.drainHandOff()
 	}
 }

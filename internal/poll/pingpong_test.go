@@ -1,4 +1,4 @@
-package cq_test
+package poll_test
 
 import (
 	"errors"
@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
 )
 
 // pingPong bounces a message between two pollers over two tcp connections,
@@ -26,8 +26,8 @@ import (
 // poller owns the client's two endpoints, the server poller the server's.
 type pingPong struct {
 	mgr              *domain.Manager
-	client, server   *cq.Poller
-	cOwner, sOwner   cq.Owner
+	client, server   *poll.Poller
+	cOwner, sOwner   poll.Owner
 	cliPing, cliPong *fabric.Endpoint // the client's sides: pings go out, pongs come in
 	srvPing, srvPong *fabric.Endpoint // the server's, set on its poller goroutine when accepted
 	srvInfos         []*fabric.Info   // theirs, kept as long as they are open
@@ -74,7 +74,7 @@ func (p *pingPong) post(what string, errno fabric.Errno) {
 // next ping, or ends the run.
 type ppClient struct{ p *pingPong }
 
-func (h ppClient) HandleCompletion(key uint32, r cq.Result) {
+func (h ppClient) HandleCompletion(key uint32, r poll.Result) {
 	p := h.p
 	switch {
 	case r.Status != netio.OK:
@@ -104,7 +104,7 @@ func (h ppClient) HandleEvent(ev fabric.Event) {
 // first carries the pings, the second the pongs) and echoes every ping.
 type ppServer struct{ p *pingPong }
 
-func (h ppServer) HandleCompletion(key uint32, r cq.Result) {
+func (h ppServer) HandleCompletion(key uint32, r poll.Result) {
 	p := h.p
 	switch {
 	case r.Status != netio.OK:
@@ -150,7 +150,7 @@ func errnoErr(e fabric.Errno) error {
 
 // openBound opens an endpoint for info whose events reach owner, bound to
 // poller q's queues, and enables it.
-func (p *pingPong) openBound(q *cq.Poller, info *fabric.Info, owner cq.Owner) (*fabric.Endpoint, error) {
+func (p *pingPong) openBound(q *poll.Poller, info *fabric.Info, owner poll.Owner) (*fabric.Endpoint, error) {
 	ep, err := p.mgr.Domain().OpenEndpoint(info, owner.EndpointContext())
 	if err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func (p *pingPong) openBound(q *cq.Poller, info *fabric.Info, owner cq.Owner) (*
 
 // newPingPong connects a ping-pong of size-byte messages between two
 // pollers configured by cfg. The test's cleanup closes everything.
-func newPingPong(tb testing.TB, cfg cq.Config, size int) *pingPong {
+func newPingPong(tb testing.TB, cfg poll.Config, size int) *pingPong {
 	tb.Helper()
 	m, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
 	require.NoError(tb, err)
@@ -200,9 +200,9 @@ func newPingPong(tb testing.TB, cfg cq.Config, size int) *pingPong {
 		assert.NoError(tb, m.Close())
 	})
 
-	p.client, err = cq.Open(m.Fabric(), m.Domain(), cfg)
+	p.client, err = poll.Open(m.Fabric(), m.Domain(), cfg)
 	require.NoError(tb, err)
-	p.server, err = cq.Open(m.Fabric(), m.Domain(), cfg)
+	p.server, err = poll.Open(m.Fabric(), m.Domain(), cfg)
 	require.NoError(tb, err)
 	p.cOwner, err = p.client.Register(ppClient{p})
 	require.NoError(tb, err)
@@ -284,14 +284,14 @@ func (p *pingPong) run(tb testing.TB, n int) {
 // zero.)
 func TestBusyPingPongKeepsSpinning(t *testing.T) {
 	const trips = 2000
-	sleeps := func(cfg cq.Config) uint64 {
+	sleeps := func(cfg poll.Config) uint64 {
 		p := newPingPong(t, cfg, 64)
 		p.run(t, 100) // connections and caches warm
 		before := p.client.Stats().Sleeps + p.server.Stats().Sleeps
 		p.run(t, trips)
 		return p.client.Stats().Sleeps + p.server.Stats().Sleeps - before
 	}
-	spinning, blocking := sleeps(cq.Config{}), sleeps(cq.Config{SpinBudget: -1})
+	spinning, blocking := sleeps(poll.Config{}), sleeps(poll.Config{SpinBudget: -1})
 	assert.Greater(t, blocking, uint64(trips/2), "pollers that block at once")
 	assert.Less(t, 4*spinning, blocking, "the default spin budget: %d sleeps in %d round trips", spinning, trips)
 }
@@ -303,12 +303,12 @@ func TestBusyPingPongKeepsSpinning(t *testing.T) {
 func BenchmarkPingPong(b *testing.B) {
 	for _, c := range []struct {
 		name string
-		cfg  cq.Config
+		cfg  poll.Config
 	}{
-		{"adaptive", cq.Config{}},
-		{"busy", cq.Config{Mode: cq.BusyPoll}},
-		{"locked", cq.Config{LockOSThread: true}},
-		{"blocking", cq.Config{SpinBudget: -1}}, // every hop pays a wake-up
+		{"adaptive", poll.Config{}},
+		{"busy", poll.Config{Mode: poll.BusyPoll}},
+		{"locked", poll.Config{LockOSThread: true}},
+		{"blocking", poll.Config{SpinBudget: -1}}, // every hop pays a wake-up
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			p := newPingPong(b, c.cfg, 64)

@@ -1,0 +1,188 @@
+// Package cq runs completion pollers: one goroutine per completion queue
+// that reads completions in batches, maps each back to the endpoint and key
+// it was posted with, and delivers error completions as keyed failures. The
+// same goroutine reads the event queue of the endpoints bound to it,
+// because providers such as tcp make progress only while a side reads or
+// waits on its queues, and it runs every callback of those endpoints
+// (OnData, OnSendCompleted, OnConnectionClosed, ...).
+//
+// Every endpoint opens a poller of its own unless its config names one to
+// share: open it with Open, give it to the endpoints, and close it after
+// them. A Poller offers nothing that could post, route or drop a
+// completion; the endpoint packages do that through internal/poll.
+//
+// A Poller spins for a budget after the last completion, then blocks on
+// the queues' file descriptors (after fi_trywait), so an idle process uses
+// no CPU. When work comes back soon after it blocked, as in a stream of
+// large messages, it lengthens the budget to cover such gaps (see
+// Config.SpinBudget). It spins inside C, in slices of a few microseconds
+// between which it reads the event queue, runs queued work and yields, so
+// that an empty poll costs what it costs a C program. The default budget
+// outlasts a loopback round trip plus the wake-up of a peer that slept, so
+// a busy request-response exchange keeps both sides spinning. BusyPoll
+// never blocks. docs/performance.md has the measurements behind the
+// defaults.
+package cq
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/poll"
+)
+
+// Mode selects how a Poller waits when there is nothing to read.
+type Mode uint8
+
+const (
+	// Adaptive spins for Config.SpinBudget after the last completion, then
+	// blocks on the queues' file descriptors. An idle Poller uses no CPU.
+	Adaptive Mode = iota
+	// BusyPoll never blocks: it polls continuously, yielding the thread
+	// between empty polls so that providers' own progress threads still run.
+	// It costs a core per Poller.
+	BusyPoll
+)
+
+// Defaults for Config.
+const (
+	// DefaultSpinBudget is longer than a loopback round trip of a small
+	// message plus the wake-up of a peer that blocked: when one side of a
+	// ping-pong sleeps once, the other keeps spinning through the delay and
+	// the pair goes back to spinning. With a budget shorter than that, one
+	// side's sleep pushes the other past its budget too, and the pair can
+	// settle into paying a wake-up at every hop. The price is up to this
+	// much CPU after each burst of traffic. Gaps between completions that
+	// outlast it (a stream of large messages) stretch the budget after the
+	// first wake-up, up to StretchLimit × DefaultSpinBudget.
+	DefaultSpinBudget = poll.DefaultSpinBudget
+	// DefaultMaxBlock is the default bound of one blocking wait.
+	DefaultMaxBlock = poll.DefaultMaxBlock
+	// DefaultSize is the default number of completion queue entries.
+	DefaultSize = poll.DefaultSize
+	// MaxSize bounds Config.Size: providers allocate every entry up front,
+	// and a size from a typo should be an error, not gigabytes.
+	MaxSize = poll.MaxSize
+)
+
+// StretchLimit bounds how far a poller lengthens its spin budget for work
+// that came back soon after it blocked: up to this many times
+// Config.SpinBudget. A longer stretch turns blocks into spinning for
+// streams whose completions come further apart, at the price of more CPU
+// after the last of them.
+const StretchLimit = poll.StretchLimit
+
+// Config configures a Poller. The zero value is usable.
+type Config struct {
+	// Mode is Adaptive (default) or BusyPoll.
+	Mode Mode
+	// SpinBudget is how long an Adaptive poller keeps polling after the last
+	// completion before it blocks. 0 selects DefaultSpinBudget; a negative
+	// value blocks at once. A poller woken by MaxBlock with nothing to do
+	// blocks again without spinning, so an idle poller costs no CPU
+	// whatever the budget.
+	//
+	// When work wakes a blocked poller within StretchLimit × SpinBudget of
+	// its last work, the poller spins twice that gap next time (at most
+	// StretchLimit × SpinBudget): work that comes at such intervals, as in
+	// a stream of large messages, finds it spinning rather than paying a
+	// wake-up (tens of µs, and the provider makes no progress meanwhile).
+	// A longer gap, or a MaxBlock timeout, brings the budget back to
+	// SpinBudget. The price: a poller whose work comes between SpinBudget
+	// and StretchLimit × SpinBudget apart spins through the gaps, and
+	// after the last of it spins up to StretchLimit × SpinBudget before it
+	// blocks.
+	SpinBudget time.Duration
+	// MaxBlock bounds one blocking wait. Providers here (sockets, tcp) also
+	// make progress when their queues are read; a poller that blocked
+	// forever would leave progress to the provider's own thread alone, which
+	// stalls a stream under CPU load. 0 selects DefaultMaxBlock; an idle
+	// poller wakes this often and goes back to sleep. It is rounded up to
+	// whole milliseconds.
+	MaxBlock time.Duration
+	// Size is the number of entries of the completion queue. It should be at
+	// least the number of operations that can be outstanding on all
+	// endpoints bound to it. 0 selects DefaultSize; at most MaxSize.
+	Size int
+	// LockOSThread runs the poller goroutine on an OS thread of its own
+	// (runtime.LockOSThread), for callers who pin that thread to a core
+	// (sched_setaffinity from a callback) or keep per-thread state. The
+	// trade-off: a locked goroutine's runtime.Gosched hands its thread over
+	// and costs tens of microseconds, so a locked poller does not call it
+	// between empty polls and yields the core with sched_yield only; the
+	// application's goroutines then get the poller's GOMAXPROCS slot only
+	// when the runtime preempts it or it blocks. It does not lower latency
+	// by itself. Leave it off unless GOMAXPROCS exceeds the number of
+	// spinning pollers.
+	LockOSThread bool
+	// Logger receives errors the poller cannot hand to an endpoint. The
+	// zero value logs nothing.
+	Logger zerolog.Logger
+}
+
+// Stats counts what a Poller did.
+type Stats struct {
+	Completions uint64 // successful completions delivered
+	Errors      uint64 // error completions delivered
+	Events      uint64 // connection events delivered
+	Dropped     uint64 // completions or events whose endpoint was gone
+	Sleeps      uint64 // times the poller blocked on its file descriptors
+	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
+}
+
+// Poller is a completion poller that endpoints of one domain can share:
+// give it to their configs, and close it after them. It is safe for
+// concurrent use.
+type Poller struct {
+	p *poll.Poller
+}
+
+func init() {
+	poll.Of = func(public any) *poll.Poller {
+		if p, ok := public.(*Poller); ok && p != nil {
+			return p.p
+		}
+		return nil
+	}
+}
+
+// Open opens a completion queue and an event queue on mgr's domain and
+// starts the poller goroutine. Close stops it and closes both queues. A nil
+// manager or an invalid setting is an error matching
+// netio.ErrInvalidArgument, a closed manager one matching netio.ErrClosed.
+func Open(mgr *domain.Manager, cfg Config) (*Poller, error) {
+	if mgr == nil {
+		return nil, fmt.Errorf("%w: cq: nil domain", netio.ErrInvalidArgument)
+	}
+	p, err := poll.Open(mgr.Fabric(), mgr.Domain(), cfg.internal())
+	if err != nil {
+		return nil, err
+	}
+	return &Poller{p: p}, nil
+}
+
+// internal converts the config for internal/poll.
+func (c Config) internal() poll.Config {
+	return poll.Config{Mode: poll.Mode(c.Mode), SpinBudget: c.SpinBudget, MaxBlock: c.MaxBlock,
+		Size: c.Size, LockOSThread: c.LockOSThread, Logger: c.Logger}
+}
+
+// Stats returns the poller's counters.
+func (p *Poller) Stats() Stats {
+	s := p.p.Stats()
+	return Stats{Completions: s.Completions, Errors: s.Errors, Events: s.Events,
+		Dropped: s.Dropped, Sleeps: s.Sleeps, EmptyPolls: s.EmptyPolls}
+}
+
+// Close stops the poller goroutine and closes the queues. Close the
+// endpoints that use it first. Called from a callback, it returns at once
+// and the goroutine finishes when the callback returns. It is idempotent.
+func (p *Poller) Close() error { return p.p.Close() }
+
+// Done is closed when the poller goroutine has exited and the queues are
+// closed.
+func (p *Poller) Done() <-chan struct{} { return p.p.Done() }

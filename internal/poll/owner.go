@@ -1,0 +1,92 @@
+package poll
+
+import (
+	"fmt"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+)
+
+// Result is the outcome of one posted operation.
+type Result struct {
+	Status netio.Status // OK, Failed, or Canceled
+	Errno  fabric.Errno // the libfabric error for a failure, else 0
+	Flags  uint64       // fabric.FlagSend, fabric.FlagRecv, ...
+	Len    int          // bytes received, for receives
+}
+
+// Handler owns operations posted with contexts from its Owner. Its methods
+// run on the poller goroutine and must not block.
+type Handler interface {
+	// HandleCompletion is called once per completed operation, with the key
+	// the operation was posted with.
+	HandleCompletion(key uint32, r Result)
+	// HandleEvent is called for connection events of the endpoints opened
+	// with the Owner's EndpointContext. For EventConnReq the handler owns
+	// ev.Info and must free it.
+	HandleEvent(ev fabric.Event)
+}
+
+// Owner routes completions and events to one Handler. Operations are
+// posted with Context(key); endpoints are opened with EndpointContext.
+type Owner struct {
+	id uint32
+}
+
+// Context returns the operation context for key: the owner's ID in the
+// upper 32 bits and key in the lower.
+func (o Owner) Context(key uint32) uint64 { return uint64(o.id)<<32 | uint64(key) }
+
+// EndpointContext returns the context to open endpoints with, so that their
+// connection events reach the owner.
+func (o Owner) EndpointContext() uint64 { return uint64(o.id) << 32 }
+
+// Valid reports whether the owner was returned by Register.
+func (o Owner) Valid() bool { return o.id != 0 }
+
+// Register adds a handler and returns its Owner. Its completions and events
+// are delivered until Unregister. A nil handler is an error matching
+// netio.ErrInvalidArgument.
+func (p *Poller) Register(h Handler) (Owner, error) {
+	if h == nil {
+		return Owner{}, fmt.Errorf("%w: cq: register a nil handler", netio.ErrInvalidArgument)
+	}
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	if p.stopping.Load() {
+		return Owner{}, fmt.Errorf("cq: register: %w", netio.ErrClosed)
+	}
+	if p.nextID == ^uint32(0) {
+		return Owner{}, fmt.Errorf("%w: cq: owner IDs exhausted", netio.ErrNoResources)
+	}
+	p.nextID++ // IDs are never reused, so a late completion never reaches a new owner
+	old := *p.owners.Load()
+	next := make(map[uint32]Handler, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[p.nextID] = h
+	p.owners.Store(&next)
+	return Owner{id: p.nextID}, nil
+}
+
+// Unregister removes the owner's handler. Completions and events for it that
+// are read later are counted as dropped.
+func (p *Poller) Unregister(o Owner) {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	old := *p.owners.Load()
+	if _, ok := old[o.id]; !ok {
+		return
+	}
+	next := make(map[uint32]Handler, len(old))
+	for k, v := range old {
+		if k != o.id {
+			next[k] = v
+		}
+	}
+	p.owners.Store(&next)
+}
+
+// Owners returns the number of registered handlers.
+func (p *Poller) Owners() int { return len(*p.owners.Load()) }

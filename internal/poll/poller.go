@@ -1,0 +1,198 @@
+// Package poll is the completion poller behind package cq: one goroutine
+// per completion queue that reads completions in batches, maps each back to
+// the owner and key it was posted with, delivers error completions as keyed
+// failures, reads the event queue of the endpoints bound to it, and runs
+// work handed to it (Do, Go, AtStop).
+//
+// The endpoint packages register handlers and post with their owners'
+// contexts; users see only cq.Poller, which cannot register, post or
+// unregister, so they cannot corrupt the routing of completions.
+//
+// A Poller spins for a budget after the last completion, then blocks on
+// the queues' file descriptors (after fi_trywait), so an idle process uses
+// no CPU; work that comes back soon after a block stretches the budget
+// (cq.Config.SpinBudget). It spins inside C, in slices of a few
+// microseconds between which it reads the event queue, runs queued work
+// and yields, so that an empty poll costs what it costs a C program.
+package poll
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// Of returns the poller behind a *cq.Poller (nil for a nil one). Package
+// cq installs it when it is initialized: cq imports this package, so this
+// one cannot name cq's type, and the endpoint packages reach the poller a
+// user shares through it.
+var Of func(public any) *Poller
+
+// Stats counts what a Poller did.
+type Stats struct {
+	Completions uint64 // successful completions delivered
+	Errors      uint64 // error completions delivered
+	Events      uint64 // connection events delivered
+	Dropped     uint64 // completions or events whose owner was gone
+	Sleeps      uint64 // times the poller blocked on its file descriptors
+	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
+}
+
+// Poller owns a completion queue and an event queue and the goroutine that
+// reads them. Endpoints bind to CQ() and EQ().
+type Poller struct {
+	cfg Config
+	fab *fabric.Fabric
+	cq  *fabric.CQ
+	eq  *fabric.EQ
+	log zerolog.Logger
+
+	pollFDs []unix.PollFd // CQ, EQ, wake eventfd (Adaptive only)
+	wakeFD  int
+	blockMS int // cfg.MaxBlock as a poll timeout
+
+	regMu  sync.Mutex
+	nextID uint32
+	owners atomic.Pointer[map[uint32]Handler]
+
+	queueMu  sync.Mutex // guards queue, atStop, draining and wakeFD
+	queue    []func()
+	spare    []func() // poller goroutine only: the queue's other half, reused
+	atStop   []func()
+	queued   atomic.Bool
+	draining bool
+
+	stopping  atomic.Bool
+	sleeping  atomic.Bool // the poller is in block: Go, Do and Close must wake it
+	done      chan struct{}
+	goid      atomic.Uint64 // the poller goroutine's ID while it runs
+	closeOnce sync.Once
+	closeErr  error
+
+	completions, errs, events, dropped, sleeps, empty atomic.Uint64
+}
+
+// Open opens a completion queue and an event queue on the domain and starts
+// the poller goroutine. Close stops it and closes both queues. A nil fabric
+// or domain is an error matching netio.ErrInvalidArgument, a closed one an
+// error matching netio.ErrClosed.
+func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
+	if fab == nil || dom == nil {
+		return nil, fmt.Errorf("%w: cq: nil fabric or domain", netio.ErrInvalidArgument)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	wait := cfg.Mode == Adaptive
+	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{})}
+	empty := map[uint32]Handler{}
+	p.owners.Store(&empty)
+	if p.cq, err = dom.OpenCQ(cfg.Size, wait); err != nil {
+		return nil, openError(err)
+	}
+	if p.eq, err = fab.OpenEQ(DefaultEQSize, wait); err != nil {
+		_ = p.cq.Close()
+		return nil, openError(err)
+	}
+	if wait {
+		if err = p.openWaitFDs(); err != nil {
+			p.closeQueues()
+			p.closeWakeFD()
+			return nil, err
+		}
+	}
+	go p.run()
+	return p, nil
+}
+
+// openError wraps an error of opening a queue; a closed fabric or domain
+// (fabric.EBADF) also matches netio.ErrClosed.
+func openError(err error) error {
+	if errors.Is(err, fabric.EBADF) {
+		return fmt.Errorf("cq: %w: %w", netio.ErrClosed, err)
+	}
+	return fmt.Errorf("cq: %w", err)
+}
+
+// pollTimeout turns MaxBlock into poll's timeout in milliseconds: rounded
+// up, so that a bound below a millisecond still blocks instead of spinning,
+// and capped, so that a huge bound does not wrap to a negative (infinite)
+// timeout.
+func pollTimeout(d time.Duration) int {
+	ms := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return int(min(ms, math.MaxInt32))
+}
+
+func (p *Poller) openWaitFDs() error {
+	cqfd, err := p.cq.WaitFD()
+	if err != nil {
+		return fmt.Errorf("cq: %w", err)
+	}
+	eqfd, err := p.eq.WaitFD()
+	if err != nil {
+		return fmt.Errorf("cq: %w", err)
+	}
+	p.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("cq: eventfd: %w", err)
+	}
+	p.pollFDs = []unix.PollFd{
+		{Fd: int32(cqfd), Events: unix.POLLIN},
+		{Fd: int32(eqfd), Events: unix.POLLIN},
+		{Fd: int32(p.wakeFD), Events: unix.POLLIN},
+	}
+	return nil
+}
+
+// CQ returns the completion queue, to bind endpoints to.
+func (p *Poller) CQ() *fabric.CQ { return p.cq }
+
+// EQ returns the event queue, to bind endpoints to.
+func (p *Poller) EQ() *fabric.EQ { return p.eq }
+
+// Stats returns the poller's counters.
+func (p *Poller) Stats() Stats {
+	return Stats{
+		Completions: p.completions.Load(),
+		Errors:      p.errs.Load(),
+		Events:      p.events.Load(),
+		Dropped:     p.dropped.Load(),
+		Sleeps:      p.sleeps.Load(),
+		EmptyPolls:  p.empty.Load(),
+	}
+}
+
+// Close stops the poller goroutine and closes the queues. Close the
+// endpoints bound to them first. Called from a callback, it returns at once
+// and the goroutine finishes when the callback returns. It is idempotent.
+func (p *Poller) Close() error {
+	p.closeOnce.Do(func() {
+		p.regMu.Lock()
+		p.stopping.Store(true)
+		p.regMu.Unlock()
+		p.queueMu.Lock()
+		p.wakeLocked()
+		p.queueMu.Unlock()
+	})
+	if p.OnPollerGoroutine() {
+		return nil
+	}
+	<-p.done
+	return p.closeErr
+}
+
+// Done is closed when the poller goroutine has exited and the queues are
+// closed.
+func (p *Poller) Done() <-chan struct{} { return p.done }

@@ -1,0 +1,57 @@
+package sendcore
+
+import (
+	"sync/atomic"
+
+	"github.com/netio-go/netio"
+)
+
+// Counters count what a sender did. They are atomics the data path owns;
+// readers take a snapshot without a lock.
+type Counters struct {
+	sent, bytes, completed, failed atomic.Uint64
+}
+
+// Snapshot is a reading of Counters.
+type Snapshot struct {
+	Sent      uint64 // messages posted, or queued for the poller to post
+	Bytes     uint64 // bytes posted
+	Completed uint64 // sends completed OK
+	Failed    uint64 // sends that completed with an error or were canceled
+}
+
+// Posted counts a send of n bytes. Count before the post: once posted, the
+// completion may come at once, and Completed must never pass Sent.
+func (c *Counters) Posted(n int) {
+	c.sent.Add(1)
+	c.bytes.Add(uint64(n))
+}
+
+// Unposted takes back a count for a post the provider refused.
+func (c *Counters) Unposted(n int) {
+	c.sent.Add(^uint64(0))
+	c.bytes.Add(^uint64(n - 1))
+}
+
+// Finished counts n sends that ended with st.
+func (c *Counters) Finished(st netio.Status, n int) {
+	if st == netio.OK {
+		c.completed.Add(uint64(n))
+	} else {
+		c.failed.Add(uint64(n))
+	}
+}
+
+// Read reads the finished counters first: Sent only grows and is counted
+// before each post, so the snapshot never shows more finished than sent.
+func (c *Counters) Read() Snapshot {
+	completed, failed := c.completed.Load(), c.failed.Load()
+	return Snapshot{Sent: c.sent.Load(), Bytes: c.bytes.Load(), Completed: completed, Failed: failed}
+}
+
+// Progress reports whether sends are pending and how many have finished,
+// for the progress watchdog.
+func (c *Counters) Progress() (pending bool, finished uint64) {
+	finished = c.completed.Load() + c.failed.Load()
+	return c.sent.Load() > finished, finished
+}

@@ -1,0 +1,54 @@
+package sendcore
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestHandOffRing(t *testing.T) {
+	var h handOff
+	h.init(2)
+	const a, b, c = 7, 8, 9
+	assert.False(t, h.busy())
+
+	queued, schedule := h.push(a, 1)
+	assert.True(t, queued)
+	assert.True(t, schedule, "the first push schedules a drain")
+	queued, schedule = h.push(b, 2)
+	assert.True(t, queued)
+	assert.False(t, schedule, "a drain is due already")
+	queued, _ = h.push(c, 3)
+	assert.False(t, queued, "the ring holds two")
+	assert.True(t, h.busy())
+
+	q, ok := h.peek()
+	require.True(t, ok)
+	assert.Equal(t, queuedSend{a, 1}, q)
+	q, _ = h.peek()
+	assert.Equal(t, queuedSend{a, 1}, q, "peek leaves the send queued until pop")
+	h.pop()
+	q, ok = h.peek()
+	require.True(t, ok)
+	assert.Equal(t, queuedSend{b, 2}, q)
+	queued, schedule = h.push(c, 3) // wraps around the ring's end
+	assert.True(t, queued)
+	assert.False(t, schedule, "still draining")
+	h.pop()
+	q, _ = h.peek()
+	assert.Equal(t, queuedSend{c, 3}, q)
+	h.pop()
+
+	_, ok = h.peek()
+	assert.False(t, ok)
+	assert.False(t, h.busy())
+	_, schedule = h.push(a, 1)
+	assert.True(t, schedule, "an empty peek ended the drain: the next push schedules one")
+
+	h.reset()
+	assert.False(t, h.busy())
+	_, ok = h.peek()
+	assert.False(t, ok)
+	assert.Equal(t, make([]queuedSend, 2), h.ring, "reset lets go of the buffers")
+}

@@ -1,0 +1,303 @@
+// Package slots is the slot set behind send buffers, header slots and
+// receive buffers: a fixed number of equal slots of registered memory
+// (Memory: cut from one region, or leased from a pool.Pool), a free stack,
+// the fewest free slots since the last look (netio3's
+// get_num_available_buffers), and the state of every slot (Set).
+//
+// A slot has one owner at a time, and its state says which: the set
+// (free), a holder that took it (leased), or the provider (posted). Every
+// transition is a compare-and-swap checked against the holder, so a slot
+// is never released or completed twice, nor by someone who does not hold
+// it: a second completion of the same operation, a release of a buffer in
+// flight, or another endpoint's ID changes nothing and says so.
+package slots
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/netio-go/netio"
+)
+
+// Slot states.
+const (
+	free uint32 = iota
+	leased
+	posted
+)
+
+// SoleHolder is the holder of a set that has one owner: a HeaderBuffer
+// takes and returns all its slots as it.
+const SoleHolder = 1
+
+// slot is one slot's state, its holder (non-zero while not free) and the
+// caller's key for the operation using it.
+type slot struct {
+	state  atomic.Uint32
+	holder atomic.Uint64
+	key    atomic.Uint64
+}
+
+// Set is the state of n slots, numbered 0..n-1, and the stack of free ones.
+// It is safe for concurrent use and does not allocate after New.
+type Set struct {
+	slots []slot
+
+	mu      sync.Mutex
+	free    []uint32 // stack of free slots, low numbers on top at first
+	minFree int      // fewest free since the last NumAvailable
+	closed  bool
+	// attached counts the users of a shared set (Attach).
+	attached int
+
+	// afterClose, when set, takes a slot that became free after Close
+	// instead of the free stack (sendbuf hands a lease back this way).
+	afterClose func(id uint32)
+}
+
+// NewSet returns a set of n free slots.
+func NewSet(n int) *Set {
+	s := &Set{slots: make([]slot, n), free: make([]uint32, n), minFree: n}
+	for i := range n {
+		s.free[n-1-i] = uint32(i) // hand out low numbers first
+	}
+	return s
+}
+
+// Len returns the number of slots.
+func (s *Set) Len() int { return len(s.slots) }
+
+// Take leases a free slot to holder (non-zero) and reports false when none
+// is free, the set is closed or holder is 0. Only a successful Take moves
+// the fewest-free count: with none free it is 0 already.
+func (s *Set) Take(holder uint64) (id uint32, ok bool) {
+	if holder == 0 {
+		return 0, false
+	}
+	s.mu.Lock()
+	n := len(s.free)
+	if n == 0 || s.closed {
+		s.mu.Unlock()
+		return 0, false
+	}
+	id = s.free[n-1]
+	s.free = s.free[:n-1]
+	s.minFree = min(s.minFree, n-1)
+	s.mu.Unlock()
+	sl := &s.slots[id]
+	sl.holder.Store(holder)
+	sl.state.Store(leased)
+	return id, true
+}
+
+// get returns slot id, or nil when out of range.
+func (s *Set) get(id uint32) *slot {
+	if uint64(id) >= uint64(len(s.slots)) {
+		return nil
+	}
+	return &s.slots[id]
+}
+
+// transition moves slot id from one state to another if holder holds it.
+func (s *Set) transition(id uint32, holder uint64, from, to uint32) bool {
+	sl := s.get(id)
+	return sl != nil && sl.holder.Load() == holder && sl.state.CompareAndSwap(from, to)
+}
+
+// Release returns a slot holder leased and did not post. It reports false,
+// changing nothing, for an unknown slot or one holder does not lease
+// (free, posted, or someone else's).
+func (s *Set) Release(id uint32, holder uint64) bool {
+	if !s.transition(id, holder, leased, free) {
+		return false
+	}
+	s.putBack(id)
+	return true
+}
+
+// MarkPosted moves a slot holder leased to posted, with the key to report
+// for it. It fails, changing nothing, when holder does not lease it.
+func (s *Set) MarkPosted(id uint32, holder, key uint64) bool {
+	sl := s.get(id)
+	if sl == nil || sl.holder.Load() != holder || sl.state.Load() != leased {
+		return false
+	}
+	sl.key.Store(key) // before the state: whoever claims it sees the key
+	return sl.state.CompareAndSwap(leased, posted)
+}
+
+// Unpost moves a posted slot back to leased, for a post the provider
+// refused. A slot not posted by holder is left alone.
+func (s *Set) Unpost(id uint32, holder uint64) { s.transition(id, holder, posted, leased) }
+
+// Claim takes a posted slot back from the provider for holder, once: the
+// first Claim of a posted slot reports true and its key, every later one
+// false. The slot is leased again, so that the claimer can let go of what
+// the operation held before it calls Release.
+func (s *Set) Claim(id uint32, holder uint64) (key uint64, ok bool) {
+	if !s.transition(id, holder, posted, leased) {
+		return 0, false
+	}
+	return s.slots[id].key.Load(), true
+}
+
+// Complete is Claim then Release: a posted slot goes back to the free
+// stack once, and its key is reported.
+func (s *Set) Complete(id uint32, holder uint64) (key uint64, ok bool) {
+	if key, ok = s.Claim(id, holder); ok {
+		s.Release(id, holder)
+	}
+	return key, ok
+}
+
+// Posted appends the slots holder has posted to dst.
+func (s *Set) Posted(dst []uint32, holder uint64) []uint32 {
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.state.Load() == posted && sl.holder.Load() == holder {
+			dst = append(dst, uint32(i))
+		}
+	}
+	return dst
+}
+
+// Key returns the key slot id was posted with (stale once it is free).
+func (s *Set) Key(id uint32) uint64 {
+	if sl := s.get(id); sl != nil {
+		return sl.key.Load()
+	}
+	return 0
+}
+
+// Reclaim releases every slot holder leased and did not post, for a holder
+// that is closing, and returns how many.
+func (s *Set) Reclaim(holder uint64) int {
+	n := 0
+	for i := range s.slots {
+		if s.Release(uint32(i), holder) {
+			n++
+		}
+	}
+	return n
+}
+
+// putBack clears the holder of a slot just made free and pushes it.
+func (s *Set) putBack(id uint32) {
+	s.slots[id].holder.Store(0)
+	s.mu.Lock()
+	if s.closed && s.afterClose != nil {
+		s.mu.Unlock()
+		s.afterClose(id)
+		return
+	}
+	s.free = append(s.free, id)
+	s.mu.Unlock()
+}
+
+// NumAvailable returns the fewest free slots seen since the previous call,
+// and starts a new interval at the number free now.
+func (s *Set) NumAvailable() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.minFree
+	s.minFree = len(s.free)
+	return n
+}
+
+// Free returns the number of free slots now.
+func (s *Set) Free() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.free)
+}
+
+// Count reports how many slots are leased and how many posted now.
+func (s *Set) Count() (nLeased, nPosted int) {
+	for i := range s.slots {
+		switch s.slots[i].state.Load() {
+		case leased:
+			nLeased++
+		case posted:
+			nPosted++
+		}
+	}
+	return nLeased, nPosted
+}
+
+// Leased reports whether slot id is leased (to anyone).
+func (s *Set) Leased(id uint32) bool {
+	sl := s.get(id)
+	return sl != nil && sl.state.Load() == leased
+}
+
+// Close refuses further Takes and Attaches, once no slot is posted and no
+// user is attached; otherwise it returns an error wrapping
+// netio.ErrNoResources and changes nothing (the provider may still use a
+// slot). Slots freed later go to afterClose when it was set with
+// OnFreeAfterClose. Closing twice returns nil.
+func (s *Set) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if s.attached > 0 {
+		return fmt.Errorf("%w: %d endpoints still use the buffers", netio.ErrNoResources, s.attached)
+	}
+	for i := range s.slots {
+		if s.slots[i].state.Load() == posted {
+			return fmt.Errorf("%w: slot %d still posted", netio.ErrNoResources, i)
+		}
+	}
+	s.closed = true
+	return nil
+}
+
+// Closed reports whether Close succeeded.
+func (s *Set) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// OnFreeAfterClose makes slots freed after Close go to fn instead of the
+// free stack. Call it before the set is shared.
+func (s *Set) OnFreeAfterClose(fn func(id uint32)) { s.afterClose = fn }
+
+// Attach records one more user of a shared set (an endpoint drawing on a
+// sendbuf.SendBufferManager); Close refuses while any is attached. It
+// fails once the set is closed.
+func (s *Set) Attach() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.attached++
+	return true
+}
+
+// Detach records that a user stopped using the set.
+func (s *Set) Detach() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attached > 0 {
+		s.attached--
+	}
+}
+
+// Attached returns the number of attached users.
+func (s *Set) Attached() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attached
+}
+
+// Holder returns the holder of slot id, 0 while it is free.
+func (s *Set) Holder(id uint32) uint64 {
+	if sl := s.get(id); sl != nil {
+		return sl.holder.Load()
+	}
+	return 0
+}
