@@ -210,7 +210,8 @@ func (z *SendEndpointZeroCopy) prepare() error {
 // Send sends header (copied into a slot) followed by data (not copied) as
 // one message. It returns OK when posted; NoResources when no header slot
 // or queue entry is free or the registration limit is reached (retry after
-// completions); Failed for a header larger than a slot; Closed after Close
+// completions); InvalidArgument for a header larger than a slot
+// (as for a message larger than a buffer); Closed after Close
 // or connection loss. The data must not change until OnSendCompleted
 // reports key.
 //

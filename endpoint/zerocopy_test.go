@@ -200,7 +200,7 @@ func TestZeroCopyOversizeHeader(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
 	z := dialZeroCopy(t, mgr, l.Addr(), endpoint.ZeroCopyConfig{HeaderSize: 16, HeaderCount: 2})
-	assert.Equal(t, netio.Failed, z.Send(make([]byte, 17), []byte("data"), 1), "header larger than a slot")
+	assert.Equal(t, netio.InvalidArgument, z.Send(make([]byte, 17), []byte("data"), 1), "header larger than a slot")
 	assert.Empty(t, z.PendingSends(), "nothing taken")
 	assert.Equal(t, 2, z.NumAvailableHeaders())
 }
