@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/testpattern"
 )
 
 const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
@@ -115,9 +116,9 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		return err
 	}
 	defer mgr.Close()
-	var pat pattern
+	var pat *testpattern.Pattern
 	if o.verify {
-		pat = newPattern(o.size)
+		pat = testpattern.New(o.size)
 	}
 	s := newSender(o.size, pat)
 	var closeEndpoint func() error

@@ -13,6 +13,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/testpattern"
 )
 
 // modeCoalesce is the sweep mode that streams small messages through a
@@ -136,7 +137,7 @@ func (s *sender) sendMessages(ctx context.Context, count uint64, deadline time.T
 		}
 		tag, data := uint64(0), zeros
 		if s.pat != nil {
-			tag, data = k, s.pat.message(k, s.size)
+			tag, data = k, s.pat.Bytes(0, k, s.size)
 		}
 		switch st := s.ep.SendMessage(tag, data); st {
 		case netio.OK:
@@ -195,24 +196,11 @@ func (s *sender) coalescedReport(provider string, elapsed time.Duration) report 
 	return r
 }
 
-// seek checks that tag, a message's sequence number, is the one expected
-// next. If not (messages lost, repeated or reordered) it counts an error
-// and moves on to tag, so that one gap costs one error and the payload is
-// checked against the message the tag names.
-func (v *verifier) seek(tag uint64) bool {
-	if tag == v.next {
-		return true
-	}
-	v.errors++
-	v.next = tag
-	return false
-}
-
 // onMessage is the server's OnMessage: with verification the tag must be
 // the message's sequence number on its connection; then the payload is
 // counted and checked as onData does.
 func (s *sink) onMessage(ep *endpoint.ReceiveEndpoint, tag uint64, data []byte, _ uint8) {
-	if s.pat != nil && !s.verifierFor(ep.ID()).seek(tag) {
+	if s.pat != nil && s.verifierFor(ep.ID()).Seek(tag) != nil {
 		s.verifyErrors.Add(1)
 	}
 	s.onData(ep, data)
@@ -225,8 +213,8 @@ func (s *sink) onMessage(ep *endpoint.ReceiveEndpoint, tag uint64, data []byte, 
 // message.
 type messageCounter struct {
 	size int
-	pat  pattern  // nil: no verification
-	v    verifier // poller goroutine only
+	pat  *testpattern.Pattern // nil: no verification
+	v    testpattern.Checker  // poller goroutine only
 	base time.Time
 
 	received atomic.Uint64
@@ -238,8 +226,8 @@ type messageCounter struct {
 	reached chan struct{} // capacity 1: the target was reached
 }
 
-func newMessageCounter(size int, pat pattern) *messageCounter {
-	c := &messageCounter{size: size, pat: pat, v: verifier{pat: pat}, base: time.Now(), reached: make(chan struct{}, 1)}
+func newMessageCounter(size int, pat *testpattern.Pattern) *messageCounter {
+	c := &messageCounter{size: size, pat: pat, v: testpattern.Checker{Pattern: pat}, base: time.Now(), reached: make(chan struct{}, 1)}
 	c.target.Store(math.MaxUint64)
 	return c
 }
@@ -261,8 +249,8 @@ func (c *messageCounter) onMessage(_ *endpoint.ReceiveEndpoint, tag uint64, data
 		c.wrongSize.Add(1)
 	}
 	if c.pat != nil {
-		tagOK := c.v.seek(tag)
-		if !c.v.observe(data) || !tagOK {
+		tagErr := c.v.Seek(tag)
+		if c.v.Check(data) != nil || tagErr != nil {
 			c.verifyErrors.Add(1)
 		}
 	}
@@ -329,9 +317,9 @@ func (w *sweeper) coalesced(ctx context.Context, size int) (sweepRow, error) {
 	window, rxBufs := w.windows(coalesceWindow(w.coalesce.bufSize))
 	row := sweepRow{Size: size, Window: window, RxBufs: rxBufs, BufSize: w.coalesce.bufSize,
 		FlushIntervalUs: float64(w.coalesce.flushInterval) / float64(time.Microsecond), Verify: w.verify}
-	var pat pattern
+	var pat *testpattern.Pattern
 	if w.verify {
-		pat = newPattern(size)
+		pat = testpattern.New(size)
 	}
 	c := newMessageCounter(size, pat)
 	l, err := endpoint.Listen(w.mgr, "127.0.0.1:0", c.listenConfig(w.coalesce.bufSize, rxBufs, w.poll.config()))

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio/internal/testpattern"
 )
 
 // --mode coalesce with --verify delivers every message SendMessage took to
@@ -130,17 +132,17 @@ func TestCoalesceWindow(t *testing.T) {
 // wrong payload another, a wrong size is counted apart, and check reports
 // each kind.
 func TestMessageCounterVerifies(t *testing.T) {
-	pat := newPattern(64)
+	pat := testpattern.New(64)
 	c := newMessageCounter(64, pat)
-	c.onMessage(nil, 0, pat.message(0, 64), 0)
-	c.onMessage(nil, 1, pat.message(1, 64), 0)
+	c.onMessage(nil, 0, pat.Bytes(0, 0, 64), 0)
+	c.onMessage(nil, 1, pat.Bytes(0, 1, 64), 0)
 	require.NoError(t, c.check())
-	c.onMessage(nil, 3, pat.message(3, 64), 0) // message 2 lost
-	c.onMessage(nil, 4, pat.message(4, 64), 0) // in sequence again
+	c.onMessage(nil, 3, pat.Bytes(0, 3, 64), 0) // message 2 lost
+	c.onMessage(nil, 4, pat.Bytes(0, 4, 64), 0) // in sequence again
 	assert.Equal(t, uint64(1), c.verifyErrors.Load(), "one gap, one error")
-	c.onMessage(nil, 5, pat.message(6, 64), 0) // payload of another message
+	c.onMessage(nil, 5, pat.Bytes(0, 6, 64), 0) // payload of another message
 	assert.Equal(t, uint64(2), c.verifyErrors.Load())
-	c.onMessage(nil, 6, pat.message(6, 32), 0) // truncated: a right prefix, the wrong size
+	c.onMessage(nil, 6, pat.Bytes(0, 6, 32), 0) // truncated: a right prefix, the wrong size
 	assert.Equal(t, uint64(1), c.wrongSize.Load())
 	assert.Equal(t, uint64(6), c.received.Load())
 	err := c.check()

@@ -94,26 +94,6 @@ func FuzzParseHostPort(f *testing.F) {
 	})
 }
 
-// FuzzPatternCheck: the verifier of received messages (peer-supplied
-// bytes) never panics and accepts exactly the bytes of the pattern's
-// definition: byte i of message k is (k + i) % patternMod.
-func FuzzPatternCheck(f *testing.F) {
-	p := newPattern(300)
-	f.Add(p.message(0, 300), uint64(0))
-	f.Add(p.message(5, 17), uint64(5))
-	f.Add([]byte{}, uint64(1<<40))
-	f.Add(make([]byte, 301), uint64(0))
-	f.Fuzz(func(t *testing.T, data []byte, k uint64) {
-		want := len(data) <= p.maxLen()
-		for i := 0; want && i < len(data); i++ {
-			want = data[i] == byte((k+uint64(i))%patternMod)
-		}
-		if got := p.check(data, k); got != want {
-			t.Errorf("check(% x, %d) = %v, want %v", data, k, got, want)
-		}
-	})
-}
-
 // FuzzCommandLine feeds whole command lines (arguments separated by
 // spaces) to the three modes' flag parsers: none panics, every error is a
 // usage error (exit status 2) or a request for help, and options that

@@ -42,8 +42,9 @@
 // The server prints "LISTENING ip:port" as its first line on stdout, then
 // receives from any number of connections until --count messages arrived
 // or SIGINT/SIGTERM. With --verify byte i of message k (k counted from 0 on
-// each connection) is (k + i) % 251: the client fills it, the server counts
-// the messages that differ. With --coalesce on both sides the client packs
+// each connection) is (k + i) % 251 (package internal/testpattern, stream 0,
+// no header): the client fills it, the server counts the messages that
+// differ. With --coalesce on both sides the client packs
 // its messages (64 B unless --size says otherwise) into coalescing buffers
 // with SendMessage (with --verify message k has tag k), and the server
 // decodes them with OnMessage and counts (and verifies) messages, not

@@ -11,6 +11,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/sendbuf"
 )
 
@@ -34,8 +35,8 @@ type sender struct {
 	window   []byte                         // zero-copy: one message slot per buffer, the declared region
 	slots    chan int                       // zero-copy: window slots not in flight
 	size     int
-	pat      pattern // nil: buffers are sent as they are, not filled
-	lowWater uint64  // wake the sender when at most this many are in flight
+	pat      *testpattern.Pattern // nil: buffers are sent as they are, not filled
+	lowWater uint64               // wake the sender when at most this many are in flight
 
 	sent  atomic.Uint64 // messages posted; written by the sending goroutine only
 	freed chan struct{} // capacity 1: in-flight messages reached lowWater
@@ -51,7 +52,7 @@ type sender struct {
 // newSender returns a sender for messages of size bytes; with pat non-nil
 // message k carries the pattern of message k. Dial with its config, then
 // attach the endpoint.
-func newSender(size int, pat pattern) *sender {
+func newSender(size int, pat *testpattern.Pattern) *sender {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &sender{size: size, pat: pat, freed: make(chan struct{}, 1), gone: make(chan struct{}), timer: t}
@@ -158,7 +159,7 @@ func (s *sender) run(ctx context.Context, count uint64, deadline time.Time) (uin
 			continue
 		}
 		if s.pat != nil {
-			s.pat.fill(buf.Bytes()[:s.size], k)
+			s.pat.Fill(buf.Bytes()[:s.size], 0, k)
 		}
 		if err := s.post(ctx, buf); err != nil {
 			s.ep.ReleaseBuffer(buf.ID())
@@ -204,7 +205,7 @@ func (s *sender) postZeroCopy(ctx context.Context, k uint64) error {
 	}
 	data := s.window[slot*s.size : (slot+1)*s.size]
 	if s.pat != nil {
-		s.pat.fill(data, k)
+		s.pat.Fill(data, 0, k)
 	}
 	for {
 		s.sent.Add(1)

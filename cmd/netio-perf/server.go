@@ -9,6 +9,7 @@ import (
 
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/testpattern"
 )
 
 const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D]"
@@ -70,9 +71,9 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 		return err
 	}
 	defer mgr.Close()
-	var pat pattern
+	var pat *testpattern.Pattern
 	if o.verify {
-		pat = newPattern(o.bufSize)
+		pat = testpattern.New(o.bufSize)
 	}
 	s := newSink(pat, o.count)
 	lc := s.listenConfig(o.bufSize, o.bufs, o.poll.config())

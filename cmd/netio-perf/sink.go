@@ -7,18 +7,19 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/testpattern"
 )
 
 // sink counts, and with a pattern verifies, what a listener receives on all
 // its connections. Its callbacks run on the listener's poller goroutine and
 // never block; the counters may be read from any goroutine.
 type sink struct {
-	pat    pattern // nil: no verification
-	target uint64  // messages after which reached is closed; 0: none
+	pat    *testpattern.Pattern // nil: no verification
+	target uint64               // messages after which reached is closed; 0: none
 	base   time.Time
 
-	conns map[uint64]*verifier // per connection ID; poller goroutine only
-	hit   bool                 // reached was closed; poller goroutine only
+	conns map[uint64]*testpattern.Checker // per connection ID; poller goroutine only
+	hit   bool                            // reached was closed; poller goroutine only
 
 	messages, bytes, verifyErrors, receiveErrors atomic.Uint64
 	accepted                                     atomic.Uint64
@@ -31,10 +32,10 @@ type sink struct {
 
 // newSink returns a sink that verifies against pat (nil: no verification)
 // and closes reached after target messages (0: never).
-func newSink(pat pattern, target uint64) *sink {
+func newSink(pat *testpattern.Pattern, target uint64) *sink {
 	return &sink{
 		pat: pat, target: target, base: time.Now(),
-		conns:   make(map[uint64]*verifier),
+		conns:   make(map[uint64]*testpattern.Checker),
 		reached: make(chan struct{}),
 		closed:  make(chan struct{}, 1),
 	}
@@ -59,7 +60,7 @@ func (s *sink) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
 	now := int64(time.Since(s.base)) + 1
 	s.first.CompareAndSwap(0, now)
 	s.last.Store(now)
-	if s.pat != nil && !s.verifierFor(ep.ID()).observe(data) {
+	if s.pat != nil && s.verifierFor(ep.ID()).Check(data) != nil {
 		s.verifyErrors.Add(1)
 	}
 	s.bytes.Add(uint64(len(data)))
@@ -72,9 +73,7 @@ func (s *sink) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
 func (s *sink) onReceiveError(ep *endpoint.ReceiveEndpoint, _ error) {
 	s.receiveErrors.Add(1)
 	if s.pat != nil {
-		v := s.verifierFor(ep.ID())
-		v.next++
-		v.errors++
+		s.verifierFor(ep.ID()).Lost()
 		s.verifyErrors.Add(1)
 	}
 	s.checkTarget()
@@ -82,10 +81,10 @@ func (s *sink) onReceiveError(ep *endpoint.ReceiveEndpoint, _ error) {
 
 // verifierFor returns the verifier of a connection, creating it on the
 // connection's first message (data may arrive before the connection event).
-func (s *sink) verifierFor(id uint64) *verifier {
+func (s *sink) verifierFor(id uint64) *testpattern.Checker {
 	v := s.conns[id]
 	if v == nil {
-		v = &verifier{pat: s.pat}
+		v = &testpattern.Checker{Pattern: s.pat}
 		s.conns[id] = v
 	}
 	return v

@@ -4,9 +4,10 @@
 //	go run ./hack/soak --duration 60s [--provider tcp] [--senders 4]
 //
 // Senders are endpoint.ReconnectingSenders streaming messages of random
-// sizes into one listener on 127.0.0.1. Every message carries its sender,
-// its key and a pattern, so the receiver checks content and records which
-// keys arrived. While they stream, a fault loop restarts the listener,
+// sizes into one listener on 127.0.0.1. Every message is the test pattern
+// with its header (package internal/testpattern), naming its sender as the
+// stream and its key as the sequence number, so the receiver checks length
+// and content and records which keys arrived. While they stream, a fault loop restarts the listener,
 // closes connections from the server side and churns idle connections.
 // At the end every sender is drained and closed, and each key handed over
 // must be delivered or reported failed (or both: a message in flight when
@@ -17,7 +18,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -32,10 +32,11 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/testpattern"
 )
 
-// headerLen is the message header: key (8), sender (4), length (4).
-const headerLen = 16
+// headerLen is the shortest message: the pattern's header alone.
+const headerLen = testpattern.HeaderSize
 
 type options struct {
 	duration   time.Duration
@@ -120,6 +121,7 @@ type stream struct {
 // soak is the whole run's state.
 type soak struct {
 	o        options
+	pat      *testpattern.Pattern
 	mgr      *domain.Manager
 	addr     string
 	streams  []*stream
@@ -169,7 +171,7 @@ func run(o options) (result, error) {
 		return result{}, err
 	}
 	defer mgr.Close()
-	s := &soak{o: o, mgr: mgr, faults: map[string]int{}}
+	s := &soak{o: o, pat: testpattern.New(o.maxSize, testpattern.WithHeader()), mgr: mgr, faults: map[string]int{}}
 	if err := s.startListener("127.0.0.1:0"); err != nil {
 		return result{}, err
 	}
@@ -246,7 +248,7 @@ func (s *soak) send(ctx context.Context, id uint32, st *stream) {
 	msg := make([]byte, s.o.maxSize)
 	for key := uint64(1); ctx.Err() == nil; {
 		n := headerLen + rng.IntN(s.o.maxSize-headerLen+1)
-		fill(msg[:n], key, id)
+		s.pat.Fill(msg[:n], uint64(id), key)
 		for ctx.Err() == nil {
 			got, status := st.rs.Send(msg[:n])
 			if status == netio.OK {
@@ -261,33 +263,23 @@ func (s *soak) send(ctx context.Context, id uint32, st *stream) {
 	}
 }
 
-func fill(msg []byte, key uint64, sender uint32) {
-	binary.LittleEndian.PutUint64(msg, key)
-	binary.LittleEndian.PutUint32(msg[8:], sender)
-	binary.LittleEndian.PutUint32(msg[12:], uint32(len(msg)))
-	for i := headerLen; i < len(msg); i++ {
-		msg[i] = byte(key + uint64(i))
-	}
-}
-
-// receive checks a message and records its key. It runs on a poller.
+// receive checks a message (length, content) as the message its header
+// names and records its key. It runs on a poller.
 func (s *soak) receive(data []byte) {
-	if len(data) < headerLen || int(binary.LittleEndian.Uint32(data[12:])) != len(data) {
+	h, ok := testpattern.ParseHeader(data)
+	if !ok {
 		s.verifyErrors.Add(1)
 		return
 	}
-	key, sender := binary.LittleEndian.Uint64(data), binary.LittleEndian.Uint32(data[8:])
-	if int(sender) >= len(s.streams) {
+	if h.Stream >= uint64(len(s.streams)) {
 		s.foreign.Add(1)
 		return
 	}
-	for i := headerLen; i < len(data); i++ {
-		if data[i] != byte(key+uint64(i)) {
-			s.verifyErrors.Add(1)
-			return
-		}
+	if s.pat.Check(data, h.Stream, h.Seq) != nil {
+		s.verifyErrors.Add(1)
+		return
 	}
-	if s.streams[sender].delivered.add(key) {
+	if s.streams[h.Stream].delivered.add(h.Seq) {
 		s.duplicates.Add(1)
 	}
 }

@@ -141,7 +141,7 @@ func (s *resender) stream(ctx context.Context, rs *endpoint.ReconnectingSender, 
 			return
 		default:
 		}
-		fill(msg, cfg.Stream, key)
+		msgPattern.Fill(msg, cfg.Stream, key)
 		s.expect()
 		got, st := rs.Send(msg)
 		switch st {

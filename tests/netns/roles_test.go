@@ -3,7 +3,6 @@ package netns
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/testpattern"
 )
 
 // The roles a child process plays. The test binary re-executes itself
@@ -47,7 +47,7 @@ type roleConfig struct {
 	Port string `json:"port,omitempty"`
 	// Connect is the receiver's address, for a sender.
 	Connect string `json:"connect,omitempty"`
-	// Stream numbers a sender's messages, see fill.
+	// Stream numbers a sender's messages, see msgPattern.
 	Stream uint64 `json:"stream,omitempty"`
 	// Count is how many messages a sender sends, unless the connection
 	// ends first.
@@ -360,7 +360,7 @@ func (s *sender) stream(ctx context.Context, ep *endpoint.SendEndpointBuffered) 
 			}
 			continue
 		}
-		fill(buf.Bytes()[:s.cfg.Size], s.cfg.Stream, seq)
+		msgPattern.Fill(buf.Bytes()[:s.cfg.Size], s.cfg.Stream, seq)
 		s.track(buf.ID(), true)
 		st := ep.SendBuffer(buf, s.cfg.Size)
 		for st == netio.NoResources && !s.done(ctx) { // transmit queue full
@@ -543,8 +543,8 @@ type receiver struct {
 
 // connState is one connection's progress.
 type connState struct {
-	rep     connReport
-	nextSeq uint64
+	rep   connReport
+	check testpattern.Checker // of the connection's stream, due message and size
 }
 
 // runReceiver listens on cfg.Local until stdin says finish (or ends), then
@@ -615,7 +615,7 @@ func (r *receiver) conn(ep *endpoint.ReceiveEndpoint) *connState {
 	defer r.mu.Unlock()
 	c, ok := r.conns[ep.ID()]
 	if !ok {
-		c = &connState{rep: connReport{Conn: ep.ID()}}
+		c = &connState{rep: connReport{Conn: ep.ID()}, check: testpattern.Checker{Pattern: msgPattern, Len: r.cfg.Size}}
 		r.conns[ep.ID()] = c
 		r.order = append(r.order, ep.ID())
 	}
@@ -634,24 +634,22 @@ func (r *receiver) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
 	c := r.conn(ep)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var seq uint64
-	if len(data) >= patternHeader {
-		seq = binary.LittleEndian.Uint64(data)
-	}
-	if c.rep.Messages == 0 && len(data) >= patternHeader {
-		c.rep.Stream = binary.LittleEndian.Uint64(data[8:])
+	h, headed := testpattern.ParseHeader(data)
+	seq := h.Seq
+	if c.rep.Messages == 0 && headed {
+		c.rep.Stream, c.check.Stream = h.Stream, h.Stream
 		if r.cfg.AnyStart {
-			c.nextSeq = seq
+			c.check.Next = seq
 		}
 		c.rep.FirstSeq = seq
 	}
 	// Recorded before anything else: a SIGKILL between the provider taking
 	// a message and this line loses the message unrecorded.
 	var recErr error
-	if r.record != nil && len(data) >= patternHeader && !r.record.count(seq) {
+	if r.record != nil && headed && !r.record.count(seq) {
 		recErr = fmt.Errorf("message %d beyond the delivery record's %d", seq, recordSize)
 	}
-	err := check(data, r.cfg.Size, c.rep.Stream, c.nextSeq)
+	err := c.check.Check(data) // moves on to the next message, matched or not
 	if err != nil && r.record != nil {
 		r.record.bad(seq)
 	}
@@ -661,7 +659,6 @@ func (r *receiver) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
 			c.rep.FirstError = err.Error()
 		}
 	}
-	c.nextSeq++
 	c.rep.Messages++
 	c.rep.Bytes += uint64(len(data))
 	if c.rep.Messages == r.cfg.ProgressAt {

@@ -1,15 +1,15 @@
 // Package traffic streams verifiable messages through netio-go endpoints
-// for the storm and hostile-peer tests: a sender that fills every message
-// with a pattern derived from its stream and sequence number, and a
-// checker, plugged into a listener's OnData (or OnMessage), that verifies
-// every message, tracks which connection carries which stream, and hands
-// data of connections that are not streams (a hostile peer's) to a
-// callback.
+// for the storm and hostile-peer tests: a sender that writes every message
+// as the test pattern with a header (package internal/testpattern: the
+// header names the stream and sequence number), at a length that varies
+// with both, and a checker, plugged into a listener's OnData (or
+// OnMessage), that verifies every message, tracks which connection carries
+// which stream, and hands data of connections that are not streams (a
+// hostile peer's) to a callback.
 package traffic
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -19,40 +19,19 @@ import (
 	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
-)
-
-// Message layout: magic, stream, sequence (little endian, 4 bytes each),
-// then pattern bytes up to the message's size.
-const (
-	magic      = 0x6f74656e // "neto"
-	HeaderSize = 12
+	"github.com/netio-go/netio/internal/testpattern"
 )
 
 // Size returns the size of message seq of stream: it varies between
-// HeaderSize and max, so that lengths are checked too.
+// testpattern.HeaderSize and max, so that lengths are checked too.
 func Size(stream, seq uint32, max int) int {
-	span := uint32(max - HeaderSize + 1)
-	return HeaderSize + int((stream*2654435761+seq*40503)%span)
+	span := uint32(max - testpattern.HeaderSize + 1)
+	return testpattern.HeaderSize + int((stream*2654435761+seq*40503)%span)
 }
 
-// Fill writes message seq of stream into b, which must hold at least
-// HeaderSize bytes.
-func Fill(b []byte, stream, seq uint32) {
-	binary.LittleEndian.PutUint32(b[0:], magic)
-	binary.LittleEndian.PutUint32(b[4:], stream)
-	binary.LittleEndian.PutUint32(b[8:], seq)
-	for i := HeaderSize; i < len(b); i++ {
-		b[i] = patternByte(stream, seq, i)
-	}
-}
-
-func patternByte(stream, seq uint32, i int) byte {
-	return byte(uint32(i)*31 + stream*7 + seq*13)
-}
-
-// isStream reports whether data starts like a stream message.
-func isStream(data []byte) bool {
-	return len(data) >= HeaderSize && binary.LittleEndian.Uint32(data) == magic
+// newPattern returns the pattern of messages of at most maxSize bytes.
+func newPattern(maxSize int) *testpattern.Pattern {
+	return testpattern.New(maxSize, testpattern.WithHeader())
 }
 
 // Checker verifies the messages of a number of streams arriving over any
@@ -62,6 +41,7 @@ func isStream(data []byte) bool {
 // connection goes to Foreign.
 type Checker struct {
 	streams, maxSize int
+	pat              *testpattern.Pattern
 	// Foreign, if set, receives the data of connections that are not
 	// stream connections. It runs on the listener's poller goroutine.
 	Foreign func(ep *endpoint.ReceiveEndpoint, data []byte)
@@ -75,7 +55,7 @@ type Checker struct {
 
 type connState struct {
 	foreign bool
-	stream  uint32
+	stream  uint64
 }
 
 // maxErrs bounds the problems a Checker keeps the text of.
@@ -84,7 +64,7 @@ const maxErrs = 10
 // NewChecker checks streams 0..streams-1 whose messages are at most
 // maxSize bytes: MaxMessage of the senders' buffer size.
 func NewChecker(streams, maxSize int) *Checker {
-	return &Checker{streams: streams, maxSize: maxSize,
+	return &Checker{streams: streams, maxSize: maxSize, pat: newPattern(maxSize),
 		conns: make(map[*endpoint.ReceiveEndpoint]*connState), next: make([]uint32, streams)}
 }
 
@@ -94,10 +74,8 @@ func (c *Checker) OnData(ep *endpoint.ReceiveEndpoint, data []byte) {
 	c.mu.Lock()
 	st, known := c.conns[ep]
 	if !known {
-		st = &connState{foreign: !isStream(data)}
-		if !st.foreign {
-			st.stream = binary.LittleEndian.Uint32(data[4:])
-		}
+		h, ok := testpattern.ParseHeader(data)
+		st = &connState{foreign: !ok, stream: h.Stream}
 		c.conns[ep] = st
 	}
 	if st.foreign {
@@ -118,26 +96,18 @@ func (c *Checker) OnData(ep *endpoint.ReceiveEndpoint, data []byte) {
 	c.next[st.stream]++
 }
 
-// check verifies that data is the next message of stream.
-func (c *Checker) check(stream uint32, data []byte) error {
-	if !isStream(data) {
-		return fmt.Errorf("%d bytes that are not a stream message", len(data))
-	}
-	got, seq := binary.LittleEndian.Uint32(data[4:]), binary.LittleEndian.Uint32(data[8:])
-	switch {
-	case int(stream) >= c.streams:
+// check verifies that data is the next message of stream: its header
+// (stream, sequence number, length), its length and its content.
+func (c *Checker) check(stream uint64, data []byte) error {
+	if stream >= uint64(c.streams) {
 		return fmt.Errorf("unknown stream %d", stream)
-	case got != stream:
-		return fmt.Errorf("message of stream %d on the connection of stream %d", got, stream)
-	case seq != c.next[stream]:
-		return fmt.Errorf("stream %d: message %d where %d was due", stream, seq, c.next[stream])
-	case len(data) != Size(stream, seq, c.maxSize):
-		return fmt.Errorf("stream %d: message %d has %d bytes, want %d", stream, seq, len(data), Size(stream, seq, c.maxSize))
 	}
-	for i := HeaderSize; i < len(data); i++ {
-		if data[i] != patternByte(stream, seq, i) {
-			return fmt.Errorf("stream %d: message %d differs at byte %d", stream, seq, i)
-		}
+	seq := c.next[stream]
+	if err := c.pat.Check(data, stream, uint64(seq)); err != nil {
+		return err
+	}
+	if want := Size(uint32(stream), seq, c.maxSize); len(data) != want {
+		return fmt.Errorf("stream %d: message %d has %d bytes, want %d", stream, seq, len(data), want)
 	}
 	return nil
 }
@@ -272,8 +242,9 @@ func (s Sender) Run(ctx context.Context, mgr *domain.Manager, addr string) (res 
 	if s.Connected != nil {
 		s.Connected()
 	}
+	pat := newPattern(MaxMessage(s.Params.WithDefaults().BufferSize, s.Coalesced))
 	for res.Sent < s.Count || s.more(res.Sent) {
-		if err := s.sendNext(ctx, ep, uint32(res.Sent), wake); err != nil {
+		if err := s.sendNext(ctx, ep, pat, uint32(res.Sent), wake); err != nil {
 			return res, err
 		}
 		res.Sent++
@@ -308,7 +279,7 @@ func (s Sender) limit() int {
 
 // sendNext sends message seq, waiting for a completion while every buffer
 // is in flight or the transmit queue is full.
-func (s Sender) sendNext(ctx context.Context, ep *endpoint.SendEndpointBuffered, seq uint32, wake chan struct{}) error {
+func (s Sender) sendNext(ctx context.Context, ep *endpoint.SendEndpointBuffered, pat *testpattern.Pattern, seq uint32, wake chan struct{}) error {
 	buf := ep.GetBuffer()
 	for buf == nil {
 		if err := await(ctx, wake); err != nil {
@@ -316,7 +287,7 @@ func (s Sender) sendNext(ctx context.Context, ep *endpoint.SendEndpointBuffered,
 		}
 		buf = ep.GetBuffer()
 	}
-	n, err := s.fill(buf.Bytes(), seq)
+	n, err := s.fill(buf.Bytes(), pat, seq)
 	if err != nil {
 		ep.ReleaseBuffer(buf.ID())
 		return err
@@ -337,10 +308,13 @@ func (s Sender) sendNext(ctx context.Context, ep *endpoint.SendEndpointBuffered,
 }
 
 // fill writes message seq into buf and returns the bytes to send.
-func (s Sender) fill(buf []byte, seq uint32) (int, error) {
+func (s Sender) fill(buf []byte, pat *testpattern.Pattern, seq uint32) (int, error) {
 	size := Size(s.Stream, seq, MaxMessage(len(buf), s.Coalesced))
+	if size > pat.MaxLen() {
+		return 0, fmt.Errorf("stream %d: message %d of %d bytes, longer than Params.BufferSize allows", s.Stream, seq, size)
+	}
 	if !s.Coalesced {
-		Fill(buf[:size], s.Stream, seq)
+		pat.Fill(buf[:size], uint64(s.Stream), uint64(seq))
 		return size, nil
 	}
 	var enc coalesce.Encoder
@@ -349,7 +323,7 @@ func (s Sender) fill(buf []byte, seq uint32) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("stream %d: message %d in a coalesced buffer: %w", s.Stream, seq, err)
 	}
-	Fill(msg, s.Stream, seq)
+	pat.Fill(msg, uint64(s.Stream), uint64(seq))
 	return enc.Len(), nil
 }
 
