@@ -699,7 +699,7 @@ func DialRMA(ctx context.Context, mgr *domain.Manager, addr string, cfg RMAConfi
 	s := &RMAEndpoint{}
 	s.c = sendConn{mgr: mgr, addr: addr}
 	s.c.kind = rmaKind{&s.rmaOps, &s.c}
-	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed}
+	opts := connOptions{poller: cfg.Poller, pollerConfig: cfg.PollerConfig, log: cfg.Logger, onClosed: cfg.OnConnectionClosed, rma: true}
 	prepare := func() error {
 		s.rmaOps.init(mgr, s.c.poller, s.c.owner, &s.c.guard, cfg.Params, cfg.Logger)
 		return nil

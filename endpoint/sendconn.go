@@ -89,6 +89,12 @@ type connOptions struct {
 
 	deliveryComplete bool          // sends complete when placed at the peer
 	progressTimeout  time.Duration // 0: no watchdog
+
+	// rma asks for the domain's RMA caps (DialRMA). Without it the endpoint
+	// asks for fabric.CapMsg only: on sockets a listener that did not ask
+	// for RMA itself, such as a plain C program's, refuses a dial that
+	// does (see infoFor).
+	rma bool
 }
 
 // dial connects to host:port. prepare sets up the kind's resources once the
@@ -128,7 +134,11 @@ func (c *sendConn) open(host, port string, o connOptions, prepare func() error) 
 	if err = prepare(); err != nil {
 		return err
 	}
-	if c.info, err = infoFor(c.mgr, host, port, false); err != nil {
+	caps := fabric.CapMsg
+	if o.rma {
+		caps = c.mgr.Caps()
+	}
+	if c.info, err = infoFor(c.mgr, host, port, false, caps); err != nil {
 		return err
 	}
 	if o.deliveryComplete {
