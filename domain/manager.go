@@ -132,8 +132,10 @@ func (m *Manager) Provider() string { return m.prov }
 func (m *Manager) Address() string { return m.addr }
 
 // Caps returns the capabilities the domain was opened with (fabric.CapMsg,
-// plus fabric.CapRMA when the provider supports it). Endpoints ask for the
-// same, so that both sides of a connection can do RMA.
+// plus fabric.CapRMA when the provider supports it). Listeners and RMA
+// endpoints ask for the same; message senders ask for fabric.CapMsg only,
+// because on sockets a listener refuses a connection that asks for
+// capabilities it did not ask for itself (a plain C FI_MSG server would).
 func (m *Manager) Caps() uint64 { return m.caps }
 
 // SupportsRMA reports whether memory can be exposed for remote access and

@@ -170,7 +170,7 @@ func (l *Listener) open(host, port string) error {
 	}
 	// Like every info an endpoint is opened with, it lives as long as the
 	// passive endpoint (see SendEndpointBuffered.info).
-	if l.info, err = infoFor(l.mgr, host, port, true); err != nil {
+	if l.info, err = infoFor(l.mgr, host, port, true, l.mgr.Caps()); err != nil {
 		return err
 	}
 	if l.pep, err = l.mgr.Fabric().OpenPassiveEndpoint(l.info, l.owner.EndpointContext()); err != nil {

@@ -80,7 +80,7 @@ func DialRMA(ctx context.Context, mgr *domain.Manager, addr string, cfg RMAConfi
 	s := &RMAEndpoint{}
 	s.c.addr = addr
 	opts := connOptions{Options: sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
-		OnClosed: cfg.OnConnectionClosed}}
+		OnClosed: cfg.OnConnectionClosed}, rma: true}
 	prepare := func() error {
 		s.rmaOps.init(mgr, s.c.Poller, s.c.Owner, &s.c.Guard, cfg.Params, cfg.Logger)
 		return nil

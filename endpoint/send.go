@@ -127,6 +127,12 @@ type SendEndpointBuffered struct {
 // and returns a buffered send endpoint. It honours ctx's deadline and
 // cancellation, and applies DefaultDialTimeout when ctx has no deadline. A
 // refused connection matches netio.ErrConnectionRefused.
+//
+// The endpoint asks the provider for messages only (FI_MSG), so that a
+// listener that asked for no more, such as a plain C libfabric server, accepts
+// it on sockets too. The peer may still Pull from and Push into regions
+// exposed on this side: tcp and sockets check those against the
+// registration's access, not the endpoint's capabilities.
 func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig) (*SendEndpointBuffered, error) {
 	if err := cfg.validate(mgr); err != nil {
 		return nil, err

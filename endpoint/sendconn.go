@@ -39,6 +39,12 @@ type connOptions struct {
 	sendcore.Options
 	deliveryComplete bool          // sends complete when placed at the peer
 	progressTimeout  time.Duration // 0: no watchdog
+
+	// rma asks for the domain's RMA caps (DialRMA). Without it the endpoint
+	// asks for fabric.CapMsg only: on sockets a listener that did not ask
+	// for RMA itself, such as a plain C program's, refuses a dial that
+	// does (see infoFor).
+	rma bool
 }
 
 // dial connects to host:port. prepare sets up the kind's resources once the
@@ -76,7 +82,11 @@ func (c *sendConn) open(mgr *domain.Manager, kind sendcore.Kind, host, port stri
 		return err
 	}
 	var err error
-	if c.info, err = infoFor(mgr, host, port, false); err != nil {
+	caps := fabric.CapMsg
+	if o.rma {
+		caps = mgr.Caps()
+	}
+	if c.info, err = infoFor(mgr, host, port, false, caps); err != nil {
 		return err
 	}
 	if o.deliveryComplete {
