@@ -7,5 +7,5 @@
 // netio at the bottom; domain (fabric, domain and memory registrations), cq
 // (completion pollers), sendbuf (registered send buffers) in the middle; and
 // endpoint (connections, sending and receiving) on top. See the README for a
-// short example and DESIGN.md for how the parts fit.
+// short example and docs/design.md for how the parts fit.
 package netio
