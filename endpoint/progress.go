@@ -6,19 +6,14 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
 )
-
-// deliveryCompleteProviders are the providers measured to honour
-// FI_DELIVERY_COMPLETE on sends in libfabric 1.17: tcp completes a send
-// when the peer acknowledges its placement. sockets completes sends as soon
-// as it has buffered them, whatever the flag says.
-var deliveryCompleteProviders = map[string]bool{"tcp": true}
 
 // requestDeliveryComplete asks for delivery-complete sends on the endpoint
 // info will open, or says that the provider would not honour it.
 func requestDeliveryComplete(info *fabric.Info) error {
-	if prov := info.Provider(); !deliveryCompleteProviders[prov] {
+	if prov := info.Provider(); !quirks.For(prov).DeliveryComplete {
 		return fmt.Errorf("%w: endpoint: provider %s does not complete sends on delivery", netio.ErrNotSupported, prov)
 	}
 	info.SetDeliveryComplete()

@@ -150,9 +150,9 @@ func (c *sendConn) handleEvent(ev fabric.Event) {
 }
 
 // closeEndpoint closes the endpoint and frees its info; the peer sees the
-// connection closed. There is no fi_shutdown first: shutdown followed at
-// once by close corrupts the heap of the sockets provider (libfabric
-// 1.17), and close alone tells the peer.
+// connection closed. There is no fi_shutdown first on any provider: close
+// alone tells the peer, and on some shutdown then close corrupts the
+// provider's heap (quirks.Quirks.ShutdownCorrupts).
 func (c *sendConn) closeEndpoint() {
 	if ep := c.Guard.Endpoint(); ep != nil {
 		if err := ep.Close(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/headerbuf"
 	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
 )
@@ -160,23 +160,10 @@ func (c *ZeroCopyConfig) withDefaults(mgr *domain.Manager) error {
 		return fmt.Errorf("%w: endpoint: Cache registers in another domain", netio.ErrInvalidArgument)
 	}
 	if c.KeepGoRegistrations == nil {
-		keep := softwareRegistration(mgr.Provider())
+		keep := quirks.For(mgr.Provider()).SoftwareRegistration
 		c.KeepGoRegistrations = &keep
 	}
 	return nil
-}
-
-// softwareRegistration reports whether the provider registers memory
-// without pinning physical pages.
-func softwareRegistration(provider string) bool {
-	for _, p := range strings.Split(provider, ";") {
-		switch p {
-		case "tcp", "sockets", "udp", "shm", "ofi_rxm", "ofi_rxd":
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // prepare sets up the header slots, the region and the cache.

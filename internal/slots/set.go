@@ -48,6 +48,10 @@ type Set struct {
 	free    []uint32 // stack of free slots, low numbers on top at first
 	minFree int      // fewest free since the last NumAvailable
 	closed  bool
+	// shut is set while Close decides: MarkPosted, which does not lock,
+	// backs out when it sees it, and Close refuses when it sees a slot
+	// posted, so a slot is never posted on a closed set.
+	shut atomic.Bool
 	// attached counts the users of a shared set (Attach).
 	attached int
 
@@ -124,7 +128,14 @@ func (s *Set) MarkPosted(id uint32, holder, key uint64) bool {
 		return false
 	}
 	sl.key.Store(key) // before the state: whoever claims it sees the key
-	return sl.state.CompareAndSwap(leased, posted)
+	if !sl.state.CompareAndSwap(leased, posted) {
+		return false
+	}
+	if s.shut.Load() { // Close has begun: back out
+		sl.state.CompareAndSwap(posted, leased)
+		return false
+	}
+	return true
 }
 
 // Unpost moves a posted slot back to leased, for a post the provider
@@ -245,8 +256,10 @@ func (s *Set) Close() error {
 	if s.attached > 0 {
 		return fmt.Errorf("%w: %d endpoints still use the buffers", netio.ErrNoResources, s.attached)
 	}
+	s.shut.Store(true) // before the check: see MarkPosted
 	for i := range s.slots {
 		if s.slots[i].state.Load() == posted {
+			s.shut.Store(false)
 			return fmt.Errorf("%w: slot %d still posted", netio.ErrNoResources, i)
 		}
 	}

@@ -1,0 +1,21 @@
+package quirks_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/netio-go/netio/internal/quirks"
+)
+
+func TestFor(t *testing.T) {
+	assert.True(t, quirks.For("tcp").DeliveryComplete)
+	assert.False(t, quirks.For("sockets").DeliveryComplete, "sockets completes when staged")
+	assert.True(t, quirks.For("sockets").CompletesWhenStaged)
+	assert.True(t, quirks.For("sockets").ShutdownCorrupts)
+	assert.True(t, quirks.For("tcp;ofi_rxm").SoftwareRegistration)
+	assert.False(t, quirks.For("tcp;ofi_rxm").DeliveryComplete, "a capability holds only if every layer has it")
+	assert.True(t, quirks.For("udp;ofi_rxd").SoftwareRegistration)
+	assert.Equal(t, quirks.Quirks{}, quirks.For("verbs"), "unknown: assume it pins pages and honours nothing")
+	assert.Equal(t, quirks.Quirks{}, quirks.For("tcp;verbs"), "one unknown layer makes the whole unknown")
+}
