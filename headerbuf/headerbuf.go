@@ -96,7 +96,7 @@ func (h *HeaderBuffer) GetHeader(data []byte, key uint64) Result {
 	if len(data) > h.mem.Size() {
 		return Result{Status: netio.InvalidArgument}
 	}
-	idx, ok := h.set.Take(holder)
+	idx, ok := h.set.TakePosted(holder, key)
 	if !ok {
 		if h.set.Closed() {
 			return Result{Status: netio.Closed}
@@ -108,7 +108,6 @@ func (h *HeaderBuffer) GetHeader(data []byte, key uint64) Result {
 	piece := h.mem.Piece(idx)
 	hdr := piece.Bytes[:len(data)]
 	copy(hdr, data)
-	h.set.MarkPosted(idx, holder, key)
 	return Result{Status: netio.OK, Index: idx, Header: hdr, Addr: piece.Addr}
 }
 

@@ -20,24 +20,46 @@ import (
 	"github.com/netio-go/netio"
 )
 
-// Slot states.
+// Slot states, in the low bits of a slot's word; the holder is in the rest.
 const (
-	free uint32 = iota
+	free uint64 = iota
 	leased
 	posted
+
+	stateBits = 2
+	stateMask = 1<<stateBits - 1
+	// MaxHolder is the largest holder a Set takes.
+	MaxHolder = 1<<(64-stateBits) - 1
 )
 
 // SoleHolder is the holder of a set that has one owner: a HeaderBuffer
 // takes and returns all its slots as it.
 const SoleHolder = 1
 
-// slot is one slot's state, its holder (non-zero while not free) and the
-// caller's key for the operation using it.
+// slot is one slot's state and holder in one word (so that a transition
+// is one compare-and-swap checked against the holder), and the caller's
+// key for the operation using it.
+//
+// The key is a plain field: it is written by whoever holds the slot alone
+// (under the set's lock in take, or before MarkPosted's compare-and-swap
+// publishes it) and read after a compare-and-swap that took the slot
+// (Claim, Complete) or under the lock (Key), so every read happens after
+// the write it reads. An atomic key cost a locked instruction per send.
+//
+// A slot fills a cache line: slots in flight at once are taken and
+// completed by different goroutines (callers and the poller), and slots
+// sharing a line would make each one's compare-and-swap miss the others'.
 type slot struct {
-	state  atomic.Uint32
-	holder atomic.Uint64
-	key    atomic.Uint64
+	word atomic.Uint64 // holder<<stateBits | state; 0 while free
+	key  uint64
+	_    [cacheLine - 16]byte
 }
+
+// cacheLine is the size of a cache line on the machines netio-go runs on.
+const cacheLine = 64
+
+// word packs a holder and a state.
+func word(holder, state uint64) uint64 { return holder<<stateBits | state }
 
 // Set is the state of n slots, numbered 0..n-1, and the stack of free ones.
 // It is safe for concurrent use and does not allocate after New.
@@ -72,11 +94,23 @@ func NewSet(n int) *Set {
 // Len returns the number of slots.
 func (s *Set) Len() int { return len(s.slots) }
 
-// Take leases a free slot to holder (non-zero) and reports false when none
-// is free, the set is closed or holder is 0. Only a successful Take moves
-// the fewest-free count: with none free it is 0 already.
+// Take leases a free slot to holder (1..MaxHolder) and reports false when
+// none is free, the set is closed or holder is out of range. Only a
+// successful Take moves the fewest-free count: with none free it is 0
+// already.
 func (s *Set) Take(holder uint64) (id uint32, ok bool) {
-	if holder == 0 {
+	return s.take(holder, leased, 0)
+}
+
+// TakePosted takes a free slot for holder straight into posted with key:
+// Take and MarkPosted in one, for an owner that posts every slot it takes
+// (a HeaderBuffer).
+func (s *Set) TakePosted(holder, key uint64) (id uint32, ok bool) {
+	return s.take(holder, posted, key)
+}
+
+func (s *Set) take(holder, state, key uint64) (id uint32, ok bool) {
+	if holder == 0 || holder > MaxHolder {
 		return 0, false
 	}
 	s.mu.Lock()
@@ -88,10 +122,12 @@ func (s *Set) Take(holder uint64) (id uint32, ok bool) {
 	id = s.free[n-1]
 	s.free = s.free[:n-1]
 	s.minFree = min(s.minFree, n-1)
-	s.mu.Unlock()
 	sl := &s.slots[id]
-	sl.holder.Store(holder)
-	sl.state.Store(leased)
+	if state == posted {
+		sl.key = key
+	}
+	s.mu.Unlock()
+	sl.word.Store(word(holder, state))
 	return id, true
 }
 
@@ -104,16 +140,17 @@ func (s *Set) get(id uint32) *slot {
 }
 
 // transition moves slot id from one state to another if holder holds it.
-func (s *Set) transition(id uint32, holder uint64, from, to uint32) bool {
+func (s *Set) transition(id uint32, holder, from, to uint64) bool {
 	sl := s.get(id)
-	return sl != nil && sl.holder.Load() == holder && sl.state.CompareAndSwap(from, to)
+	return sl != nil && holder != 0 && holder <= MaxHolder && sl.word.CompareAndSwap(word(holder, from), word(holder, to))
 }
 
 // Release returns a slot holder leased and did not post. It reports false,
 // changing nothing, for an unknown slot or one holder does not lease
 // (free, posted, or someone else's).
 func (s *Set) Release(id uint32, holder uint64) bool {
-	if !s.transition(id, holder, leased, free) {
+	sl := s.get(id)
+	if sl == nil || holder == 0 || holder > MaxHolder || !sl.word.CompareAndSwap(word(holder, leased), free) {
 		return false
 	}
 	s.putBack(id)
@@ -124,15 +161,17 @@ func (s *Set) Release(id uint32, holder uint64) bool {
 // for it. It fails, changing nothing, when holder does not lease it.
 func (s *Set) MarkPosted(id uint32, holder, key uint64) bool {
 	sl := s.get(id)
-	if sl == nil || sl.holder.Load() != holder || sl.state.Load() != leased {
+	if sl == nil || holder == 0 || holder > MaxHolder || sl.word.Load() != word(holder, leased) {
 		return false
 	}
-	sl.key.Store(key) // before the state: whoever claims it sees the key
-	if !sl.state.CompareAndSwap(leased, posted) {
+	if sl.key != key { // a send buffer's key is its ID: written once
+		sl.key = key // before the state: whoever claims it sees the key
+	}
+	if !sl.word.CompareAndSwap(word(holder, leased), word(holder, posted)) {
 		return false
 	}
 	if s.shut.Load() { // Close has begun: back out
-		sl.state.CompareAndSwap(posted, leased)
+		sl.word.CompareAndSwap(word(holder, posted), word(holder, leased))
 		return false
 	}
 	return true
@@ -150,35 +189,47 @@ func (s *Set) Claim(id uint32, holder uint64) (key uint64, ok bool) {
 	if !s.transition(id, holder, posted, leased) {
 		return 0, false
 	}
-	return s.slots[id].key.Load(), true
+	return s.slots[id].key, true
 }
 
-// Complete is Claim then Release: a posted slot goes back to the free
-// stack once, and its key is reported.
+// Complete is Claim then Release in one compare-and-swap: a posted slot
+// goes back to the free stack once, and its key is reported.
 func (s *Set) Complete(id uint32, holder uint64) (key uint64, ok bool) {
-	if key, ok = s.Claim(id, holder); ok {
-		s.Release(id, holder)
+	sl := s.get(id)
+	if sl == nil || holder == 0 || holder > MaxHolder {
+		return 0, false
 	}
-	return key, ok
+	if !sl.word.CompareAndSwap(word(holder, posted), free) {
+		return 0, false
+	}
+	key = sl.key // free now, but not on the stack: nobody can retake it yet
+	s.putBack(id)
+	return key, true
 }
 
 // Posted appends the slots holder has posted to dst.
 func (s *Set) Posted(dst []uint32, holder uint64) []uint32 {
 	for i := range s.slots {
 		sl := &s.slots[i]
-		if sl.state.Load() == posted && sl.holder.Load() == holder {
+		if holder != 0 && sl.word.Load() == word(holder, posted) {
 			dst = append(dst, uint32(i))
 		}
 	}
 	return dst
 }
 
-// Key returns the key slot id was posted with (stale once it is free).
+// Key returns the key slot id was posted with (stale once it is free). It
+// reads under the lock, so it is safe beside TakePosted, which writes under
+// it; beside a MarkPosted of the same slot, which does not lock, only
+// Claim and Complete read the key.
 func (s *Set) Key(id uint32) uint64 {
-	if sl := s.get(id); sl != nil {
-		return sl.key.Load()
+	sl := s.get(id)
+	if sl == nil {
+		return 0
 	}
-	return 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sl.key
 }
 
 // Reclaim releases every slot holder leased and did not post, for a holder
@@ -195,7 +246,6 @@ func (s *Set) Reclaim(holder uint64) int {
 
 // putBack clears the holder of a slot just made free and pushes it.
 func (s *Set) putBack(id uint32) {
-	s.slots[id].holder.Store(0)
 	s.mu.Lock()
 	if s.closed && s.afterClose != nil {
 		s.mu.Unlock()
@@ -226,7 +276,7 @@ func (s *Set) Free() int {
 // Count reports how many slots are leased and how many posted now.
 func (s *Set) Count() (nLeased, nPosted int) {
 	for i := range s.slots {
-		switch s.slots[i].state.Load() {
+		switch s.slots[i].word.Load() & stateMask {
 		case leased:
 			nLeased++
 		case posted:
@@ -239,7 +289,7 @@ func (s *Set) Count() (nLeased, nPosted int) {
 // Leased reports whether slot id is leased (to anyone).
 func (s *Set) Leased(id uint32) bool {
 	sl := s.get(id)
-	return sl != nil && sl.state.Load() == leased
+	return sl != nil && sl.word.Load()&stateMask == leased
 }
 
 // Close refuses further Takes and Attaches, once no slot is posted and no
@@ -258,7 +308,7 @@ func (s *Set) Close() error {
 	}
 	s.shut.Store(true) // before the check: see MarkPosted
 	for i := range s.slots {
-		if s.slots[i].state.Load() == posted {
+		if s.slots[i].word.Load()&stateMask == posted {
 			s.shut.Store(false)
 			return fmt.Errorf("%w: slot %d still posted", netio.ErrNoResources, i)
 		}
@@ -310,7 +360,7 @@ func (s *Set) Attached() int {
 // Holder returns the holder of slot id, 0 while it is free.
 func (s *Set) Holder(id uint32) uint64 {
 	if sl := s.get(id); sl != nil {
-		return sl.holder.Load()
+		return sl.word.Load() >> stateBits
 	}
 	return 0
 }
