@@ -249,7 +249,7 @@ func (co *coalescer) post(cause flushCause) netio.Status {
 	if co.cur == nil {
 		return netio.OK
 	}
-	if st := co.s.post(co.cur, co.enc.Len()); st != netio.OK {
+	if st := co.s.post(co.cur, co.enc.Len(), co.cur.ID()); st != netio.OK {
 		return st
 	}
 	co.cur = nil

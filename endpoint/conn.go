@@ -13,10 +13,10 @@ import (
 // infoFor describes host:port in mgr's fabric and domain, with caps: the
 // local address to listen on with source, the peer to connect to without.
 //
-// The caps an endpoint asks for are not only local: on sockets (libfabric
-// 1.17) a connection request carries the connecting endpoint's caps, and
-// the listener rejects the request (FI_REJECT, ECONNREFUSED at the dialer)
-// unless they are a subset of its own. A listener therefore asks for all
+// The caps an endpoint asks for are not only local: a connection request
+// may carry the connecting endpoint's caps, and the listener reject it
+// (ECONNREFUSED at the dialer) unless they are a subset of its own
+// (quirks.Quirks.CapsInConnReq, sockets). A listener therefore asks for all
 // the domain has (mgr.Caps), and a dial for what its endpoint uses (see
 // connOptions.rma), so that a plain FI_MSG peer accepts a message sender.
 func infoFor(mgr *domain.Manager, host, port string, source bool, caps uint64) (*fabric.Info, error) {

@@ -82,9 +82,9 @@ type ListenConfig struct {
 	// this long, with an error matching netio.ErrConnectionClosed and
 	// netio.ErrTimeout: a peer that connects and never sends cannot hold
 	// buffers (or one of MaxConnections) forever. It also reclaims
-	// connections whose end the provider never reports: libfabric 1.17's
-	// sockets misses the peer's close when it comes right after the accept
-	// (3-20% of fast dial/close cycles here). 0 disables it.
+	// connections whose end the provider never reports
+	// (quirks.Quirks.MissesEarlyClose: sockets misses a peer's close that
+	// comes right after the accept). 0 disables it.
 	IdleTimeout time.Duration
 	// RMA tunes the RMA transfers (ReceiveEndpoint.Pull and Push) made on
 	// accepted connections; defaults apply to zero fields.
@@ -344,9 +344,10 @@ func (l *Listener) Close() error {
 }
 
 // release frees what open set up. The passive endpoint is closed only once
-// the poller has stopped reading the event queue: tcp in libfabric 1.17
-// builds connection requests from freed memory when the queue is read
-// after fi_close of a listening endpoint.
+// the poller has stopped reading the event queue, on every provider
+// (quirks.Quirks.PassiveCloseReadsFreed: tcp builds connection requests
+// from freed memory when the queue is read after fi_close of a listening
+// endpoint).
 func (l *Listener) release() error {
 	if l.poller == nil {
 		return nil

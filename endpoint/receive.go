@@ -215,16 +215,17 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 
 // How long a receive endpoint keeps delivering after the peer shut down.
 // The quiet period must outlast a scheduling gap of the provider's progress
-// thread on a loaded machine: at 20 ms, a 2-core machine at load 15 lost up
-// to 95% of what sockets still held.
+// thread on a loaded machine; docs/performance.md has what a shorter one
+// lost.
 const (
 	drainQuiet = 100 * time.Millisecond // close after this long without a message
 	drainMax   = 5 * time.Second        // and in any case after this long
 )
 
-// peerClosed is why the peer ended the connection: tcp drops a connection
-// whose peer sent a message larger than the posted buffers, and the
-// truncation is the real cause, so it is named.
+// peerClosed is why the peer ended the connection: a provider may drop a
+// connection whose peer sent a message larger than the posted buffers
+// (quirks.Quirks.TruncationDrops), and the truncation is the real cause,
+// so it is named.
 func (r *ReceiveEndpoint) peerClosed(reason error) error {
 	if r.truncated.Load() {
 		return fmt.Errorf("%w (after a message larger than the %d-byte receive buffers: %w)",
@@ -234,8 +235,9 @@ func (r *ReceiveEndpoint) peerClosed(reason error) error {
 }
 
 // drain starts closing after the peer's shutdown without losing what the
-// provider already holds: the sockets provider reports the shutdown while
-// messages it has accepted still wait for posted buffers. The endpoint keeps
+// provider already holds (quirks.Quirks.ShutdownBeforeDelivered: sockets
+// reports the shutdown while messages it has accepted still wait for
+// posted buffers). The endpoint keeps
 // delivering and closes once no message has come for drainQuiet. It runs
 // on the poller goroutine.
 func (r *ReceiveEndpoint) drain() {

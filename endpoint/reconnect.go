@@ -141,13 +141,12 @@ type ReconnectingSender struct {
 	addr string
 	cfg  ReconnectConfig
 
-	mu       sync.Mutex
-	ep       *SendEndpointBuffered // nil while disconnected
-	inFlight [][2]uint64           // message keys per buffer ID of ep, oldest first; 0: none
-	backlog  []backlogSlot         // ring buffer
-	head, n  int                   // first waiting slot, waiting count
-	nextKey  uint64
-	closed   bool
+	mu      sync.Mutex
+	ep      *SendEndpointBuffered // nil while disconnected
+	backlog []backlogSlot         // ring buffer
+	head, n int                   // first waiting slot, waiting count
+	nextKey uint64
+	closed  bool
 
 	handedOver, completed, failed, canceled atomic.Uint64
 	connections, dialErrors                 atomic.Uint64
@@ -238,23 +237,10 @@ func (r *ReconnectingSender) post(key uint64, data []byte) netio.Status {
 		return netio.NoResources
 	}
 	n := copy(buf.Bytes(), data)
-	id := buf.ID()
-	for uint64(len(r.inFlight)) <= id {
-		r.inFlight = append(r.inFlight, [2]uint64{}) // grows to the buffer count once
-	}
-	// The endpoint frees a buffer before it reports the completion, so a
-	// buffer can be posted again while its previous key waits for this
-	// lock: keep both, oldest first. There are never more than two: the
-	// next completion of this buffer comes after that report.
-	keys := &r.inFlight[id]
-	slot := 0
-	if keys[0] != 0 {
-		slot = 1
-	}
-	keys[slot] = key
-	if st := r.ep.SendBuffer(buf, n); st != netio.OK {
-		keys[slot] = 0
-		r.ep.ReleaseBuffer(id)
+	// The endpoint reports the message's key, not the buffer's ID: it
+	// keeps the key with the buffer in flight (sendKeyed).
+	if st := r.ep.sendKeyed(buf, n, key); st != netio.OK {
+		r.ep.ReleaseBuffer(buf.ID())
 		return st
 	}
 	return netio.OK
@@ -273,25 +259,13 @@ func (r *ReconnectingSender) drain() {
 	}
 }
 
-// onCompleted maps a buffer completion back to its message, reports it
+// onCompleted reports a message's completion (the endpoint gives its key)
 // and refills the freed buffer from the backlog. It runs on the poller.
-func (r *ReconnectingSender) onCompleted(id uint64, st netio.Status) {
-	r.mu.Lock()
-	// One connection at a time: attach clears inFlight only after the
-	// previous connection's Close reported all of its buffers, so the
-	// completion is of the current connection, or of none (r.ep nil, and
-	// drain posts nothing).
-	var key uint64
-	if id < uint64(len(r.inFlight)) {
-		keys := &r.inFlight[id]
-		key, keys[0], keys[1] = keys[0], keys[1], 0
-	}
+func (r *ReconnectingSender) onCompleted(key uint64, st netio.Status) {
 	if st == netio.OK {
+		r.mu.Lock()
 		r.drain()
-	}
-	r.mu.Unlock()
-	if key == 0 {
-		return
+		r.mu.Unlock()
 	}
 	if st == netio.OK {
 		r.completed.Add(1)
@@ -375,7 +349,6 @@ func (r *ReconnectingSender) attach(ep *SendEndpointBuffered) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ep = ep
-	clear(r.inFlight)
 	r.drain()
 }
 

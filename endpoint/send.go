@@ -195,24 +195,33 @@ func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
 // Failed, as an error completion would. Messages are sent in the order of
 // the SendBuffer calls that returned OK either way.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
+	return s.sendKeyed(buf, size, buf.ID())
+}
+
+// sendKeyed is SendBuffer with the key OnSendCompleted reports for this
+// send: the buffer's ID for SendBuffer, the message's key for the
+// ReconnectingSender, which so needs no table of its own. The key goes
+// into the buffer's slot with the post, so a buffer posted again before
+// its previous completion was reported cannot mix the two up.
+func (s *SendEndpointBuffered) sendKeyed(buf *sendbuf.NetworkBuffer, size int, key uint64) netio.Status {
 	if s.co != nil || !s.pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
 	}
-	return s.post(buf, size)
+	return s.post(buf, size, key)
 }
 
 // post sends the first size bytes of buf, one of the pool's buffers: from
 // the calling goroutine, or through the poller goroutine for a large
 // message or one that must not overtake those queued there
 // (sendcore.Core.Send).
-func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int) netio.Status {
+func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key uint64) netio.Status {
 	ep, ok := s.c.Guard.Acquire()
 	if !ok {
 		return netio.Closed
 	}
 	defer s.c.Guard.Release()
 	id := uint32(buf.ID())
-	if !s.set.MarkPosted(id, s.holder, buf.ID()) {
+	if !s.set.MarkPosted(id, s.holder, key) {
 		return netio.InvalidArgument
 	}
 	s.c.Counters.Posted(size) // before the post, so Completed never passes Sent
@@ -298,8 +307,8 @@ func (s *SendEndpointBuffered) Close() error {
 // methods are not the endpoint's, so users cannot call them.
 type bufferedKind SendEndpointBuffered
 
-// Claim returns a buffer in flight to the pool, once, and gives its ID as
-// the key.
+// Claim returns a buffer in flight to the pool, once, and gives the key it
+// was posted with (its ID, unless sendKeyed said otherwise).
 func (k *bufferedKind) Claim(id uint32) (uint64, bool) { return k.set.Complete(id, k.holder) }
 
 // Pending lists the buffers in flight.

@@ -25,7 +25,32 @@ type Quirks struct {
 	ShutdownCorrupts bool
 	// ProgressThread: the provider progresses on a thread of its own,
 	// which a poller that spins without yielding can starve on few cores.
+	// Pollers therefore yield between empty polls on every provider.
 	ProgressThread bool
+	// CapsInConnReq: a connection request carries the connecting
+	// endpoint's caps, and the listener rejects it (ECONNREFUSED at the
+	// dialer, nothing at the listener) unless they are a subset of its
+	// own. Dials therefore ask for the least caps they use on every
+	// provider, so that a plain FI_MSG peer accepts them.
+	CapsInConnReq bool
+	// ShutdownBeforeDelivered: the shutdown event can come while messages
+	// the provider accepted still wait for posted buffers. A receive
+	// endpoint therefore drains after a shutdown (on every provider, as
+	// it costs only a quiet period).
+	ShutdownBeforeDelivered bool
+	// MissesEarlyClose: a peer's close that comes right after the accept
+	// is sometimes never reported; ListenConfig.IdleTimeout reclaims such
+	// connections.
+	MissesEarlyClose bool
+	// PassiveCloseReadsFreed: reading the event queue after fi_close of a
+	// listening endpoint builds connection requests from freed memory, so
+	// listeners close their passive endpoint only once the poller stopped
+	// reading (poll.Poller.AtStop), on every provider.
+	PassiveCloseReadsFreed bool
+	// TruncationDrops: a message larger than the posted receive buffer
+	// ends the connection instead of completing with a truncation error;
+	// the receive endpoint names the truncation as the reason.
+	TruncationDrops bool
 }
 
 // table holds the core providers by name. A layered provider ("tcp;ofi_rxm")
@@ -33,22 +58,25 @@ type Quirks struct {
 var table = map[string]Quirks{
 	// tcp completes a send with FI_DELIVERY_COMPLETE when the peer
 	// acknowledges its placement; it registers in software.
-	"tcp": {DeliveryComplete: true, SoftwareRegistration: true},
+	"tcp": {DeliveryComplete: true, SoftwareRegistration: true, PassiveCloseReadsFreed: true,
+		TruncationDrops: true},
 	// sockets completes sends once it has buffered them whatever is asked,
 	// runs a progress thread, and fi_shutdown before fi_close corrupts its
 	// heap.
-	"sockets": {SoftwareRegistration: true, CompletesWhenStaged: true, ShutdownCorrupts: true, ProgressThread: true},
-	"udp":     {SoftwareRegistration: true},
-	"shm":     {SoftwareRegistration: true},
+	"sockets": {SoftwareRegistration: true, CompletesWhenStaged: true, ShutdownCorrupts: true, ProgressThread: true,
+		CapsInConnReq: true, ShutdownBeforeDelivered: true, MissesEarlyClose: true},
+	"udp": {SoftwareRegistration: true},
+	"shm": {SoftwareRegistration: true},
 	// The utility layers register through the core provider beneath them.
 	"ofi_rxm": {SoftwareRegistration: true},
 	"ofi_rxd": {SoftwareRegistration: true},
 }
 
 // For returns the quirks of provider, "tcp" or a layered name such as
-// "tcp;ofi_rxm": a capability holds only if every layer has it, a defect
-// if any layer has it. An unknown provider is assumed to pin pages and to
-// honour nothing it was not measured to honour.
+// "tcp;ofi_rxm": a capability holds only if every layer has it, and a
+// defect of any layer is assumed for the whole until measured otherwise
+// (the cautious side of each). An unknown provider is assumed to pin pages
+// and to honour nothing it was not measured to honour.
 func For(provider string) Quirks {
 	layers := strings.Split(provider, ";")
 	q := Quirks{DeliveryComplete: true, SoftwareRegistration: true}
@@ -62,6 +90,11 @@ func For(provider string) Quirks {
 		q.CompletesWhenStaged = q.CompletesWhenStaged || l.CompletesWhenStaged
 		q.ShutdownCorrupts = q.ShutdownCorrupts || l.ShutdownCorrupts
 		q.ProgressThread = q.ProgressThread || l.ProgressThread
+		q.CapsInConnReq = q.CapsInConnReq || l.CapsInConnReq
+		q.ShutdownBeforeDelivered = q.ShutdownBeforeDelivered || l.ShutdownBeforeDelivered
+		q.MissesEarlyClose = q.MissesEarlyClose || l.MissesEarlyClose
+		q.PassiveCloseReadsFreed = q.PassiveCloseReadsFreed || l.PassiveCloseReadsFreed
+		q.TruncationDrops = q.TruncationDrops || l.TruncationDrops
 	}
 	return q
 }

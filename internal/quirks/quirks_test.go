@@ -19,3 +19,15 @@ func TestFor(t *testing.T) {
 	assert.Equal(t, quirks.Quirks{}, quirks.For("verbs"), "unknown: assume it pins pages and honours nothing")
 	assert.Equal(t, quirks.Quirks{}, quirks.For("tcp;verbs"), "one unknown layer makes the whole unknown")
 }
+
+func TestDefectsOfOneLayerHoldForTheWhole(t *testing.T) {
+	q := quirks.For("sockets")
+	assert.True(t, q.CapsInConnReq)
+	assert.True(t, q.ShutdownBeforeDelivered)
+	assert.True(t, q.MissesEarlyClose)
+	assert.True(t, quirks.For("tcp").PassiveCloseReadsFreed)
+	assert.True(t, quirks.For("tcp;ofi_rxm").PassiveCloseReadsFreed, "a layer's defect is assumed for the whole until measured")
+	assert.True(t, quirks.For("tcp;ofi_rxm").TruncationDrops)
+	assert.False(t, quirks.For("udp;ofi_rxd").TruncationDrops)
+	assert.False(t, quirks.For("tcp").CompletesWhenStaged)
+}
