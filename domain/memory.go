@@ -220,12 +220,11 @@ func AlignUp(n, align int) int { return (n + align - 1) / align * align }
 //
 // The pages are faulted in at once, as an RDMA provider's registration pins
 // them: a buffer's first use then pays no page fault. Faulted lazily, the
-// first pass over a stream's buffers paid one per 4 KiB page, which cost
-// about 5% of the 1 MiB throughput of a one-second loopback run here
-// (netio-perf, 7 interleaved runs, median 6.6 against 7.0 GB/s), and a send
-// from a buffer never written read the kernel's shared zero page instead of
-// the buffer's own memory. The price is paid when the memory is allocated
-// (about 17 ms per 64 MiB here), and the memory is resident from then on.
+// first pass over a stream's buffers pays one per page, which shows in the
+// throughput of short runs, and a send from a buffer never written reads
+// the kernel's shared zero page instead of the buffer's own memory. The
+// price is paid when the memory is allocated, and the memory is resident
+// from then on. docs/performance.md has the measurements.
 func Alloc(size int) ([]byte, error) {
 	mem, err := mapAnon(size)
 	if err == nil {

@@ -21,8 +21,9 @@ import (
 // Unlike GNIX it has a lock-free fast path: the most recently acquired entry
 // is "hot", and acquiring a range inside it or releasing it is one
 // compare-and-swap on the entry's state word, because on providers without
-// pinning (tcp) a registration costs only ≈100 ns, and a cache that takes a
-// mutex and walks a tree on every hit would not be worth having there.
+// pinning (tcp) a registration costs little more than a system call's
+// bookkeeping, and a cache that takes a mutex and walks a tree on every
+// hit would not be worth having there (docs/performance.md).
 //
 // Registration happens under the cache's lock, so that the limit check, the
 // merge and the insertion are one step; deregistration never does: retired

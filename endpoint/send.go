@@ -287,9 +287,9 @@ func (s *SendEndpointBuffered) Stats() SendStats { return sendStats(s.c.Counters
 // A send reported OK has been taken by the provider, which is not always
 // the peer: sockets completes sends once it has staged them, and Close
 // discards what it still stages, so a receiver that is behind can miss
-// messages reported OK (measured: up to 77% of 1000 when the receiver took
-// 3 ms per message and the sender closed at once). Where every message
-// counts, use tcp with DeliveryComplete, or have the receiver acknowledge.
+// messages reported OK (quirks.Quirks.CompletesWhenStaged; docs/performance.md
+// says how many). Where every message counts, use tcp with
+// DeliveryComplete, or have the receiver acknowledge.
 //
 // On a coalescing endpoint Close first posts the current buffer, as Flush
 // would; like every send still pending it is then reported through
