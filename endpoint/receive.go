@@ -323,3 +323,15 @@ func (r *ReceiveEndpoint) Close() error {
 	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
 	return nil
 }
+
+// watchIdle ends the connection when no message has arrived for timeout
+// (ListenConfig.IdleTimeout).
+func (r *ReceiveEndpoint) watchIdle(timeout time.Duration) {
+	activity := func() (bool, uint64) { return true, r.messages.Load() + r.errors.Load() }
+	ended := func() bool { return r.state.Load() == stateClosed }
+	r.idle = sendcore.StallWatch(timeout, activity, ended, func() {
+		reason := fmt.Errorf("%w: %w: no message for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
+		r.l.log.Warn().Uint64("conn", r.id).Dur("timeout", timeout).Msg("receive idle timeout: closing the connection")
+		r.l.poller.Do(func() { r.teardown(reason) })
+	})
+}

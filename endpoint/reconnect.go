@@ -26,7 +26,7 @@ const (
 type ReconnectConfig struct {
 	// Send configures each connection. Its OnSendCompleted and
 	// OnConnectionClosed are replaced by the sender's own; use the fields
-	// below instead. Send.Params.UseSharedBuffers is not supported: every
+	// below instead. Send.Buffers must not be SharedBuffers: every
 	// connection has its own buffers.
 	Send SendConfig
 	// Backlog is how many messages may wait while the sender is
@@ -46,7 +46,8 @@ type ReconnectConfig struct {
 	// DialTimeout bounds one dial. 0 selects DefaultDialTimeout.
 	DialTimeout time.Duration
 	// OnSendCompleted is called exactly once for every key Send returned OK
-	// for: OK when the provider completed the send, Failed when the
+	// for; the key is that one, the message's, not a buffer ID. Status:
+	// OK when the provider completed the send, Failed when the
 	// connection broke while the message was in flight (it may or may not
 	// have arrived; it is not sent again; a message of HandOffSize bytes or
 	// more, or one behind it, is in flight once queued for the poller, and
