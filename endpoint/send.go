@@ -195,6 +195,9 @@ func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
 // Failed, as an error completion would. Messages are sent in the order of
 // the SendBuffer calls that returned OK either way.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
+	if buf == nil {
+		return netio.InvalidArgument
+	}
 	return s.sendKeyed(buf, size, buf.ID())
 }
 
