@@ -140,6 +140,7 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		drainErr = s.drain(ctx)
 	}
 	elapsed := time.Since(start)
+	s.lingerIfStaged(ctx, o.provider)
 	closeErr := closeEndpoint()
 	r := s.report(o.provider, elapsed)
 	if o.coalesce {

@@ -11,6 +11,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/sendbuf"
 )
@@ -132,6 +133,29 @@ func (s *sender) onClosed(err error) {
 		s.goneErr = err
 		close(s.gone)
 	})
+}
+
+// stagedLinger bounds how long a client on a provider that completes sends
+// once staged waits for the receiver to close first.
+const stagedLinger = 2 * time.Second
+
+// lingerIfStaged waits, on a provider whose sends complete once staged
+// (sockets), until the receiver closes the connection, stagedLinger passes
+// or ctx ends: closing first would discard what the provider still stages,
+// and a receiver that is behind would miss messages reported sent. On
+// other providers a completed send has left the provider, and it returns
+// at once.
+func (s *sender) lingerIfStaged(ctx context.Context, provider string) {
+	if !quirks.For(provider).CompletesWhenStaged {
+		return
+	}
+	t := time.NewTimer(stagedLinger)
+	defer t.Stop()
+	select {
+	case <-s.gone:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // done returns how many sends have completed, successfully or not.

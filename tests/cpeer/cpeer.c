@@ -568,6 +568,7 @@ static int run_recv(void)
 	struct rxstate rx;
 	uint64_t received = 0, verify_errors = 0;
 	unsigned long idle = 0;
+	double gone_at = 0; /* when the peer's shutdown was seen, or the last message after it */
 	double t0 = 0, t1 = 0, deadline;
 	size_t i;
 	uint32_t ev;
@@ -638,9 +639,16 @@ static int run_recv(void)
 					die_eq_err("fi_eq_read");
 				if (eret >= 0 && ev == FI_SHUTDOWN) {
 					peer_gone = 1;
+					gone_at = now_sec();
 					idle = 0;
 				}
-			} else if (peer_gone && idle > 100000) {
+			} else if (peer_gone && idle % 4096 == 0 &&
+				   now_sec() - gone_at > 0.5) {
+				/*
+				 * sockets reports the shutdown while messages it
+				 * accepted still wait for receives: keep
+				 * receiving until 0.5 s pass without one.
+				 */
 				die("peer shut down after %" PRIu64
 				    " of %" PRIu64 " messages",
 				    received, o.count);
@@ -649,6 +657,8 @@ static int run_recv(void)
 		}
 		idle = 0;
 		t1 = now_sec();
+		if (peer_gone)
+			gone_at = t1;
 		if (received == 0)
 			t0 = t1;
 		for (j = 0; j < n; j++) {
