@@ -26,12 +26,14 @@ package cq
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/closing"
 	"github.com/netio-go/netio/internal/poll"
 )
 
@@ -59,14 +61,14 @@ const (
 	// much CPU after each burst of traffic. Gaps between completions that
 	// outlast it (a stream of large messages) stretch the budget after the
 	// first wake-up, up to StretchLimit × DefaultSpinBudget.
-	DefaultSpinBudget = poll.DefaultSpinBudget
+	DefaultSpinBudget = 200 * time.Microsecond
 	// DefaultMaxBlock is the default bound of one blocking wait.
-	DefaultMaxBlock = poll.DefaultMaxBlock
+	DefaultMaxBlock = 50 * time.Millisecond
 	// DefaultSize is the default number of completion queue entries.
-	DefaultSize = poll.DefaultSize
+	DefaultSize = 4096
 	// MaxSize bounds Config.Size: providers allocate every entry up front,
 	// and a size from a typo should be an error, not gigabytes.
-	MaxSize = poll.MaxSize
+	MaxSize = 1 << 22
 )
 
 // StretchLimit bounds how far a poller lengthens its spin budget for work
@@ -74,7 +76,7 @@ const (
 // Config.SpinBudget. A longer stretch turns blocks into spinning for
 // streams whose completions come further apart, at the price of more CPU
 // after the last of them.
-const StretchLimit = poll.StretchLimit
+const StretchLimit = 4
 
 // Config configures a Poller. The zero value is usable.
 type Config struct {
@@ -138,7 +140,9 @@ type Stats struct {
 // give it to their configs, and close it after them. It is safe for
 // concurrent use.
 type Poller struct {
-	p *poll.Poller
+	p       *poll.Poller
+	mgr     *domain.Manager
+	closing atomic.Bool // Close has begun: the manager waits for the end
 }
 
 func init() {
@@ -158,11 +162,31 @@ func Open(mgr *domain.Manager, cfg Config) (*Poller, error) {
 	if mgr == nil {
 		return nil, fmt.Errorf("%w: cq: nil domain", netio.ErrInvalidArgument)
 	}
-	p, err := poll.Open(mgr.Fabric(), mgr.Domain(), cfg.internal())
+	cp := &Poller{mgr: mgr}
+	pc := cfg.internal()
+	pc.OnStopped = cp.stopped
+	p, err := poll.Open(mgr.Fabric(), mgr.Domain(), pc)
 	if err != nil {
 		return nil, err
 	}
-	return &Poller{p: p}, nil
+	cp.p = p
+	return cp, nil
+}
+
+// stopped ends the close the manager waits for (see Close).
+func (p *Poller) stopped() {
+	if p.closing.Load() {
+		closing.End(p.mgr)
+	}
+}
+
+// Domain returns the manager the poller was opened on; endpoints refuse a
+// poller of another domain.
+func (p *Poller) Domain() *domain.Manager {
+	if p == nil {
+		return nil
+	}
+	return p.mgr
 }
 
 // internal converts the config for internal/poll.
@@ -171,8 +195,11 @@ func (c Config) internal() poll.Config {
 		Size: c.Size, LockOSThread: c.LockOSThread, Logger: c.Logger}
 }
 
-// Stats returns the poller's counters.
+// Stats returns the poller's counters (zero for a Poller not from Open).
 func (p *Poller) Stats() Stats {
+	if p == nil || p.p == nil {
+		return Stats{}
+	}
 	s := p.p.Stats()
 	return Stats{Completions: s.Completions, Errors: s.Errors, Events: s.Events,
 		Dropped: s.Dropped, Sleeps: s.Sleeps, EmptyPolls: s.EmptyPolls}
@@ -180,9 +207,26 @@ func (p *Poller) Stats() Stats {
 
 // Close stops the poller goroutine and closes the queues. Close the
 // endpoints that use it first. Called from a callback, it returns at once
-// and the goroutine finishes when the callback returns. It is idempotent.
-func (p *Poller) Close() error { return p.p.Close() }
+// and the goroutine finishes when the callback returns; the manager's
+// Close waits for that (domain.CloseWait). It is idempotent, and does
+// nothing on a Poller not from Open.
+func (p *Poller) Close() error {
+	if p == nil || p.p == nil {
+		return nil
+	}
+	if p.closing.CompareAndSwap(false, true) {
+		closing.Begin(p.mgr)
+	}
+	return p.p.Close()
+}
 
 // Done is closed when the poller goroutine has exited and the queues are
-// closed.
-func (p *Poller) Done() <-chan struct{} { return p.p.Done() }
+// closed (at once for a Poller not from Open).
+func (p *Poller) Done() <-chan struct{} {
+	if p == nil || p.p == nil {
+		return closedChan
+	}
+	return p.p.Done()
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

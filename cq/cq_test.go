@@ -63,3 +63,16 @@ func TestOpenClose(t *testing.T) {
 		<-p.Done()
 	}
 }
+
+// TestZeroPoller: a Poller not from Open is inert: Close does nothing,
+// Stats is zero, Done is closed, Domain is nil; endpoints refuse it.
+func TestZeroPoller(t *testing.T) {
+	var p cq.Poller
+	assert.NoError(t, p.Close())
+	assert.Equal(t, cq.Stats{}, p.Stats())
+	<-p.Done()
+	assert.Nil(t, p.Domain())
+	var nilPoller *cq.Poller
+	assert.NoError(t, nilPoller.Close())
+	assert.Nil(t, nilPoller.Domain())
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/closing"
 )
 
 // ErrRegistrationsAlive is returned by Close while registrations are alive:
@@ -194,12 +195,16 @@ func (m *Manager) Registrations() []RegistrationInfo {
 
 // Close closes the domain and the fabric, after the objects opened on them
 // that are still closing (waiting at most CloseWait). While registrations
-// are alive it
-// changes nothing and returns an error wrapping ErrRegistrationsAlive that
+// are alive it changes nothing and returns an error wrapping ErrRegistrationsAlive that
 // counts them: their memory may still be in use by open endpoints, so close
 // those (and the buffers they hold) first, then Close again. It is
 // idempotent once it has succeeded.
 func (m *Manager) Close() error {
+	// Before anything is marked: while it waits the manager stays open, so
+	// a reconnecting sender that looks at Closed does not give up.
+	if !closing.Wait(m, CloseWait) {
+		m.log.Warn().Int("closing", closing.Pending(m)).Dur("waited", CloseWait).Msg("domain close: objects still closing")
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -215,39 +220,22 @@ func (m *Manager) Close() error {
 	m.closed = true // refuses new registrations from here on
 	m.mu.Unlock()
 
-	// A poller whose endpoint was closed from one of its own callbacks
-	// closes its queues only once that callback returns: wait, bounded, for
-	// such objects to finish closing instead of failing with EBUSY.
-	if err := retryBusy(m.dom.Close); err != nil {
+	if err := m.dom.Close(); err != nil {
 		m.reopen()
 		return fmt.Errorf("domain: %w (endpoints or queues still open?)", err)
 	}
-	if err := retryBusy(m.fab.Close); err != nil {
-		return fmt.Errorf("domain: %w (event queues still open?)", err)
+	if err := m.fab.Close(); err != nil {
+		return fmt.Errorf("domain: %w", err)
 	}
 	m.info.Free()
 	return nil
 }
 
 // CloseWait bounds how long Close waits for objects opened on the domain
-// that are still closing: the poller of an endpoint closed from its own
-// callback ends only once that callback returns. An object that was never
-// closed still makes Close fail, after this long.
+// whose close has begun and not finished: the poller of an endpoint closed
+// from its own callback stops only once that callback returns. Objects
+// never closed are not waited for: Close fails at once, as before.
 const CloseWait = 5 * time.Second
-
-// retryBusy calls closeFn until it stops failing with EBUSY (a child
-// object still open) or CloseWait has passed, backing off from 100 µs to
-// 10 ms. fi_close leaves the object open when it fails, so a retry is safe.
-func retryBusy(closeFn func() error) error {
-	deadline := time.Now().Add(CloseWait)
-	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
-		err := closeFn()
-		if !errors.Is(err, fabric.EBUSY) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(pause)
-	}
-}
 
 // reopen undoes the closed mark after a close that failed and changed
 // nothing.

@@ -18,12 +18,15 @@ import (
 type BufferSource struct {
 	shared *sendbuf.SendBufferManager
 	pool   *pool.Pool
+	named  bool // SharedBuffers or PooledBuffers was called, nil or not
 }
 
 // SharedBuffers draws the endpoint's buffers from m, shared by endpoints
 // of its domain (netio3's shared send buffers); Params.BufferSize and
 // BufferCount are then m's. Close m after the endpoints.
-func SharedBuffers(m *sendbuf.SendBufferManager) BufferSource { return BufferSource{shared: m} }
+func SharedBuffers(m *sendbuf.SendBufferManager) BufferSource {
+	return BufferSource{shared: m, named: true}
+}
 
 // PooledBuffers leases the endpoint's Params.BufferCount buffers of at
 // least Params.BufferSize bytes from p when it dials: a free buffer, else
@@ -34,11 +37,13 @@ func SharedBuffers(m *sendbuf.SendBufferManager) BufferSource { return BufferSou
 // once it and the endpoint are unreachable. The pool must belong to the
 // endpoint's domain and be registered with domain.AccessSend and nothing
 // more. Close p after the endpoint.
-func PooledBuffers(p *pool.Pool) BufferSource { return BufferSource{pool: p} }
+func PooledBuffers(p *pool.Pool) BufferSource { return BufferSource{pool: p, named: true} }
 
 // check refuses a source the endpoint of mgr cannot use.
 func (b BufferSource) check(mgr *domain.Manager) error {
 	switch {
+	case b.named && b.pool == nil && b.shared == nil:
+		return fmt.Errorf("%w: endpoint: SharedBuffers or PooledBuffers of nil", netio.ErrInvalidArgument)
 	case b.pool != nil:
 		return slots.CheckPool(b.pool, mgr, domain.AccessSend)
 	case b.shared != nil && b.shared.Domain() != mgr:

@@ -171,10 +171,18 @@ func (s *SendEndpointBuffered) GetBuffer() *sendbuf.NetworkBuffer {
 	return s.take()
 }
 
-// take leases a free buffer to the endpoint, or returns nil.
+// take leases a free buffer to the endpoint, or returns nil. A Take that
+// raced the end gives the buffer back: teardown marks the end before it
+// reclaims the endpoint's buffers, so either Reclaim sees this one leased
+// or this check sees the end, and a shared pool never keeps a buffer
+// leased to an endpoint that is gone.
 func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
 	id, ok := s.set.Take(s.holder)
 	if !ok {
+		return nil
+	}
+	if s.c.Ended() {
+		s.set.Release(id, s.holder)
 		return nil
 	}
 	return s.pool.Lookup(uint64(id))
@@ -281,11 +289,13 @@ func (s *SendEndpointBuffered) Stats() SendStats { return sendStats(s.c.Counters
 // Close ends the connection: the peer sees it closed, every pending key is
 // reported with Canceled, every buffer goes back, and the endpoint's own
 // poller stops. Buffers the caller leased and did not send are taken back
-// too: SendBuffer refuses them, and their memory stays mapped while the
-// caller holds them, so a late write is harmless. Buffers from
-// SendConfig.Buffers go back to that pool, those the caller holds once
-// released with ReleaseBuffer or unreachable. It is idempotent and may be
-// called from a callback.
+// too, and SendBuffer refuses them. With the endpoint's own buffers their
+// memory stays mapped while the caller holds them, so a late write is
+// harmless; buffers from PooledBuffers go back to that pool once the
+// caller releases them (ReleaseBuffer) or they are unreachable. Buffers
+// from SharedBuffers go back to the shared pool at once, where another
+// endpoint may take them: stop writing a leased buffer before Close. It is
+// idempotent and may be called from a callback.
 //
 // A send reported OK has been taken by the provider, which is not always
 // the peer: sockets completes sends once it has staged them, and Close
@@ -351,4 +361,4 @@ func (k *bufferedKind) ReleaseResources() error {
 // copies under its lock, and the Go runtime then moves that goroutine's
 // processor to another thread. Below it, posting from the caller is faster
 // than the hand-off's wake-up. docs/performance.md has the measurements.
-const HandOffSize = sendcore.HandOffSize
+const HandOffSize = 256 << 10 // sendcore.HandOffSize; a test keeps them equal

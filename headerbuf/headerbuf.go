@@ -21,6 +21,7 @@ package headerbuf
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
@@ -53,9 +54,10 @@ const holder = slots.SoleHolder
 // only) cut into fixed-size, cache-line aligned header slots. It is safe
 // for concurrent use; GetHeader and ReturnHeader do not allocate.
 type HeaderBuffer struct {
-	mgr *domain.Manager
-	mem *slots.Memory
-	set *slots.Set
+	mgr     *domain.Manager
+	mem     *slots.Memory
+	set     *slots.Set
+	closeMu sync.Mutex // one Close at a time: the second waits for the first
 }
 
 func init() {
@@ -165,6 +167,8 @@ func (h *HeaderBuffer) Domain() *domain.Manager { return h.mgr }
 // with an error wrapping netio.ErrNoResources and change nothing: the
 // provider may still read them. It is idempotent.
 func (h *HeaderBuffer) Close() error {
+	h.closeMu.Lock()
+	defer h.closeMu.Unlock()
 	if h.set.Closed() {
 		return nil
 	}

@@ -13,6 +13,7 @@ package sendbuf
 import (
 	"fmt"
 	"runtime"
+	"sync"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
@@ -52,9 +53,10 @@ func (b *NetworkBuffer) Pool() *Pool { return b.pool }
 // pool.Pool. It is safe for concurrent use. Endpoints lease, post and
 // complete its buffers; its own methods only look.
 type Pool struct {
-	set  *slots.Set
-	mem  *slots.Memory
-	bufs []NetworkBuffer
+	set     *slots.Set
+	mem     *slots.Memory
+	bufs    []NetworkBuffer
+	closeMu sync.Mutex // one Close at a time: the second waits for the first
 }
 
 func init() {
@@ -168,6 +170,8 @@ func (p *Pool) BufferSize() int { return p.mem.Size() }
 // when the caller releases it or, failing that, once the pool and every
 // buffer are unreachable. It is idempotent.
 func (p *Pool) Close() error {
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
 	if p.set.Closed() {
 		return nil
 	}

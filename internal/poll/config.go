@@ -64,6 +64,9 @@ type Config struct {
 	Size         int
 	LockOSThread bool
 	Logger       zerolog.Logger
+	// OnStopped, if set, runs on the poller goroutine after the queues are
+	// closed and Done is closed: the last thing the poller does.
+	OnStopped func()
 }
 
 func (c Config) withDefaults() (Config, error) {

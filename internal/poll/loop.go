@@ -110,6 +110,9 @@ func (p *Poller) finish() {
 	p.closeErr = err
 	close(p.done)
 	p.queueMu.Unlock()
+	if p.cfg.OnStopped != nil {
+		p.cfg.OnStopped()
+	}
 }
 
 func (p *Poller) closeWakeFD() {

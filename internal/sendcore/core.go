@@ -107,7 +107,14 @@ func (c *Core) Attach(mgr *domain.Manager, kind Kind, h poll.Handler, closeEP fu
 // that the caller owns (own, to close) when shared is nil.
 func AttachPoller(mgr *domain.Manager, shared *cq.Poller, cfg cq.Config) (p *poll.Poller, own *cq.Poller, err error) {
 	if shared != nil {
-		return poll.Of(shared), nil, nil
+		switch p := poll.Of(shared); {
+		case p == nil:
+			return nil, nil, fmt.Errorf("%w: a cq.Poller not from cq.Open", netio.ErrInvalidArgument)
+		case shared.Domain() != mgr:
+			return nil, nil, fmt.Errorf("%w: the shared poller belongs to another domain", netio.ErrInvalidArgument)
+		default:
+			return p, nil, nil
+		}
 	}
 	if own, err = cq.Open(mgr, cfg); err != nil {
 		return nil, nil, err

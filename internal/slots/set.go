@@ -126,8 +126,11 @@ func (s *Set) take(holder, state, key uint64) (id uint32, ok bool) {
 	if state == posted {
 		sl.key = key
 	}
-	s.mu.Unlock()
+	// Under the lock: Close, which decides under it, must never see a slot
+	// that left the free stack as free, or it would let the memory go
+	// while the taker writes into it.
 	sl.word.Store(word(holder, state))
+	s.mu.Unlock()
 	return id, true
 }
 
@@ -164,8 +167,13 @@ func (s *Set) MarkPosted(id uint32, holder, key uint64) bool {
 	if sl == nil || holder == 0 || holder > MaxHolder || sl.word.Load() != word(holder, leased) {
 		return false
 	}
-	if sl.key != key { // a send buffer's key is its ID: written once
-		sl.key = key // before the state: whoever claims it sees the key
+	// Before the state, so that whoever claims the slot sees the key. Two
+	// posts of one slot at once are a caller's bug that the state's
+	// compare-and-swap refuses for one of them, but both may have written
+	// the key: the race detector reports that misuse. A send buffer's key
+	// is its ID, so after its first post nothing is written at all.
+	if sl.key != key {
+		sl.key = key
 	}
 	if !sl.word.CompareAndSwap(word(holder, leased), word(holder, posted)) {
 		return false
