@@ -126,6 +126,22 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
+// Runtime says which poller runs an endpoint's completions and callbacks,
+// and where the endpoint logs. Every endpoint config (endpoint.SendConfig,
+// endpoint.ListenConfig, rdm.Config, ...) embeds it; the zero value gives
+// the endpoint a poller of its own and logs nothing.
+type Runtime struct {
+	// Poller is an event loop to share with other endpoints of the same
+	// domain (Open); the caller closes it after the endpoints. Nil gives
+	// the endpoint its own, configured by PollerConfig and closed with it.
+	Poller *Poller
+	// PollerConfig configures the endpoint's own poller.
+	PollerConfig Config
+	// Logger receives connection messages (never one per message). The
+	// zero value logs nothing.
+	Logger zerolog.Logger
+}
+
 // Stats counts what a Poller did.
 type Stats struct {
 	Completions uint64 // successful completions delivered

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,21 +20,49 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/closing"
+	"github.com/netio-go/netio/internal/quirks"
 )
 
 // ErrRegistrationsAlive is returned by Close while registrations are alive:
 // Close changed nothing.
 var ErrRegistrationsAlive = errors.New("domain: registrations still alive at Close")
 
+// EndpointType is the kind of endpoint a domain serves.
+type EndpointType int
+
+const (
+	// EndpointMsg is connected endpoints (FI_EP_MSG), package endpoint.
+	EndpointMsg EndpointType = iota
+	// EndpointRDM is connectionless reliable-datagram endpoints
+	// (FI_EP_RDM), package rdm.
+	EndpointRDM
+)
+
+// String names the type as libfabric does.
+func (t EndpointType) String() string {
+	switch t {
+	case EndpointMsg:
+		return "FI_EP_MSG"
+	case EndpointRDM:
+		return "FI_EP_RDM"
+	}
+	return "EndpointType(" + strconv.Itoa(int(t)) + ")"
+}
+
 // Config selects the provider and the local address of a Manager.
 type Config struct {
-	// Provider is the libfabric provider name, e.g. "tcp" or "sockets".
-	// Required.
+	// Provider is the libfabric provider name, e.g. "tcp", "sockets",
+	// "tcp;ofi_rxm" or "shm". Required.
 	Provider string
 	// Address is the local host address the domain is opened on, e.g.
-	// "127.0.0.1" or an address of a network namespace. Required: without it
-	// a provider may pick another interface than intended.
+	// "127.0.0.1" or an address of a network namespace. Required for the IP
+	// providers: without it a provider may pick another interface than
+	// intended. A provider whose addresses are names (shm) takes any
+	// string, or none.
 	Address string
+	// Endpoints is the kind of endpoint the domain serves: EndpointMsg
+	// (the zero value) or EndpointRDM.
+	Endpoints EndpointType
 	// MaxRegistrations caps the number of live memory registrations. 0
 	// selects the provider's mr_cnt when it reports one, otherwise no limit.
 	MaxRegistrations int
@@ -49,7 +78,10 @@ func (c Config) validate() error {
 	if c.Provider == "" {
 		return fmt.Errorf("%w: domain: no provider named", netio.ErrInvalidArgument)
 	}
-	if c.Address == "" || net.ParseIP(c.Address) == nil {
+	if c.Endpoints != EndpointMsg && c.Endpoints != EndpointRDM {
+		return fmt.Errorf("%w: domain: unknown endpoint type %d", netio.ErrInvalidArgument, int(c.Endpoints))
+	}
+	if !quirks.For(c.Provider).NamedAddresses && (c.Address == "" || net.ParseIP(c.Address) == nil) {
 		return fmt.Errorf("%w: domain: local address %q is not an IP address", netio.ErrBadAddress, c.Address)
 	}
 	if c.MaxRegistrations < 0 || c.MaxRegisteredBytes < 0 {
@@ -76,6 +108,7 @@ type Manager struct {
 	dom  *fabric.Domain
 	prov string // the provider's name, kept for after Close frees info
 	addr string
+	eps  EndpointType
 	caps uint64 // the capabilities asked for and granted
 	log  zerolog.Logger
 
@@ -95,14 +128,9 @@ func Open(cfg Config) (*Manager, error) {
 	// Ask for RMA as well when the provider has it, so that endpoints can
 	// expose memory and pull or push it; a provider that only does messages
 	// still opens, without it.
-	caps := fabric.CapMsg | fabric.CapRMA
-	info, err := fabric.GetInfo(fabric.Hints{Provider: cfg.Provider, Node: cfg.Address, Service: "0", Source: true, Caps: caps})
+	info, caps, err := getInfo(cfg)
 	if err != nil {
-		caps = fabric.CapMsg
-		info, err = fabric.GetInfo(fabric.Hints{Provider: cfg.Provider, Node: cfg.Address, Service: "0", Source: true, Caps: caps})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("domain: no %s provider on %s: %w", cfg.Provider, cfg.Address, err)
+		return nil, fmt.Errorf("domain: no %s provider with %v endpoints on %q: %w", cfg.Provider, cfg.Endpoints, cfg.Address, err)
 	}
 	fab, err := fabric.OpenFabric(info)
 	if err != nil {
@@ -115,7 +143,8 @@ func Open(cfg Config) (*Manager, error) {
 		info.Free()
 		return nil, fmt.Errorf("domain: %w", err)
 	}
-	m := &Manager{info: info, fab: fab, dom: dom, prov: info.Provider(), addr: cfg.Address, caps: caps, log: cfg.Logger, regs: make(map[*Registration]struct{})}
+	m := &Manager{info: info, fab: fab, dom: dom, prov: info.Provider(), addr: cfg.Address, eps: cfg.Endpoints, caps: caps,
+		log: cfg.Logger, regs: make(map[*Registration]struct{})}
 	m.stats.MaxRegistrations = cfg.MaxRegistrations
 	if m.stats.MaxRegistrations == 0 {
 		m.stats.MaxRegistrations = info.MRCount()
@@ -126,8 +155,38 @@ func Open(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// getInfo asks for RMA as well when the provider has it, so that endpoints
+// can expose memory and pull or push it; a provider that only does
+// messages still opens, without it. A connectionless domain also asks for
+// FI_SOURCE, so that receives name their sender.
+func getInfo(cfg Config) (*fabric.Info, uint64, error) {
+	h := fabric.Hints{Provider: cfg.Provider, Node: cfg.Address, Service: "0", Source: true, EPType: fabric.EPMsg}
+	base := fabric.CapMsg
+	if cfg.Endpoints == EndpointRDM {
+		h.EPType, base = fabric.EPRDM, fabric.CapMsg|fabric.CapSource
+	}
+	if quirks.For(cfg.Provider).NamedAddresses {
+		// Names, not ports. Without a name the provider makes one per
+		// endpoint (shm: from the process ID), and FI_SOURCE with no node
+		// matches nothing.
+		h.Service, h.Source = "", cfg.Address != ""
+	}
+	var err error
+	for _, caps := range []uint64{base | fabric.CapRMA, base} {
+		h.Caps = caps
+		var info *fabric.Info
+		if info, err = fabric.GetInfo(h); err == nil {
+			return info, caps, nil
+		}
+	}
+	return nil, 0, err
+}
+
 // Provider returns the provider's name, also after Close.
 func (m *Manager) Provider() string { return m.prov }
+
+// Endpoints returns the kind of endpoint the domain serves.
+func (m *Manager) Endpoints() EndpointType { return m.eps }
 
 // Address returns the local address the domain was opened on (host only).
 func (m *Manager) Address() string { return m.addr }

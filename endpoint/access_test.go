@@ -48,8 +48,8 @@ func TestLeastAccess(t *testing.T) {
 			small := netio.BufferedSendParams{BufferSize: 256, BufferCount: 2}
 			senders := []*endpoint.SendEndpointBuffered{
 				dial(t, tx, own.Addr(), endpoint.SendConfig{Params: small}),
-				dial(t, tx, pooled.Addr(), endpoint.SendConfig{Params: small, Buffers: endpoint.PooledBuffers(sendPool)}),
-				dial(t, tx, own.Addr(), endpoint.SendConfig{Buffers: endpoint.SharedBuffers(shared)}),
+				dial(t, tx, pooled.Addr(), endpoint.SendConfig{Params: small, Buffers: sendbuf.Pooled(sendPool)}),
+				dial(t, tx, own.Addr(), endpoint.SendConfig{Buffers: sendbuf.Shared(shared)}),
 			}
 			for _, s := range senders {
 				buf := s.GetBuffer()

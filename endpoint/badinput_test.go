@@ -34,16 +34,16 @@ func dialers(poller *cq.Poller) map[string]constructor {
 	onData := func(*endpoint.ReceiveEndpoint, []byte) {}
 	return map[string]constructor{
 		"Listen": func(m *domain.Manager, a string) error {
-			return closeIfOpen(endpoint.Listen(m, a, endpoint.ListenConfig{OnData: onData, Runtime: endpoint.Runtime{Poller: poller}}))
+			return closeIfOpen(endpoint.Listen(m, a, endpoint.ListenConfig{OnData: onData, Runtime: cq.Runtime{Poller: poller}}))
 		},
 		"Dial": func(m *domain.Manager, a string) error {
-			return closeIfOpen(endpoint.Dial(context.Background(), m, a, endpoint.SendConfig{Runtime: endpoint.Runtime{Poller: poller}}))
+			return closeIfOpen(endpoint.Dial(context.Background(), m, a, endpoint.SendConfig{Runtime: cq.Runtime{Poller: poller}}))
 		},
 		"DialZeroCopy": func(m *domain.Manager, a string) error {
-			return closeIfOpen(endpoint.DialZeroCopy(context.Background(), m, a, endpoint.ZeroCopyConfig{Runtime: endpoint.Runtime{Poller: poller}}))
+			return closeIfOpen(endpoint.DialZeroCopy(context.Background(), m, a, endpoint.ZeroCopyConfig{Runtime: cq.Runtime{Poller: poller}}))
 		},
 		"DialRMA": func(m *domain.Manager, a string) error {
-			return closeIfOpen(endpoint.DialRMA(context.Background(), m, a, endpoint.RMAConfig{Runtime: endpoint.Runtime{Poller: poller}}))
+			return closeIfOpen(endpoint.DialRMA(context.Background(), m, a, endpoint.RMAConfig{Runtime: cq.Runtime{Poller: poller}}))
 		},
 	}
 }
@@ -169,7 +169,7 @@ func TestBadInputConfigs(t *testing.T) {
 			return listen(endpoint.ListenConfig{OnData: onData, Buffers: wider["send+recv"]})
 		},
 		"Listen bad poller config": func() error {
-			return listen(endpoint.ListenConfig{OnData: onData, Runtime: endpoint.Runtime{PollerConfig: cq.Config{Size: -1}}})
+			return listen(endpoint.ListenConfig{OnData: onData, Runtime: cq.Runtime{PollerConfig: cq.Config{Size: -1}}})
 		},
 		"Dial size above max": func() error {
 			return dialCfg(endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: netio.MaxBufferSize + 1}})
@@ -180,16 +180,16 @@ func TestBadInputConfigs(t *testing.T) {
 				return err
 			}
 			defer sm.Close()
-			return dialCfg(endpoint.SendConfig{Buffers: endpoint.SharedBuffers(sm)})
+			return dialCfg(endpoint.SendConfig{Buffers: sendbuf.Shared(sm)})
 		},
-		"Dial foreign buffers":      func() error { return dialCfg(endpoint.SendConfig{Buffers: endpoint.PooledBuffers(foreignBufs)}) },
-		"Dial receive-only buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: endpoint.PooledBuffers(recvBufs)}) },
+		"Dial foreign buffers":      func() error { return dialCfg(endpoint.SendConfig{Buffers: sendbuf.Pooled(foreignBufs)}) },
+		"Dial receive-only buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: sendbuf.Pooled(recvBufs)}) },
 		"Dial send and remote-write buffers": func() error {
-			return dialCfg(endpoint.SendConfig{Buffers: endpoint.PooledBuffers(wider["send+remote-write"])})
+			return dialCfg(endpoint.SendConfig{Buffers: sendbuf.Pooled(wider["send+remote-write"])})
 		},
-		"Dial send and receive buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: endpoint.PooledBuffers(wider["send+recv"])}) },
+		"Dial send and receive buffers": func() error { return dialCfg(endpoint.SendConfig{Buffers: sendbuf.Pooled(wider["send+recv"])}) },
 		"Dial bad poller config": func() error {
-			return dialCfg(endpoint.SendConfig{Runtime: endpoint.Runtime{PollerConfig: cq.Config{Mode: cq.BusyPoll + 1}}})
+			return dialCfg(endpoint.SendConfig{Runtime: cq.Runtime{PollerConfig: cq.Config{Mode: cq.BusyPoll + 1}}})
 		},
 		"DialZeroCopy negative size":  func() error { return zeroCopy(endpoint.ZeroCopyConfig{HeaderSize: -1}) },
 		"DialZeroCopy negative count": func() error { return zeroCopy(endpoint.ZeroCopyConfig{HeaderCount: -1}) },

@@ -9,6 +9,7 @@ import (
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/pool"
+	"github.com/netio-go/netio/sendbuf"
 )
 
 // BenchmarkSendBuffered measures the buffered send path end to end on tcp
@@ -49,7 +50,7 @@ func benchBufferedFrom(b *testing.B, size, bufs int, fromApp, pooled bool) {
 	}
 	if pooled {
 		src := benchPool(b, mgr, size, bufs)
-		cfg.Buffers = endpoint.PooledBuffers(src)
+		cfg.Buffers = sendbuf.Pooled(src)
 		defer src.Close() // after the endpoint's Close, deferred below
 	}
 	s, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfg)

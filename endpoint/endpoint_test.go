@@ -441,7 +441,7 @@ func TestSharedBuffers(t *testing.T) {
 	require.NoError(t, err)
 	sa, sb := newSender(4), newSender(4)
 	cfgA, cfgB := sa.config(netio.BufferedSendParams{}), sb.config(netio.BufferedSendParams{})
-	cfgA.Buffers, cfgB.Buffers = endpoint.SharedBuffers(shared), endpoint.SharedBuffers(shared)
+	cfgA.Buffers, cfgB.Buffers = sendbuf.Shared(shared), sendbuf.Shared(shared)
 	a, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfgA)
 	require.NoError(t, err)
 	b, err := endpoint.Dial(context.Background(), mgr, l.Addr(), cfgB)

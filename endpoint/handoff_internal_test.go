@@ -51,7 +51,7 @@ func newHandOffRig(t *testing.T, rxBufs int) *handOffRig {
 
 // config is a send config on the rig's poller that records completions.
 func (r *handOffRig) config() SendConfig {
-	return SendConfig{Runtime: Runtime{Poller: r.p}, OnSendCompleted: func(_ uint64, st netio.Status) {
+	return SendConfig{Runtime: cq.Runtime{Poller: r.p}, OnSendCompleted: func(_ uint64, st netio.Status) {
 		r.mu.Lock()
 		r.statuses = append(r.statuses, st)
 		r.mu.Unlock()
@@ -110,7 +110,7 @@ func dialZeroCopyRig(t *testing.T, r *handOffRig, slots int) queuedEndpoint {
 	t.Cleanup(func() { assert.NoError(t, domain.Free(mem)) })
 	cfg := r.config()
 	z, err := DialZeroCopy(context.Background(), r.mgr, r.l.Addr(), ZeroCopyConfig{
-		HeaderCount: slots, Region: mem, Runtime: Runtime{Poller: cfg.Poller}, OnSendCompleted: cfg.OnSendCompleted,
+		HeaderCount: slots, Region: mem, Runtime: cq.Runtime{Poller: cfg.Poller}, OnSendCompleted: cfg.OnSendCompleted,
 	})
 	require.NoError(t, err)
 	var key uint64

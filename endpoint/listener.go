@@ -91,7 +91,7 @@ type ListenConfig struct {
 	RMA RMAParams
 	// Runtime names the poller to share and the logger. All connections
 	// of a listener share its poller.
-	Runtime
+	cq.Runtime
 }
 
 // Listener accepts connections and runs a ReceiveEndpoint for each.

@@ -53,7 +53,7 @@ func pooledSender(t *testing.T, mgr *domain.Manager, addr string, src *pool.Pool
 	t.Helper()
 	snd := newSender(1024)
 	cfg := snd.config(p)
-	cfg.Buffers = endpoint.PooledBuffers(src)
+	cfg.Buffers = sendbuf.Pooled(src)
 	return dial(t, mgr, addr, cfg), snd
 }
 
@@ -157,7 +157,7 @@ func TestPooledHeldBufferAfterClose(t *testing.T) {
 
 	// Not dial: its cleanup would keep the endpoint, and so the buffer,
 	// reachable.
-	dropped, err := endpoint.Dial(testCtx(t), mgr, l.Addr(), endpoint.SendConfig{Buffers: endpoint.PooledBuffers(src),
+	dropped, err := endpoint.Dial(testCtx(t), mgr, l.Addr(), endpoint.SendConfig{Buffers: sendbuf.Pooled(src),
 		Params: netio.BufferedSendParams{BufferSize: 1024, BufferCount: 2}})
 	require.NoError(t, err)
 	require.NotNil(t, dropped.GetBuffer())
@@ -182,8 +182,8 @@ func TestPooledWrongPool(t *testing.T) {
 	defer func() { assert.NoError(t, shared.Close()) }()
 
 	for name, cfg := range map[string]endpoint.SendConfig{
-		"receive-only pool": {Buffers: endpoint.PooledBuffers(recvOnly)},
-		"foreign pool":      {Buffers: endpoint.PooledBuffers(foreign)},
+		"receive-only pool": {Buffers: sendbuf.Pooled(recvOnly)},
+		"foreign pool":      {Buffers: sendbuf.Pooled(foreign)},
 	} {
 		_, err := endpoint.Dial(testCtx(t), mgr, l.Addr(), cfg)
 		assert.ErrorIs(t, err, netio.ErrInvalidArgument, name)
@@ -206,7 +206,7 @@ func TestPooledSendPoolTooSmall(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	src := bufferPool(t, mgr, pool.Config{Size: 4096, Count: 2, Budget: 3 * 4096})
 	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{BufferCount: 4}))
-	_, err := endpoint.Dial(testCtx(t), mgr, l.Addr(), endpoint.SendConfig{Buffers: endpoint.PooledBuffers(src),
+	_, err := endpoint.Dial(testCtx(t), mgr, l.Addr(), endpoint.SendConfig{Buffers: sendbuf.Pooled(src),
 		Params: netio.BufferedSendParams{BufferSize: 4096, BufferCount: 4}})
 	require.ErrorIs(t, err, netio.ErrNoResources)
 	assert.Zero(t, inUse(src), "the buffers leased before the refusal went back")
@@ -268,7 +268,7 @@ func TestPooledDialFailureReturnsBuffers(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr()
 	require.NoError(t, l.Close()) // nobody listens there now
-	_, err = endpoint.Dial(testCtx(t), mgr, addr, endpoint.SendConfig{Buffers: endpoint.PooledBuffers(src),
+	_, err = endpoint.Dial(testCtx(t), mgr, addr, endpoint.SendConfig{Buffers: sendbuf.Pooled(src),
 		Params: netio.BufferedSendParams{BufferSize: 4096, BufferCount: 4}})
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, netio.ErrInvalidArgument), "refused by the peer, not by the arguments: %v", err)
@@ -317,7 +317,7 @@ func ExampleListenConfig_buffers() {
 	defer cancel()
 	s, err := endpoint.Dial(ctx, mgr, l.Addr(), endpoint.SendConfig{
 		Params:  netio.BufferedSendParams{BufferSize: 4096, BufferCount: 16},
-		Buffers: endpoint.PooledBuffers(sendPool),
+		Buffers: sendbuf.Pooled(sendPool),
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -26,7 +26,7 @@ const (
 type ReconnectConfig struct {
 	// Send configures each connection. Its OnSendCompleted and
 	// OnConnectionClosed are replaced by the sender's own; use the fields
-	// below instead. Send.Buffers must not be SharedBuffers: every
+	// below instead. Send.Buffers must not be sendbuf.Shared: every
 	// connection has its own buffers.
 	Send SendConfig
 	// Backlog is how many messages may wait while the sender is
@@ -67,7 +67,7 @@ type ReconnectConfig struct {
 }
 
 func (c *ReconnectConfig) validate(mgr *domain.Manager) error {
-	if c.Send.Buffers.shared != nil {
+	if c.Send.Buffers.SharedManager() != nil {
 		return fmt.Errorf("%w: endpoint: a reconnecting sender cannot use shared buffers", netio.ErrInvalidArgument)
 	}
 	if c.Send.Coalesce != nil {

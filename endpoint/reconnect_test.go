@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/sendbuf"
@@ -174,7 +175,7 @@ func TestReconnectingSenderRejectsBadConfig(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, shared.Close()) }()
 	for name, cfg := range map[string]endpoint.ReconnectConfig{
-		"shared buffers":    {Send: endpoint.SendConfig{Buffers: endpoint.SharedBuffers(shared)}},
+		"shared buffers":    {Send: endpoint.SendConfig{Buffers: sendbuf.Shared(shared)}},
 		"negative backlog":  {Backlog: -1},
 		"coalescing":        {Send: endpoint.SendConfig{Coalesce: &endpoint.CoalesceConfig{}}},
 		"max below initial": {InitialBackoff: time.Second, MaxBackoff: time.Millisecond},
@@ -269,7 +270,7 @@ func TestReconnectingSenderStopsWhenDomainCloses(t *testing.T) {
 	pause := &pauseAtFirstDialFailure{failed: make(chan struct{}), resume: make(chan struct{})}
 	rs, err := endpoint.DialReconnecting(mgr, "127.0.0.1:1", endpoint.ReconnectConfig{ // nothing listens: every dial fails
 		Send: endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 256, BufferCount: 2},
-			Runtime: endpoint.Runtime{Logger: zerolog.New(pause)}},
+			Runtime: cq.Runtime{Logger: zerolog.New(pause)}},
 		Backlog:         4,
 		InitialBackoff:  time.Millisecond,
 		MaxBackoff:      time.Millisecond,

@@ -13,6 +13,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/sendbuf"
 )
 
 // TestBadInputSharedPollers: a cq.Poller not from cq.Open, and one opened
@@ -31,14 +32,14 @@ func TestBadInputSharedPollers(t *testing.T) {
 	}
 }
 
-// TestBadInputNilBufferSources: SharedBuffers(nil) and PooledBuffers(nil)
+// TestBadInputNilBufferSources: sendbuf.Shared(nil) and sendbuf.Pooled(nil)
 // name a source and give none; Dial refuses them rather than falling back
 // to buffers of the endpoint's own.
 func TestBadInputNilBufferSources(t *testing.T) {
 	mgr := openDomain(t, "tcp")
-	for name, src := range map[string]endpoint.BufferSource{
-		"SharedBuffers(nil)": endpoint.SharedBuffers(nil),
-		"PooledBuffers(nil)": endpoint.PooledBuffers(nil),
+	for name, src := range map[string]sendbuf.Source{
+		"Shared(nil)": sendbuf.Shared(nil),
+		"Pooled(nil)": sendbuf.Pooled(nil),
 	} {
 		_, err := endpoint.Dial(testCtx(t), mgr, "127.0.0.1:1", endpoint.SendConfig{Buffers: src})
 		assert.ErrorIs(t, err, netio.ErrInvalidArgument, name)

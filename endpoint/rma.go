@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/sendcore"
@@ -50,7 +51,7 @@ type RMAConfig struct {
 	// first. It runs on the poller goroutine and must not block. May be nil.
 	OnConnectionClosed func(err error)
 	// Runtime names the poller to share and the logger.
-	Runtime
+	cq.Runtime
 }
 
 // RMAEndpoint is a connection used only for RMA: it pulls from and pushes

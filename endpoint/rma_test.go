@@ -360,7 +360,7 @@ func TestRMAWaitContext(t *testing.T) {
 			t.Cleanup(func() { assert.NoError(t, p.Close()) }) // after the endpoint's Close
 			s := &rmaSetup{target: openDomain(t, prov), init: init}
 			l := listen(t, s.target, newReceiver().config(netio.ReceiveParams{BufferCount: 4}))
-			s.ep, err = endpoint.DialRMA(testCtx(t), init, l.Addr(), endpoint.RMAConfig{Runtime: endpoint.Runtime{Poller: p}})
+			s.ep, err = endpoint.DialRMA(testCtx(t), init, l.Addr(), endpoint.RMAConfig{Runtime: cq.Runtime{Poller: p}})
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, s.ep.Close()) })
 			remote := s.expose(t, 4096, domain.AccessRemoteRead, 9)

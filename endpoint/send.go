@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
@@ -22,9 +23,9 @@ type SendConfig struct {
 	// Params sets the buffer size and count; defaults apply to zero fields.
 	Params netio.BufferedSendParams
 	// Buffers says where the send buffers come from: the zero value
-	// registers the endpoint's own, SharedBuffers and PooledBuffers name
-	// the others. See BufferSource.
-	Buffers BufferSource
+	// registers the endpoint's own, sendbuf.Shared and sendbuf.Pooled
+	// name the others.
+	Buffers sendbuf.Source
 	// OnSendCompleted is called once per buffer handed to SendBuffer (or
 	// posted by coalescing). Its key is the buffer's ID
 	// (NetworkBuffer.ID). The status is OK when the provider completed the
@@ -68,7 +69,7 @@ type SendConfig struct {
 	// GetBuffer, SendBuffer and ReleaseBuffer refuse. See CoalesceConfig.
 	Coalesce *CoalesceConfig
 	// Runtime names the poller to share and the logger.
-	Runtime
+	cq.Runtime
 }
 
 func (c *SendConfig) validate(mgr *domain.Manager) error {
@@ -85,7 +86,7 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 	if err := c.Coalesce.validate(); err != nil {
 		return err
 	}
-	return c.Buffers.check(mgr)
+	return c.Buffers.Check(mgr)
 }
 
 // options are the send core's settings from c.
@@ -114,13 +115,13 @@ func sendStats(s sendcore.Snapshot) SendStats { return SendStats(s) }
 // the buffer and reports its ID as the key. With SendConfig.Coalesce it
 // packs small messages into those buffers instead (SendMessage).
 type SendEndpointBuffered struct {
-	c       sendConn
-	cfg     SendConfig
-	holder  uint64 // identity in the buffer pool, unique in the process
-	pool    *sendbuf.Pool
-	set     *slots.Set // the pool's buffer states: the table of sends in flight
-	ownPool bool
-	co      *coalescer // nil unless SendConfig.Coalesce is set
+	c      sendConn
+	cfg    SendConfig
+	holder uint64 // identity in the buffer pool, unique in the process
+	bufs   sendcore.Buffers
+	pool   *sendbuf.Pool // bufs.Pool
+	set    *slots.Set    // bufs.Set: the buffer states, the table of sends in flight
+	co     *coalescer    // nil unless SendConfig.Coalesce is set
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
@@ -152,10 +153,10 @@ func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig)
 // prepare sets up the buffers, and the coalescing over them when asked.
 func (s *SendEndpointBuffered) prepare() error {
 	var err error
-	if s.pool, s.ownPool, err = s.cfg.Buffers.open(s.c.Mgr, s.cfg.Params); err != nil {
+	if s.bufs, err = sendcore.OpenBuffers(s.cfg.Buffers, s.c.Mgr, s.cfg.Params); err != nil {
 		return err
 	}
-	s.set = slots.Of(s.pool)
+	s.pool, s.set = s.bufs.Pool, s.bufs.Set
 	s.c.InitHandOff(s.pool.Len(), s.postSend)
 	s.startCoalescing()
 	return nil
@@ -291,9 +292,9 @@ func (s *SendEndpointBuffered) Stats() SendStats { return sendStats(s.c.Counters
 // poller stops. Buffers the caller leased and did not send are taken back
 // too, and SendBuffer refuses them. With the endpoint's own buffers their
 // memory stays mapped while the caller holds them, so a late write is
-// harmless; buffers from PooledBuffers go back to that pool once the
+// harmless; buffers from sendbuf.Pooled go back to that pool once the
 // caller releases them (ReleaseBuffer) or they are unreachable. Buffers
-// from SharedBuffers go back to the shared pool at once, where another
+// from sendbuf.Shared go back to the shared pool at once, where another
 // endpoint may take them: stop writing a leased buffer before Close. It is
 // idempotent and may be called from a callback.
 //
@@ -343,15 +344,7 @@ func (k *bufferedKind) Progress() (bool, uint64) { return k.c.Counters.Progress(
 func (k *bufferedKind) ReleaseResources() error {
 	s := (*SendEndpointBuffered)(k)
 	s.endCoalescing() // stops the flusher after a failed dial too
-	if s.pool == nil {
-		return nil
-	}
-	if s.ownPool {
-		return s.pool.Close()
-	}
-	s.set.Reclaim(s.holder)
-	s.set.Detach()
-	return nil
+	return s.bufs.Close(s.holder)
 }
 
 // HandOffSize is the message size from which a send endpoint has its

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/headerbuf"
@@ -79,7 +80,7 @@ type ZeroCopyConfig struct {
 	DeliveryComplete bool
 	ProgressTimeout  time.Duration
 	// Runtime names the poller to share and the logger.
-	Runtime
+	cq.Runtime
 }
 
 // zcSlot is what one send in flight holds, indexed by its header slot.

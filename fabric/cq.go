@@ -19,7 +19,8 @@ const MaxBatch = 64
 type CQ struct {
 	c       *C.struct_fid_cq
 	entries *[MaxBatch]C.struct_fi_cq_msg_entry
-	waits   bool // opened with a wait file descriptor
+	srcs    *[MaxBatch]C.uint64_t // each entry's source address (fi_cq_readfrom)
+	waits   bool                  // opened with a wait file descriptor
 }
 
 // Completion is one successful completion.
@@ -27,6 +28,11 @@ type Completion struct {
 	Context uint64 // the integer key given when the operation was posted
 	Flags   uint64 // FlagSend, FlagRecv, ...
 	Len     uint64 // bytes received (receives only)
+	// Source is the sender of a receive on a connectionless endpoint, as
+	// its address in the endpoint's AV; AddrNotAvail when the provider
+	// does not know it (not inserted, or no FI_SOURCE) and on connected
+	// endpoints.
+	Source Addr
 }
 
 // CompletionError is one error completion (fi_cq_readerr).
@@ -53,11 +59,14 @@ func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
 		return nil, err
 	}
 	buf := C.calloc(MaxBatch, C.size_t(unsafe.Sizeof(C.struct_fi_cq_msg_entry{})))
-	if buf == nil {
+	srcs := C.calloc(MaxBatch, C.size_t(unsafe.Sizeof(C.uint64_t(0))))
+	if buf == nil || srcs == nil {
+		C.free(buf)
+		C.free(srcs)
 		C.netio_close(&q.fid)
 		return nil, &OpError{Op: "calloc(cq entries)", Err: ENOMEM}
 	}
-	return &CQ{c: q, entries: (*[MaxBatch]C.struct_fi_cq_msg_entry)(buf), waits: waitFD}, nil
+	return &CQ{c: q, entries: (*[MaxBatch]C.struct_fi_cq_msg_entry)(buf), srcs: (*[MaxBatch]C.uint64_t)(srcs), waits: waitFD}, nil
 }
 
 func (q *CQ) fid() *C.struct_fid { return &q.c.fid }
@@ -75,7 +84,7 @@ func (q *CQ) Read() (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	return q.result(C.netio_cq_read(q.c, &q.entries[0], MaxBatch))
+	return q.result(C.netio_cq_read(q.c, &q.entries[0], &q.srcs[0], MaxBatch))
 }
 
 // ReadSpin is Read, repeated inside C while the queue is empty, for up to
@@ -89,7 +98,7 @@ func (q *CQ) ReadSpin(spin time.Duration) (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	return q.result(C.netio_cq_read_spin(q.c, &q.entries[0], MaxBatch, C.int64_t(spin)))
+	return q.result(C.netio_cq_read_spin(q.c, &q.entries[0], &q.srcs[0], MaxBatch, C.int64_t(spin)))
 }
 
 // result turns fi_cq_read's return value into Read's results.
@@ -112,7 +121,7 @@ func (q *CQ) Entry(i int) Completion {
 		return Completion{}
 	}
 	e := &q.entries[i]
-	return Completion{Context: uint64(uintptr(e.op_context)), Flags: uint64(e.flags), Len: uint64(e.len)}
+	return Completion{Context: uint64(uintptr(e.op_context)), Flags: uint64(e.flags), Len: uint64(e.len), Source: Addr(q.srcs[i])}
 }
 
 // ReadError reads one error completion. ok is false when none is waiting.
@@ -143,6 +152,7 @@ func (q *CQ) Close() error {
 		return err // still open: close what uses it first, then retry
 	}
 	C.free(unsafe.Pointer(q.entries))
-	q.c, q.entries = nil, nil
+	C.free(unsafe.Pointer(q.srcs))
+	q.c, q.entries, q.srcs = nil, nil, nil
 	return nil
 }

@@ -21,6 +21,9 @@ const (
 	// them (FI_READ, FI_WRITE) and being their target (FI_REMOTE_READ,
 	// FI_REMOTE_WRITE).
 	CapRMA = uint64(C.FI_RMA | C.FI_READ | C.FI_WRITE | C.FI_REMOTE_READ | C.FI_REMOTE_WRITE)
+	// CapSource asks connectionless endpoints to report the source of
+	// each receive (FI_SOURCE); see Completion.Source.
+	CapSource = uint64(C.FI_SOURCE)
 )
 
 // Access flags for RegisterMemory.

@@ -112,9 +112,12 @@ const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno)
 	return fi_eq_strerror(eq, prov_errno, NULL, NULL, 0);
 }
 
-ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count)
+/* fi_cq_readfrom, so that a connectionless endpoint learns each receive's
+ * source; the providers here implement fi_cq_read as fi_cq_readfrom
+ * without the addresses, so a connected endpoint pays nothing for it. */
+ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count)
 {
-	return fi_cq_read(cq, buf, count);
+	return fi_cq_readfrom(cq, buf, count, (fi_addr_t *)src);
 }
 
 static int64_t monotonic_ns(void)
@@ -129,14 +132,14 @@ static int64_t monotonic_ns(void)
  * here instead of in Go keeps the per-poll cost at that of C: one cgo
  * transition per slice instead of per poll.
  */
-ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count, int64_t spin_ns)
+ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, int64_t spin_ns)
 {
-	ssize_t ret = fi_cq_read(cq, buf, count);
+	ssize_t ret = netio_cq_read(cq, buf, src, count);
 	if (ret != -FI_EAGAIN || spin_ns <= 0)
 		return ret;
 	int64_t end = monotonic_ns() + spin_ns;
 	do {
-		ret = fi_cq_read(cq, buf, count);
+		ret = netio_cq_read(cq, buf, src, count);
 	} while (ret == -FI_EAGAIN && monotonic_ns() < end);
 	return ret;
 }
@@ -261,7 +264,7 @@ ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len)
 
 ssize_t netio_recv(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
 {
-	return fi_recv(ep, (void *)buf, len, (void *)desc, 0, (void *)(uintptr_t)ctx);
+	return fi_recv(ep, (void *)buf, len, (void *)desc, FI_ADDR_UNSPEC, (void *)(uintptr_t)ctx);
 }
 
 /* netio_recv_batch posts n receives, every one but the last with FI_MORE:
@@ -280,6 +283,7 @@ ssize_t netio_recv_batch(struct fid_ep *ep, const uintptr_t *bufs, const uint64_
 			.msg_iov = &iov,
 			.desc = &desc,
 			.iov_count = 1,
+			.addr = FI_ADDR_UNSPEC,
 			.context = (void *)(uintptr_t)ctxs[i],
 		};
 		ssize_t ret = fi_recvmsg(ep, &msg, FI_COMPLETION | (i + 1 < n ? FI_MORE : 0));
@@ -330,4 +334,78 @@ uintptr_t netio_mr_desc(struct fid_mr *mr)
 uint64_t netio_mr_key(struct fid_mr *mr)
 {
 	return fi_mr_key(mr);
+}
+
+/* Address vectors. FI_AV_UNSPEC lets the provider pick table or map; the
+ * library treats fi_addr_t as an opaque number either way. */
+int netio_av_open(struct fid_domain *dom, size_t count, struct fid_av **av)
+{
+	struct fi_av_attr attr = {.type = FI_AV_UNSPEC, .count = count};
+	return fi_av_open(dom, &attr, av, NULL);
+}
+
+/* Inserts one address; fi_av_insert returns the number inserted, and a
+ * provider that refused the address without an error code gives 0. */
+int netio_av_insert(struct fid_av *av, const void *addr, uint64_t *fi_addr)
+{
+	fi_addr_t a = FI_ADDR_NOTAVAIL;
+	int ret = fi_av_insert(av, addr, 1, &a, 0, NULL);
+	if (ret < 0)
+		return ret;
+	if (ret != 1 || a == FI_ADDR_NOTAVAIL)
+		return -FI_EINVAL;
+	*fi_addr = a;
+	return 0;
+}
+
+int netio_av_insertsvc(struct fid_av *av, const char *node, const char *service, uint64_t *fi_addr)
+{
+	fi_addr_t a = FI_ADDR_NOTAVAIL;
+	int ret = fi_av_insertsvc(av, node, service, &a, 0, NULL);
+	if (ret < 0)
+		return ret;
+	if (ret != 1 || a == FI_ADDR_NOTAVAIL)
+		return -FI_EINVAL;
+	*fi_addr = a;
+	return 0;
+}
+
+int netio_av_remove(struct fid_av *av, uint64_t fi_addr)
+{
+	fi_addr_t a = fi_addr;
+	return fi_av_remove(av, &a, 1, 0);
+}
+
+int netio_av_lookup(struct fid_av *av, uint64_t fi_addr, void *buf, size_t *len)
+{
+	return fi_av_lookup(av, fi_addr, buf, len);
+}
+
+/* fi_av_straddr into buf; -FI_ETOOSMALL when it did not fit. */
+int netio_av_straddr(struct fid_av *av, const void *addr, char *buf, size_t len)
+{
+	size_t n = len;
+	if (!fi_av_straddr(av, addr, buf, &n))
+		return -FI_EINVAL;
+	return n > len ? -FI_ETOOSMALL : 0;
+}
+
+int netio_getname_raw(struct fid *fid, void *buf, size_t *len)
+{
+	return fi_getname(fid, buf, len);
+}
+
+ssize_t netio_sendto(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx)
+{
+	return fi_send(ep, (void *)buf, len, (void *)desc, dest, (void *)(uintptr_t)ctx);
+}
+
+ssize_t netio_sendvto(struct fid_ep *ep, const struct iovec *iov, const uintptr_t *desc, size_t count, uint64_t dest, uint64_t ctx)
+{
+	return fi_sendv(ep, iov, (void **)desc, count, dest, (void *)(uintptr_t)ctx);
+}
+
+ssize_t netio_injectto(struct fid_ep *ep, const void *buf, size_t len, uint64_t dest)
+{
+	return fi_inject(ep, buf, len, dest);
 }

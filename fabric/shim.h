@@ -47,8 +47,8 @@ ssize_t netio_eq_read(struct fid_eq *eq, struct netio_event *ev);
 const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno);
 
 // CQ: batch read into a C array owned by the caller.
-ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count);
-ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, size_t count, int64_t spin_ns);
+ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count);
+ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, int64_t spin_ns);
 struct netio_cq_err {
 	uint64_t context;
 	uint64_t flags;
@@ -90,5 +90,18 @@ int netio_mr_reg(struct fid_domain *dom, uintptr_t buf, size_t len, uint64_t acc
                  uint64_t key, struct fid_mr **mr);
 uintptr_t netio_mr_desc(struct fid_mr *mr);
 uint64_t netio_mr_key(struct fid_mr *mr);
+
+
+/* Address vectors and connectionless (FI_EP_RDM) posts. */
+int netio_av_open(struct fid_domain *dom, size_t count, struct fid_av **av);
+int netio_av_insert(struct fid_av *av, const void *addr, uint64_t *fi_addr);
+int netio_av_insertsvc(struct fid_av *av, const char *node, const char *service, uint64_t *fi_addr);
+int netio_av_remove(struct fid_av *av, uint64_t fi_addr);
+int netio_av_lookup(struct fid_av *av, uint64_t fi_addr, void *buf, size_t *len);
+int netio_av_straddr(struct fid_av *av, const void *addr, char *buf, size_t len);
+int netio_getname_raw(struct fid *fid, void *buf, size_t *len);
+ssize_t netio_sendto(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx);
+ssize_t netio_sendvto(struct fid_ep *ep, const struct iovec *iov, const uintptr_t *desc, size_t count, uint64_t dest, uint64_t ctx);
+ssize_t netio_injectto(struct fid_ep *ep, const void *buf, size_t len, uint64_t dest);
 
 #endif

@@ -239,7 +239,7 @@ func (c *messageCounter) listenConfig(bufSize, bufs int, pc cq.Config) endpoint.
 		Params:         netio.ReceiveParams{BufferSize: bufSize, BufferCount: bufs},
 		OnMessage:      c.onMessage,
 		OnReceiveError: func(*endpoint.ReceiveEndpoint, error) { c.receiveErrors.Add(1) },
-		Runtime:        endpoint.Runtime{PollerConfig: pc},
+		Runtime:        cq.Runtime{PollerConfig: pc},
 	}
 }
 

@@ -169,17 +169,17 @@ type links struct {
 func (p *pingPong) connect(ctx context.Context, mgr *domain.Manager, client, server *cq.Poller, l *links) error {
 	params := netio.ReceiveParams{BufferSize: p.size, BufferCount: pingPongBufs}
 	var err error
-	if l.atClient, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPong, Runtime: endpoint.Runtime{Poller: client}}); err != nil {
+	if l.atClient, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPong, Runtime: cq.Runtime{Poller: client}}); err != nil {
 		return err
 	}
-	if l.atServer, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPing, Runtime: endpoint.Runtime{Poller: server}}); err != nil {
+	if l.atServer, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPing, Runtime: cq.Runtime{Poller: server}}); err != nil {
 		return err
 	}
 	sendParams := netio.BufferedSendParams{BufferSize: p.size, BufferCount: pingPongBufs}
-	if l.ping, err = endpoint.Dial(ctx, mgr, l.atServer.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: endpoint.Runtime{Poller: client}}); err != nil {
+	if l.ping, err = endpoint.Dial(ctx, mgr, l.atServer.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: cq.Runtime{Poller: client}}); err != nil {
 		return err
 	}
-	if l.pong, err = endpoint.Dial(ctx, mgr, l.atClient.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: endpoint.Runtime{Poller: server}}); err != nil {
+	if l.pong, err = endpoint.Dial(ctx, mgr, l.atClient.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: cq.Runtime{Poller: server}}); err != nil {
 		return err
 	}
 	p.ping.Store(l.ping)

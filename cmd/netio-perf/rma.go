@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 )
@@ -54,7 +55,7 @@ func (w *sweeper) openRMAPair(ctx context.Context, size, window int, write bool)
 		p.local, err = w.mgr.AllocRegistered(size*window, localAccess)
 	}
 	if err == nil {
-		p.ep, err = endpoint.DialRMA(ctx, w.mgr, p.l.Addr(), endpoint.RMAConfig{Runtime: endpoint.Runtime{PollerConfig: w.poll.config()}})
+		p.ep, err = endpoint.DialRMA(ctx, w.mgr, p.l.Addr(), endpoint.RMAConfig{Runtime: cq.Runtime{PollerConfig: w.poll.config()}})
 	}
 	if err != nil {
 		p.close()

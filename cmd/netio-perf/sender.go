@@ -68,7 +68,7 @@ func (s *sender) config(bufs int, pc cq.Config) endpoint.SendConfig {
 		Params:             netio.BufferedSendParams{BufferSize: s.size, BufferCount: bufs},
 		OnSendCompleted:    s.onCompleted,
 		OnConnectionClosed: s.onClosed,
-		Runtime:            endpoint.Runtime{PollerConfig: pc},
+		Runtime:            cq.Runtime{PollerConfig: pc},
 	}
 }
 
@@ -99,7 +99,7 @@ func (s *sender) dial(ctx context.Context, mgr *domain.Manager, addr string, buf
 			s.onCompleted(key, st)
 		},
 		OnConnectionClosed: s.onClosed,
-		Runtime:            endpoint.Runtime{PollerConfig: pc},
+		Runtime:            cq.Runtime{PollerConfig: pc},
 	})
 	if err != nil {
 		return nil, err

@@ -51,7 +51,7 @@ func (s *sink) listenConfig(bufSize, bufs int, pc cq.Config) endpoint.ListenConf
 		OnConnectionEstablished: s.onEstablished,
 		OnConnectionClosed:      s.onClosed,
 		OnReceiveError:          s.onReceiveError,
-		Runtime:                 endpoint.Runtime{PollerConfig: pc},
+		Runtime:                 cq.Runtime{PollerConfig: pc},
 	}
 }
 

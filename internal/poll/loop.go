@@ -161,7 +161,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 				p.dropped.Add(1)
 				continue
 			}
-			h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len)})
+			h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len), Source: c.Source})
 		}
 		p.completions.Add(uint64(n))
 		total += n

@@ -13,6 +13,7 @@ type Result struct {
 	Errno  fabric.Errno // the libfabric error for a failure, else 0
 	Flags  uint64       // fabric.FlagSend, fabric.FlagRecv, ...
 	Len    int          // bytes received, for receives
+	Source fabric.Addr  // a receive's sender on a connectionless endpoint
 }
 
 // Handler owns operations posted with contexts from its Owner. Its methods

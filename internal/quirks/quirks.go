@@ -47,6 +47,11 @@ type Quirks struct {
 	// listeners close their passive endpoint only once the poller stopped
 	// reading (poll.Poller.AtStop), on every provider.
 	PassiveCloseReadsFreed bool
+	// NamedAddresses: endpoints are named by strings the provider makes
+	// (FI_ADDR_STR; shm), not by host and port: a domain needs no IP
+	// address, and a peer learns an endpoint's name from the endpoint
+	// itself (rdm.Endpoint.Addr) and inserts it as it is.
+	NamedAddresses bool
 	// TruncationDrops: a message larger than the posted receive buffer
 	// ends the connection instead of completing with a truncation error;
 	// the receive endpoint names the truncation as the reason.
@@ -66,7 +71,7 @@ var table = map[string]Quirks{
 	"sockets": {SoftwareRegistration: true, CompletesWhenStaged: true, ShutdownCorrupts: true, ProgressThread: true,
 		CapsInConnReq: true, ShutdownBeforeDelivered: true, MissesEarlyClose: true},
 	"udp": {SoftwareRegistration: true},
-	"shm": {SoftwareRegistration: true},
+	"shm": {SoftwareRegistration: true, NamedAddresses: true},
 	// The utility layers register through the core provider beneath them.
 	"ofi_rxm": {SoftwareRegistration: true},
 	"ofi_rxd": {SoftwareRegistration: true},
@@ -95,6 +100,7 @@ func For(provider string) Quirks {
 		q.MissesEarlyClose = q.MissesEarlyClose || l.MissesEarlyClose
 		q.PassiveCloseReadsFreed = q.PassiveCloseReadsFreed || l.PassiveCloseReadsFreed
 		q.TruncationDrops = q.TruncationDrops || l.TruncationDrops
+		q.NamedAddresses = q.NamedAddresses || l.NamedAddresses
 	}
 	return q
 }

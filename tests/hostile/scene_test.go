@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/tests/storm/leakcheck"
@@ -108,7 +109,7 @@ func newScene(t *testing.T, prov string, how delivery, options ...func(*endpoint
 		Params:         recvParams,
 		OnData:         s.check.OnData,
 		OnReceiveError: s.onReceiveError,
-		Runtime:        endpoint.Runtime{Logger: s.logs.logger()},
+		Runtime:        cq.Runtime{Logger: s.logs.logger()},
 	}
 	if s.coalesced {
 		cfg.OnData = nil

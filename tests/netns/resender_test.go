@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 )
@@ -95,7 +96,7 @@ func runResender(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *
 			Params:           netio.BufferedSendParams{BufferSize: cfg.Size, BufferCount: cfg.Buffers},
 			DeliveryComplete: cfg.DeliveryComplete,
 			ProgressTimeout:  cfg.ProgressTimeout,
-			Runtime:          endpoint.Runtime{Logger: log},
+			Runtime:          cq.Runtime{Logger: log},
 		},
 		Backlog:            cfg.Backlog,
 		InitialBackoff:     resendInitialBackoff,

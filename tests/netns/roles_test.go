@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/internal/testpattern"
@@ -313,7 +314,7 @@ func sendOnce(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *emi
 		OnSendCompleted:    s.onCompleted,
 		OnConnectionClosed: s.onClosed,
 		ProgressTimeout:    cfg.ProgressTimeout,
-		Runtime:            endpoint.Runtime{Logger: log},
+		Runtime:            cq.Runtime{Logger: log},
 	})
 	if err != nil {
 		return nil, err
@@ -568,7 +569,7 @@ func runReceiver(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *
 		OnConnectionEstablished: r.onEstablished,
 		OnConnectionClosed:      r.onClosed,
 		OnReceiveError:          r.onReceiveError,
-		Runtime:                 endpoint.Runtime{Logger: log},
+		Runtime:                 cq.Runtime{Logger: log},
 	})
 	if err != nil {
 		return err
