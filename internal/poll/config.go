@@ -46,6 +46,12 @@ const eqAfter = 256
 // this long.
 const spinSlice = 10 * time.Microsecond
 
+// noWaitBlockMS bounds a block of a poller whose queues have no wait
+// descriptor (udp;ofi_rxd, shm): it sleeps on its wake eventfd alone and
+// looks at the queues this often while idle. Use BusyPoll for latency on
+// such providers.
+const noWaitBlockMS = 1
+
 // Defaults and bounds for Config; cq documents them.
 const (
 	DefaultSpinBudget = 200 * time.Microsecond

@@ -243,7 +243,7 @@ const (
 func (p *Poller) block() wakeReason {
 	p.sleeping.Store(true)
 	defer p.sleeping.Store(false)
-	if p.queued.Load() || p.stopping.Load() || !p.fab.TryWait(p.cq, p.eq) {
+	if p.queued.Load() || p.stopping.Load() || p.canWait && !p.fab.TryWait(p.cq, p.eq) {
 		return pending
 	}
 	p.sleeps.Add(1)
@@ -253,13 +253,16 @@ func (p *Poller) block() wakeReason {
 		time.Sleep(errorBackoff)
 		return timedOut
 	}
-	if p.pollFDs[2].Revents != 0 {
+	if p.pollFDs[0].Revents != 0 {
 		var buf [8]byte
 		_, _ = unix.Read(p.wakeFD, buf[:])
 	}
 	if n > 0 {
 		return ready
 	}
+	// Without the queues' descriptors (canWait false) the short timeout
+	// is the only wake-up traffic gets: the next round reads the queues
+	// once, and spins again only if they had something.
 	return timedOut
 }
 

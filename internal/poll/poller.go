@@ -57,7 +57,8 @@ type Poller struct {
 
 	pollFDs []unix.PollFd // CQ, EQ, wake eventfd (Adaptive only)
 	wakeFD  int
-	blockMS int // cfg.MaxBlock as a poll timeout
+	blockMS int  // cfg.MaxBlock as a poll timeout (noWaitBlockMS at most without canWait)
+	canWait bool // the CQ and EQ have descriptors to block on
 
 	regMu  sync.Mutex
 	nextID uint32
@@ -96,10 +97,16 @@ func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
 	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{})}
 	empty := map[uint32]Handler{}
 	p.owners.Store(&empty)
-	if p.cq, err = dom.OpenCQ(cfg.Size, wait); err != nil {
+	if p.cq, err = dom.OpenCQ(cfg.Size, wait); wait && errors.Is(err, fabric.ENOSYS) {
+		p.cq, err = dom.OpenCQ(cfg.Size, false) // shm: no wait objects
+	}
+	if err != nil {
 		return nil, openError(err)
 	}
-	if p.eq, err = fab.OpenEQ(DefaultEQSize, wait); err != nil {
+	if p.eq, err = fab.OpenEQ(DefaultEQSize, wait); wait && errors.Is(err, fabric.ENOSYS) {
+		p.eq, err = fab.OpenEQ(DefaultEQSize, false)
+	}
+	if err != nil {
 		_ = p.cq.Close()
 		return nil, openError(err)
 	}
@@ -135,23 +142,32 @@ func pollTimeout(d time.Duration) int {
 	return int(min(ms, math.MaxInt32))
 }
 
+// openWaitFDs gathers the descriptors block waits on: the wake eventfd
+// first, then the CQ's and the EQ's. A queue without one (opened without
+// a wait object, or a provider without FI_GETWAIT: udp;ofi_rxd, shm)
+// leaves the poller unable to sleep until its traffic comes: it then
+// sleeps at most noWaitBlock at a time (see block).
 func (p *Poller) openWaitFDs() error {
-	cqfd, err := p.cq.WaitFD()
-	if err != nil {
-		return fmt.Errorf("cq: %w", err)
-	}
-	eqfd, err := p.eq.WaitFD()
-	if err != nil {
-		return fmt.Errorf("cq: %w", err)
-	}
+	var err error
 	p.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("cq: eventfd: %w", err)
 	}
-	p.pollFDs = []unix.PollFd{
-		{Fd: int32(cqfd), Events: unix.POLLIN},
-		{Fd: int32(eqfd), Events: unix.POLLIN},
-		{Fd: int32(p.wakeFD), Events: unix.POLLIN},
+	p.pollFDs = []unix.PollFd{{Fd: int32(p.wakeFD), Events: unix.POLLIN}}
+	p.canWait = true
+	for _, q := range []fabric.Waitable{p.cq, p.eq} {
+		fd, err := q.WaitFD()
+		switch {
+		case err == nil:
+			p.pollFDs = append(p.pollFDs, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		case errors.Is(err, fabric.ENOSYS) || errors.Is(err, fabric.ENODATA):
+			p.canWait = false
+		default:
+			return fmt.Errorf("cq: %w", err)
+		}
+	}
+	if !p.canWait {
+		p.blockMS = min(p.blockMS, noWaitBlockMS)
 	}
 	return nil
 }

@@ -52,6 +52,16 @@ type Quirks struct {
 	// address, and a peer learns an endpoint's name from the endpoint
 	// itself (rdm.Endpoint.Addr) and inserts it as it is.
 	NamedAddresses bool
+	// UnknownSourceIsZero: a receive from a sender the receiver did not
+	// insert reports source address 0, the first peer inserted, instead
+	// of FI_ADDR_NOTAVAIL (shm in libfabric 1.17). The rdm endpoint
+	// inserts its own name first, so that 0 names nobody it sends to.
+	UnknownSourceIsZero bool
+	// NoSources: a receive's source address is not the sender's address
+	// in the receiver's address vector, known sender or not (ofi_rxd in
+	// libfabric 1.17 reports 0 for every sender): receives cannot name
+	// their sender, and the rdm endpoint reports the zero Peer.
+	NoSources bool
 	// TruncationDrops: a message larger than the posted receive buffer
 	// ends the connection instead of completing with a truncation error;
 	// the receive endpoint names the truncation as the reason.
@@ -71,10 +81,10 @@ var table = map[string]Quirks{
 	"sockets": {SoftwareRegistration: true, CompletesWhenStaged: true, ShutdownCorrupts: true, ProgressThread: true,
 		CapsInConnReq: true, ShutdownBeforeDelivered: true, MissesEarlyClose: true},
 	"udp": {SoftwareRegistration: true},
-	"shm": {SoftwareRegistration: true, NamedAddresses: true},
+	"shm": {SoftwareRegistration: true, NamedAddresses: true, UnknownSourceIsZero: true},
 	// The utility layers register through the core provider beneath them.
 	"ofi_rxm": {SoftwareRegistration: true},
-	"ofi_rxd": {SoftwareRegistration: true},
+	"ofi_rxd": {SoftwareRegistration: true, NoSources: true},
 }
 
 // For returns the quirks of provider, "tcp" or a layered name such as
@@ -101,6 +111,8 @@ func For(provider string) Quirks {
 		q.PassiveCloseReadsFreed = q.PassiveCloseReadsFreed || l.PassiveCloseReadsFreed
 		q.TruncationDrops = q.TruncationDrops || l.TruncationDrops
 		q.NamedAddresses = q.NamedAddresses || l.NamedAddresses
+		q.UnknownSourceIsZero = q.UnknownSourceIsZero || l.UnknownSourceIsZero
+		q.NoSources = q.NoSources || l.NoSources
 	}
 	return q
 }

@@ -1,0 +1,84 @@
+package rdm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/sendbuf"
+)
+
+// DefaultMaxPeers sizes the address vector when Config.MaxPeers is 0:
+// libfabric's FI_UNIVERSE_SIZE default, which also bounds the peers the
+// utility providers (ofi_rxm, ofi_rxd) track.
+const DefaultMaxPeers = 256
+
+// Config configures a connectionless endpoint.
+type Config struct {
+	// Send sets the send buffers' size and count; defaults apply to zero
+	// fields.
+	Send netio.BufferedSendParams
+	// Buffers says where the send buffers come from: the zero value
+	// registers the endpoint's own, sendbuf.Shared and sendbuf.Pooled name
+	// the others.
+	Buffers sendbuf.Source
+	// Receive sets the receive buffers kept posted; defaults apply to zero
+	// fields. A message larger than Receive.BufferSize is an error.
+	Receive netio.ReceiveParams
+	// MaxPeers sizes the address vector. 0 selects DefaultMaxPeers.
+	MaxPeers int
+	// OnData is called once per message received, with its sender (the
+	// zero Peer when the provider cannot name it) and the data, which is
+	// valid only during the call: copy what you keep. The buffer is posted
+	// again when it returns. It runs on the poller goroutine and must not
+	// block. Required.
+	OnData func(e *Endpoint, from Peer, data []byte)
+	// OnSendCompleted is called once per buffer handed to SendBuffer, with
+	// its key (the buffer's ID) and the outcome: OK when the provider
+	// completed the send, Failed for an error completion (a peer that died
+	// or was removed) or for a queued send the provider refused, Canceled
+	// when the endpoint closed first. The buffer is back in the pool when
+	// it runs. It runs on the poller goroutine and must not block. May be
+	// nil.
+	OnSendCompleted func(key uint64, status netio.Status)
+	// OnReceiveError is called for a receive that failed (a message larger
+	// than the buffers, say); the buffer is posted again. It runs on the
+	// poller goroutine and must not block. May be nil.
+	OnReceiveError func(e *Endpoint, err error)
+	// ProgressTimeout closes the endpoint when sends are pending and none
+	// has completed for this long, reporting them Canceled: a provider
+	// that never completes a send to a dead peer then cannot hold the
+	// buffers forever. 0 disables it.
+	ProgressTimeout time.Duration
+	// Runtime names the poller to share and the logger.
+	cq.Runtime
+}
+
+func (c *Config) validate(mgr *domain.Manager) error {
+	if mgr == nil {
+		return fmt.Errorf("%w: rdm: nil domain", netio.ErrInvalidArgument)
+	}
+	if mgr.Endpoints() != domain.EndpointRDM {
+		return fmt.Errorf("%w: rdm: the domain serves %v endpoints; open it with Endpoints: domain.EndpointRDM",
+			netio.ErrInvalidArgument, mgr.Endpoints())
+	}
+	if c.OnData == nil {
+		return fmt.Errorf("%w: rdm: OnData is required", netio.ErrInvalidArgument)
+	}
+	c.Send, c.Receive = c.Send.WithDefaults(), c.Receive.WithDefaults()
+	if err := c.Send.Validate(); err != nil {
+		return err
+	}
+	if err := c.Receive.Validate(); err != nil {
+		return err
+	}
+	if c.MaxPeers < 0 || c.ProgressTimeout < 0 {
+		return fmt.Errorf("%w: rdm: negative MaxPeers or ProgressTimeout", netio.ErrInvalidArgument)
+	}
+	if c.MaxPeers == 0 {
+		c.MaxPeers = DefaultMaxPeers
+	}
+	return c.Buffers.Check(mgr)
+}

@@ -1,0 +1,273 @@
+package rdm
+
+import (
+	"fmt"
+	"net"
+	"sync/atomic"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/quirks"
+	"github.com/netio-go/netio/internal/sendcore"
+	"github.com/netio-go/netio/internal/slots"
+	"github.com/netio-go/netio/sendbuf"
+)
+
+// recvKey marks a receive's key; send keys are buffer IDs, far below it.
+const recvKey = 1 << 31
+
+// nextHolder gives every endpoint a process-wide identity in buffer pools,
+// which may be shared with endpoints of other kinds.
+var nextHolder atomic.Uint64
+
+func init() { nextHolder.Store(1 << 40) } // apart from package endpoint's
+
+// Endpoint is a connectionless endpoint: it sends to and receives from
+// every peer it knows through one libfabric endpoint. It is safe for
+// concurrent use.
+type Endpoint struct {
+	c      sendcore.Core
+	cfg    Config
+	addr   string
+	holder uint64
+	info   *fabric.Info // freed after the endpoint is closed
+
+	bufs  sendcore.Buffers
+	dests []fabric.Addr // by buffer ID: where a posted buffer goes
+	peers peers
+
+	recv            *slots.Memory // receive buffers, all posted while open
+	inOnData        bool          // poller goroutine only
+	freeAfterOnData bool          // poller goroutine only: Close ran inside OnData
+
+	received, receivedBytes, receiveErrors atomic.Uint64
+}
+
+// Open binds a connectionless endpoint to addr in mgr's domain, which must
+// have been opened with Endpoints: domain.EndpointRDM. For the IP
+// providers addr is "HOST:PORT" with the domain's host (port 0 picks a
+// free port); for a provider of named addresses (shm) it is a name, or ""
+// to let the provider make one. Addr returns what peers add.
+func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
+	if err := cfg.validate(mgr); err != nil {
+		return nil, err
+	}
+	node, service, err := splitLocal(mgr, addr)
+	if err != nil {
+		return nil, err
+	}
+	e := &Endpoint{cfg: cfg, holder: nextHolder.Add(1)}
+	opts := sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
+		OnSendCompleted: cfg.OnSendCompleted}
+	if err := e.open(mgr, node, service, opts); err != nil {
+		e.c.MarkTornDown()
+		return nil, joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
+	}
+	if cfg.ProgressTimeout > 0 {
+		e.c.WatchProgress(cfg.ProgressTimeout)
+	}
+	e.c.Log.Debug().Str("addr", e.addr).Str("provider", mgr.Provider()).Msg("rdm endpoint open")
+	return e, nil
+}
+
+// splitLocal turns the local address into getinfo's node and service.
+func splitLocal(mgr *domain.Manager, addr string) (node, service string, err error) {
+	if quirks.For(mgr.Provider()).NamedAddresses {
+		return addr, "", nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || net.ParseIP(host) == nil {
+		return "", "", fmt.Errorf("%w: rdm: local address %q is not IP:PORT", netio.ErrBadAddress, addr)
+	}
+	return host, port, nil
+}
+
+func joinRelease(err, releaseErr error) error {
+	if releaseErr != nil {
+		return fmt.Errorf("%w (and releasing: %v)", err, releaseErr)
+	}
+	return err
+}
+
+// open sets everything up in order; on error the caller releases it.
+func (e *Endpoint) open(mgr *domain.Manager, node, service string, opts sendcore.Options) error {
+	if err := e.c.Attach(mgr, (*kind)(e), handler{e}, e.closeEndpoint, opts); err != nil {
+		return err
+	}
+	var err error
+	if e.bufs, err = sendcore.OpenBuffers(e.cfg.Buffers, mgr, e.cfg.Send); err != nil {
+		return err
+	}
+	e.dests = make([]fabric.Addr, e.bufs.Pool.Len())
+	e.c.InitHandOff(e.bufs.Pool.Len(), e.postSend)
+	if e.recv, err = slots.Cut(mgr, e.cfg.Receive.BufferSize, e.cfg.Receive.BufferCount, domain.AccessRecv); err != nil {
+		return err
+	}
+	h := fabric.Hints{Provider: mgr.Provider(), Node: node, Service: service, Source: node != "" || service != "",
+		Fabric: mgr.Info().FabricName(), Domain: mgr.Info().DomainName(), EPType: fabric.EPRDM, Caps: mgr.Caps()}
+	if e.info, err = fabric.GetInfo(h); err != nil {
+		return err
+	}
+	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
+	if err != nil {
+		return err
+	}
+	e.peers.init(av, mgr.Provider(), e.cfg.MaxPeers)
+	ep, err := mgr.Domain().OpenEndpoint(e.info, e.c.Owner.EndpointContext())
+	e.c.Guard.Set(ep)
+	if err != nil {
+		return err
+	}
+	if err = e.enable(ep, av); err != nil {
+		return err
+	}
+	if e.addr, err = localAddr(ep, mgr.Provider()); err != nil {
+		return err
+	}
+	if quirks.For(mgr.Provider()).UnknownSourceIsZero {
+		return e.peers.reserveZero(ep)
+	}
+	return nil
+}
+
+// enable binds the endpoint to the address vector and the poller's queue,
+// enables it and posts every receive buffer.
+func (e *Endpoint) enable(ep *fabric.Endpoint, av *fabric.AV) error {
+	if err := ep.BindAV(av); err != nil {
+		return err
+	}
+	if err := ep.BindCQ(e.c.Poller.CQ(), fabric.BindTransmit|fabric.BindRecv); err != nil {
+		return err
+	}
+	if err := ep.Enable(); err != nil {
+		return err
+	}
+	return e.postReceives(ep)
+}
+
+// localAddr is the address a peer adds: "IP:PORT", or the provider's name.
+func localAddr(ep *fabric.Endpoint, provider string) (string, error) {
+	if !quirks.For(provider).NamedAddresses {
+		return ep.Addr()
+	}
+	raw, err := ep.Name()
+	if err != nil {
+		return "", err
+	}
+	for i, b := range raw {
+		if b == 0 {
+			raw = raw[:i]
+			break
+		}
+	}
+	return string(raw), nil
+}
+
+// Addr returns the bound address, as a peer passes it to AddPeer.
+func (e *Endpoint) Addr() string { return e.addr }
+
+// AddPeer makes the peer at addr ("HOST:PORT", or a name for shm) known
+// and returns its handle. Adding a peer twice returns the same handle. An
+// address that does not parse for the provider is an error matching
+// netio.ErrBadAddress; more than Config.MaxPeers peers, one matching
+// netio.ErrNoResources; after Close, netio.ErrClosed.
+func (e *Endpoint) AddPeer(addr string) (Peer, error) {
+	if _, ok := e.c.Guard.Acquire(); !ok {
+		return Peer{}, fmt.Errorf("rdm: add peer: %w", netio.ErrClosed)
+	}
+	defer e.c.Guard.Release()
+	return e.peers.add(addr)
+}
+
+// RemovePeer forgets p and removes it from the address vector. Sends to it
+// still pending complete as the provider decides (Failed, usually), each
+// reported once; new sends to it are refused. A restarted peer needs
+// RemovePeer and AddPeer again. Unknown or removed peers are an error
+// matching netio.ErrInvalidArgument.
+func (e *Endpoint) RemovePeer(p Peer) error {
+	if _, ok := e.c.Guard.Acquire(); !ok {
+		return fmt.Errorf("rdm: remove peer: %w", netio.ErrClosed)
+	}
+	defer e.c.Guard.Release()
+	return e.peers.remove(p)
+}
+
+// PeerAddr returns the address p was added by (or learned as), "" for an
+// unknown peer.
+func (e *Endpoint) PeerAddr(p Peer) string { return e.peers.name(p) }
+
+// Peers returns the number of known peers.
+func (e *Endpoint) Peers() int { return e.peers.count() }
+
+// Close closes the endpoint: every pending key is reported with Canceled,
+// every buffer goes back, the peers leave the address vector, and the
+// endpoint's own poller stops. It is idempotent and may be called from a
+// callback.
+func (e *Endpoint) Close() error { return e.c.Close() }
+
+// closeEndpoint closes the libfabric endpoint, then frees its info.
+func (e *Endpoint) closeEndpoint() {
+	if ep := e.c.Guard.Endpoint(); ep != nil {
+		if err := ep.Close(); err != nil {
+			e.c.Log.Error().Err(err).Msg("closing rdm endpoint")
+		}
+	}
+	e.info.Free()
+}
+
+// handler routes the endpoint's completions: receives by their key's mark,
+// sends to the send core. It is kept apart so that users cannot call it.
+type handler struct{ e *Endpoint }
+
+func (h handler) HandleCompletion(key uint32, r poll.Result) {
+	if key&recvKey != 0 {
+		h.e.receiveCompleted(key&^recvKey, r)
+		return
+	}
+	h.e.c.Complete((*kind)(h.e), key, r)
+	h.e.c.AfterCompletion()
+}
+
+// HandleEvent: connectionless endpoints have no connection events.
+func (handler) HandleEvent(ev fabric.Event) { ev.Info.Free() }
+
+// kind is the send core's view of an Endpoint.
+type kind Endpoint
+
+func (k *kind) Claim(id uint32) (uint64, bool)             { return k.bufs.Set.Complete(id, k.holder) }
+func (k *kind) Pending(dst []uint32) []uint32              { return k.bufs.Set.Posted(dst, k.holder) }
+func (k *kind) HandleCompletion(key uint32, r poll.Result) { k.c.Complete(k, key, r) }
+func (k *kind) CancelPending(error)                        { k.c.CancelAll(k) }
+func (k *kind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
+func (k *kind) ReleaseResources() error                    { return (*Endpoint)(k).releaseResources() }
+func (e *Endpoint) pool() *sendbuf.Pool                    { return e.bufs.Pool }
+func (e *Endpoint) set() *slots.Set                        { return e.bufs.Set }
+func (e *Endpoint) lookupBuffer(id uint32) *sendbuf.NetworkBuffer {
+	return e.bufs.Pool.Lookup(uint64(id))
+}
+
+// releaseResources gives back the buffers and the peers; the endpoint is
+// closed, so the provider holds none of them. Receive memory a running
+// OnData still reads goes when OnData returns.
+func (e *Endpoint) releaseResources() error {
+	var err error
+	if e.bufs.Pool != nil {
+		err = e.bufs.Close(e.holder)
+	}
+	if e.peers.av != nil {
+		e.peers.removeAll()
+		if cerr := e.peers.av.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if e.inOnData {
+		e.freeAfterOnData = true
+	} else if e.recv != nil {
+		if cerr := e.recv.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}

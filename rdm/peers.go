@@ -1,0 +1,212 @@
+package rdm
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/quirks"
+)
+
+// Peer names a peer of an Endpoint: a small value to send to, and the
+// sender of a receive. The zero Peer is no peer. A Peer stays valid until
+// RemovePeer; a removed one is refused, even if the provider reuses its
+// address for another peer.
+type Peer struct {
+	slot uint32 // index in the peer table, from 1
+	gen  uint32 // the slot's generation when the peer was added
+}
+
+// Valid reports whether p names a peer (it may have been removed since).
+func (p Peer) Valid() bool { return p.slot != 0 }
+
+// peerEntry is one slot of the peer table.
+type peerEntry struct {
+	addr fabric.Addr
+	gen  uint32
+	name string // the address it was added by, or learned from the provider
+	live bool
+}
+
+// peerTable is a snapshot of the peers: read without a lock on the send
+// and receive paths, replaced whole (copy on write) by AddPeer and
+// RemovePeer, which are rare next to sends.
+type peerTable struct {
+	entries []peerEntry // by slot; entries[0] unused
+	byAddr  map[fabric.Addr]uint32
+}
+
+// peers is an endpoint's peer table and the address vector behind it.
+type peers struct {
+	av   *fabric.AV
+	prov string
+	max  int
+
+	mu        sync.Mutex // AddPeer and RemovePeer, one at a time
+	table     atomic.Pointer[peerTable]
+	reserved  []fabric.Addr // inserted for the provider's sake, not peers
+	noSources bool          // quirks.Quirks.NoSources: never name a sender
+}
+
+func (ps *peers) init(av *fabric.AV, provider string, max int) {
+	ps.av, ps.prov, ps.max = av, provider, max
+	ps.noSources = quirks.For(provider).NoSources
+	ps.table.Store(&peerTable{entries: make([]peerEntry, 1), byAddr: map[fabric.Addr]uint32{}})
+}
+
+// lookup returns the address of a live peer.
+func (ps *peers) lookup(p Peer) (fabric.Addr, bool) {
+	t := ps.table.Load()
+	if p.slot == 0 || int(p.slot) >= len(t.entries) {
+		return 0, false
+	}
+	e := &t.entries[p.slot]
+	return e.addr, e.live && e.gen == p.gen
+}
+
+// from returns the peer a receive came from, the zero Peer when the
+// sender was not added (the providers here report such a sender as
+// fabric.AddrNotAvail, and learn no address for it by themselves).
+func (ps *peers) from(src fabric.Addr) Peer {
+	if ps.noSources {
+		return Peer{}
+	}
+	t := ps.table.Load()
+	if slot, ok := t.byAddr[src]; ok {
+		return Peer{slot: slot, gen: t.entries[slot].gen}
+	}
+	return Peer{}
+}
+
+// insert adds addr ("HOST:PORT", or a name for named-address providers) to
+// the address vector, as the raw name the peer's endpoint has: a sockaddr
+// for the IP providers (udp;ofi_rxd has no fi_av_insertsvc), the string
+// itself for the others.
+func (ps *peers) insert(addr string) (fabric.Addr, error) {
+	if quirks.For(ps.prov).NamedAddresses {
+		if addr == "" {
+			return 0, fmt.Errorf("%w: rdm: empty peer name", netio.ErrBadAddress)
+		}
+		return ps.av.Insert([]byte(addr))
+	}
+	raw, err := sockaddr(addr)
+	if err != nil {
+		return 0, err
+	}
+	return ps.av.Insert(raw)
+}
+
+// reserveZero inserts the endpoint's own name first, so that address 0,
+// which a provider with quirks.Quirks.UnknownSourceIsZero reports for
+// senders it does not know, names no peer.
+func (ps *peers) reserveZero(ep *fabric.Endpoint) error {
+	self, err := ep.Name()
+	if err != nil {
+		return err
+	}
+	fa, err := ps.av.Insert(self)
+	if err != nil {
+		return fmt.Errorf("reserving address 0: %w", err)
+	}
+	if fa != 0 {
+		return fmt.Errorf("reserving address 0: the provider gave %v", fa)
+	}
+	ps.reserved = append(ps.reserved, fa)
+	return nil
+}
+
+// add inserts addr and gives it a slot.
+func (ps *peers) add(addr string) (Peer, error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	old := ps.table.Load()
+	if live := len(old.byAddr); live >= ps.max {
+		return Peer{}, fmt.Errorf("%w: rdm: %d peers, the most MaxPeers allows", netio.ErrNoResources, live)
+	}
+	fa, err := ps.insert(addr)
+	if err != nil {
+		return Peer{}, fmt.Errorf("rdm: add peer %q: %w", addr, err)
+	}
+	if slot, dup := old.byAddr[fa]; dup {
+		// The provider gave back an address it already holds: the same
+		// peer, added twice. Keep one entry.
+		return Peer{slot: slot, gen: old.entries[slot].gen}, nil
+	}
+	return ps.store(old, fa, addr), nil
+}
+
+// store puts a new peer with address fa into a copy of old. mu is held.
+func (ps *peers) store(old *peerTable, fa fabric.Addr, name string) Peer {
+	t := &peerTable{entries: append([]peerEntry(nil), old.entries...), byAddr: make(map[fabric.Addr]uint32, len(old.byAddr)+1)}
+	for k, v := range old.byAddr {
+		t.byAddr[k] = v
+	}
+	slot := uint32(0)
+	for i := 1; i < len(t.entries); i++ {
+		if !t.entries[i].live {
+			slot = uint32(i)
+			break
+		}
+	}
+	if slot == 0 {
+		t.entries = append(t.entries, peerEntry{})
+		slot = uint32(len(t.entries) - 1)
+	}
+	e := &t.entries[slot]
+	*e = peerEntry{addr: fa, gen: e.gen + 1, name: name, live: true}
+	t.byAddr[fa] = slot
+	ps.table.Store(t)
+	return Peer{slot: slot, gen: e.gen}
+}
+
+// remove takes p out of the table and the address vector.
+func (ps *peers) remove(p Peer) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	old := ps.table.Load()
+	if p.slot == 0 || int(p.slot) >= len(old.entries) || !old.entries[p.slot].live || old.entries[p.slot].gen != p.gen {
+		return fmt.Errorf("%w: rdm: unknown or removed peer", netio.ErrInvalidArgument)
+	}
+	fa := old.entries[p.slot].addr
+	if err := ps.av.Remove(fa); err != nil {
+		return fmt.Errorf("rdm: remove peer: %w", err)
+	}
+	t := &peerTable{entries: append([]peerEntry(nil), old.entries...), byAddr: make(map[fabric.Addr]uint32, len(old.byAddr))}
+	for k, v := range old.byAddr {
+		if k != fa {
+			t.byAddr[k] = v
+		}
+	}
+	t.entries[p.slot].live = false
+	ps.table.Store(t)
+	return nil
+}
+
+// name returns the address p was added by.
+func (ps *peers) name(p Peer) string {
+	t := ps.table.Load()
+	if p.slot == 0 || int(p.slot) >= len(t.entries) || t.entries[p.slot].gen != p.gen {
+		return ""
+	}
+	return t.entries[p.slot].name
+}
+
+// count returns the live peers.
+func (ps *peers) count() int { return len(ps.table.Load().byAddr) }
+
+// removeAll empties the address vector at Close.
+func (ps *peers) removeAll() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	t := ps.table.Load()
+	for fa := range t.byAddr {
+		_ = ps.av.Remove(fa)
+	}
+	for _, fa := range ps.reserved {
+		_ = ps.av.Remove(fa)
+	}
+	ps.reserved = nil
+	ps.table.Store(&peerTable{entries: make([]peerEntry, 1), byAddr: map[fabric.Addr]uint32{}})
+}

@@ -1,0 +1,86 @@
+package rdm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+)
+
+// postReceives posts every receive buffer, in batches.
+func (e *Endpoint) postReceives(ep *fabric.Endpoint) error {
+	n := e.recv.Len()
+	addrs, lens := make([]uintptr, n), make([]uint64, n)
+	descs, ctxs := make([]uintptr, n), make([]uint64, n)
+	for i := range n {
+		b := e.recv.Piece(uint32(i))
+		addrs[i], lens[i], descs[i] = b.Addr, uint64(len(b.Bytes)), b.Desc
+		ctxs[i] = e.c.Owner.Context(uint32(i) | recvKey)
+	}
+	for done := 0; done < n; {
+		posted, errno := ep.RecvBatch(addrs[done:], lens[done:], descs[done:], ctxs[done:])
+		if errno != 0 {
+			return fmt.Errorf("posting %d receive buffers (%d posted): %w", n, done, errno)
+		}
+		done += posted
+	}
+	return nil
+}
+
+// receiveCompleted delivers a received message, or reports a failed
+// receive, then posts the buffer again. It runs on the poller goroutine.
+func (e *Endpoint) receiveCompleted(idx uint32, r poll.Result) {
+	if e.c.Ended() || int(idx) >= e.recv.Len() {
+		return // closing: the buffers are going away
+	}
+	if r.Status != netio.OK {
+		e.receiveFailed(idx, r)
+		return
+	}
+	from := e.peers.from(r.Source)
+	data := e.recv.Piece(idx).Bytes[:r.Len:r.Len]
+	e.received.Add(1)
+	e.receivedBytes.Add(uint64(r.Len))
+	e.inOnData = true
+	e.cfg.OnData(e, from, data)
+	e.inOnData = false
+	if e.freeAfterOnData {
+		_ = e.recv.Close() // OnData closed the endpoint
+		return
+	}
+	e.repost(idx)
+}
+
+// receiveFailed counts and reports a failed receive.
+func (e *Endpoint) receiveFailed(idx uint32, r poll.Result) {
+	if r.Status == netio.Canceled {
+		return // the endpoint is closing
+	}
+	e.receiveErrors.Add(1)
+	err := fmt.Errorf("%w: receive of %d bytes: %w", netio.ErrFailed, r.Len, r.Errno)
+	if errors.Is(r.Errno, fabric.ETRUNC) {
+		err = fmt.Errorf("%w: a message larger than the %d-byte receive buffers: %w",
+			netio.ErrFailed, e.cfg.Receive.BufferSize, r.Errno)
+	}
+	e.c.Log.Warn().Err(err).Msg("rdm receive failed")
+	if cb := e.cfg.OnReceiveError; cb != nil {
+		cb(e, err)
+	}
+	e.repost(idx)
+}
+
+// repost posts receive buffer idx again, unless the endpoint closed.
+func (e *Endpoint) repost(idx uint32) {
+	ep, ok := e.c.Guard.Acquire()
+	if !ok {
+		return
+	}
+	defer e.c.Guard.Release()
+	b := e.recv.Piece(idx)
+	if errno := ep.Recv(b.Addr, len(b.Bytes), b.Desc, e.c.Owner.Context(idx|recvKey)); errno != 0 {
+		e.receiveErrors.Add(1)
+		e.c.Log.Error().Err(errno).Uint32("buffer", idx).Msg("rdm: reposting a receive buffer failed")
+	}
+}
