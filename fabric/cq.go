@@ -20,6 +20,7 @@ type CQ struct {
 	c       *C.struct_fid_cq
 	entries *[MaxBatch]C.struct_fi_cq_msg_entry
 	srcs    *[MaxBatch]C.uint64_t // each entry's source address (fi_cq_readfrom)
+	dirty   int                   // srcs the last read filled, reset by the next
 	waits   bool                  // opened with a wait file descriptor
 }
 
@@ -66,7 +67,9 @@ func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
 		C.netio_close(&q.fid)
 		return nil, &OpError{Op: "calloc(cq entries)", Err: ENOMEM}
 	}
-	return &CQ{c: q, entries: (*[MaxBatch]C.struct_fi_cq_msg_entry)(buf), srcs: (*[MaxBatch]C.uint64_t)(srcs), waits: waitFD}, nil
+	// Every source starts unknown: the first read resets them all.
+	return &CQ{c: q, entries: (*[MaxBatch]C.struct_fi_cq_msg_entry)(buf), srcs: (*[MaxBatch]C.uint64_t)(srcs),
+		dirty: MaxBatch, waits: waitFD}, nil
 }
 
 func (q *CQ) fid() *C.struct_fid { return &q.c.fid }
@@ -84,7 +87,7 @@ func (q *CQ) Read() (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	return q.result(C.netio_cq_read(q.c, &q.entries[0], &q.srcs[0], MaxBatch))
+	return q.result(C.netio_cq_read(q.c, &q.entries[0], &q.srcs[0], MaxBatch, C.size_t(q.dirty)))
 }
 
 // ReadSpin is Read, repeated inside C while the queue is empty, for up to
@@ -98,11 +101,14 @@ func (q *CQ) ReadSpin(spin time.Duration) (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	return q.result(C.netio_cq_read_spin(q.c, &q.entries[0], &q.srcs[0], MaxBatch, C.int64_t(spin)))
+	return q.result(C.netio_cq_read_spin(q.c, &q.entries[0], &q.srcs[0], MaxBatch, C.size_t(q.dirty), C.int64_t(spin)))
 }
 
 // result turns fi_cq_read's return value into Read's results.
+// The read reset the sources the previous one filled; dirty becomes what
+// this one filled.
 func (q *CQ) result(rc C.ssize_t) (n int, avail bool, errno Errno) {
+	q.dirty = max(int(rc), 0)
 	switch {
 	case rc == -C.FI_EAGAIN:
 		return 0, false, 0

@@ -114,9 +114,17 @@ const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno)
 
 /* fi_cq_readfrom, so that a connectionless endpoint learns each receive's
  * source; the providers here implement fi_cq_read as fi_cq_readfrom
- * without the addresses, so a connected endpoint pays nothing for it. */
-ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count)
+ * without the addresses, so a connected endpoint pays nothing for it.
+ * libfabric 1.17's shared CQ code leaves a source slot as it was when the
+ * provider has no source to write (ofi_rxd never does, shm not for a
+ * sender it does not know), so the slots the previous read filled (dirty)
+ * go back to FI_ADDR_NOTAVAIL first: a stale address must never name a
+ * sender. */
+ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty)
 {
+	size_t i;
+	for (i = 0; i < dirty && i < count; i++)
+		src[i] = FI_ADDR_NOTAVAIL;
 	return fi_cq_readfrom(cq, buf, count, (fi_addr_t *)src);
 }
 
@@ -132,14 +140,14 @@ static int64_t monotonic_ns(void)
  * here instead of in Go keeps the per-poll cost at that of C: one cgo
  * transition per slice instead of per poll.
  */
-ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, int64_t spin_ns)
+ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty, int64_t spin_ns)
 {
-	ssize_t ret = netio_cq_read(cq, buf, src, count);
+	ssize_t ret = netio_cq_read(cq, buf, src, count, dirty);
 	if (ret != -FI_EAGAIN || spin_ns <= 0)
 		return ret;
 	int64_t end = monotonic_ns() + spin_ns;
 	do {
-		ret = netio_cq_read(cq, buf, src, count);
+		ret = netio_cq_read(cq, buf, src, count, 0);
 	} while (ret == -FI_EAGAIN && monotonic_ns() < end);
 	return ret;
 }
@@ -340,7 +348,7 @@ uint64_t netio_mr_key(struct fid_mr *mr)
  * library treats fi_addr_t as an opaque number either way. */
 int netio_av_open(struct fid_domain *dom, size_t count, struct fid_av **av)
 {
-	struct fi_av_attr attr = {.type = FI_AV_UNSPEC, .count = count};
+	struct fi_av_attr attr = {.type = FI_AV_TABLE, .count = count};
 	return fi_av_open(dom, &attr, av, NULL);
 }
 

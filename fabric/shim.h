@@ -47,8 +47,8 @@ ssize_t netio_eq_read(struct fid_eq *eq, struct netio_event *ev);
 const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno);
 
 // CQ: batch read into a C array owned by the caller.
-ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count);
-ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, int64_t spin_ns);
+ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty);
+ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty, int64_t spin_ns);
 struct netio_cq_err {
 	uint64_t context;
 	uint64_t flags;

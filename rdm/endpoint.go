@@ -30,6 +30,7 @@ func init() { nextHolder.Store(1 << 40) } // apart from package endpoint's
 type Endpoint struct {
 	c      sendcore.Core
 	cfg    Config
+	mgr    *domain.Manager
 	addr   string
 	holder uint64
 	info   *fabric.Info // freed after the endpoint is closed
@@ -38,9 +39,10 @@ type Endpoint struct {
 	dests []fabric.Addr // by buffer ID: where a posted buffer goes
 	peers peers
 
-	recv            *slots.Memory // receive buffers, all posted while open
-	inOnData        bool          // poller goroutine only
-	freeAfterOnData bool          // poller goroutine only: Close ran inside OnData
+	closer          sendcore.Closer // Close once, the shared poller released after
+	recv            *slots.Memory   // receive buffers, all posted while open
+	inOnData        bool            // poller goroutine only
+	freeAfterOnData bool            // poller goroutine only: Close ran inside OnData
 
 	received, receivedBytes, receiveErrors atomic.Uint64
 }
@@ -58,12 +60,16 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, holder: nextHolder.Add(1)}
-	opts := sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
-		OnSendCompleted: cfg.OnSendCompleted}
+	poller, err := acquirePoller(mgr, cfg.Poller, cfg.PollerConfig)
+	if err != nil {
+		return nil, err
+	}
+	e := &Endpoint{cfg: cfg, holder: nextHolder.Add(1), mgr: mgr}
+	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true}
 	if err := e.open(mgr, node, service, opts); err != nil {
 		e.c.MarkTornDown()
-		return nil, joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
+		err = joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
+		return nil, joinRelease(err, releasePoller(mgr))
 	}
 	if cfg.ProgressTimeout > 0 {
 		e.c.WatchProgress(cfg.ProgressTimeout)
@@ -91,11 +97,18 @@ func joinRelease(err, releaseErr error) error {
 	return err
 }
 
-// open sets everything up in order; on error the caller releases it.
+// open sets everything up in order; on error the caller releases it. The
+// provider's part runs on the poller goroutine (see poller.go).
 func (e *Endpoint) open(mgr *domain.Manager, node, service string, opts sendcore.Options) error {
 	if err := e.c.Attach(mgr, (*kind)(e), handler{e}, e.closeEndpoint, opts); err != nil {
 		return err
 	}
+	var err error
+	e.c.Poller.Do(func() { err = e.openOnPoller(mgr, node, service) })
+	return err
+}
+
+func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error {
 	var err error
 	if e.bufs, err = sendcore.OpenBuffers(e.cfg.Buffers, mgr, e.cfg.Send); err != nil {
 		return err
@@ -178,7 +191,10 @@ func (e *Endpoint) AddPeer(addr string) (Peer, error) {
 		return Peer{}, fmt.Errorf("rdm: add peer: %w", netio.ErrClosed)
 	}
 	defer e.c.Guard.Release()
-	return e.peers.add(addr)
+	var p Peer
+	var err error
+	e.c.Poller.Do(func() { p, err = e.peers.add(addr) })
+	return p, err
 }
 
 // RemovePeer forgets p and removes it from the address vector. Sends to it
@@ -191,7 +207,9 @@ func (e *Endpoint) RemovePeer(p Peer) error {
 		return fmt.Errorf("rdm: remove peer: %w", netio.ErrClosed)
 	}
 	defer e.c.Guard.Release()
-	return e.peers.remove(p)
+	var err error
+	e.c.Poller.Do(func() { err = e.peers.remove(p) })
+	return err
 }
 
 // PeerAddr returns the address p was added by (or learned as), "" for an
@@ -205,7 +223,11 @@ func (e *Endpoint) Peers() int { return e.peers.count() }
 // every buffer goes back, the peers leave the address vector, and the
 // endpoint's own poller stops. It is idempotent and may be called from a
 // callback.
-func (e *Endpoint) Close() error { return e.c.Close() }
+func (e *Endpoint) Close() error {
+	return e.closer.Close(e.c.Poller, func() error {
+		return joinRelease(e.c.Close(), releasePoller(e.mgr))
+	})
+}
 
 // closeEndpoint closes the libfabric endpoint, then frees its info.
 func (e *Endpoint) closeEndpoint() {

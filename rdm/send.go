@@ -87,7 +87,9 @@ func (e *Endpoint) ReleaseBuffer(id uint64) (uint64, netio.Status) {
 // provider copies it before Inject returns and reports no completion, so
 // there is no key and no buffer. It returns OK, NoResources (retry),
 // InvalidArgument for data larger than InjectSize or an unknown peer,
-// Closed after Close, or Failed. It does not allocate.
+// Closed after Close, or Failed. It runs on the poller goroutine and waits
+// for it (see poller.go), which costs a wake-up when the poller sleeps and
+// an allocation.
 func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	ep, ok := e.c.Guard.Acquire()
 	if !ok {
@@ -98,7 +100,9 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	if !ok || len(data) > e.InjectSize() {
 		return netio.InvalidArgument
 	}
-	if errno := ep.InjectTo(data, dest); errno != 0 {
+	var errno fabric.Errno
+	e.c.Poller.Do(func() { errno = ep.InjectTo(data, dest) }) // one thread in the provider: poller.go
+	if errno != 0 {
 		return sendcore.PostStatus(errno)
 	}
 	e.c.Counters.Posted(len(data))

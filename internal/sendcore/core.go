@@ -57,6 +57,11 @@ type Options struct {
 	// OnSendCompleted receives the keys reported through Complete and
 	// CancelAll; may be nil.
 	OnSendCompleted func(key uint64, st netio.Status)
+	// PostOnPoller has the poller goroutine post every send, whatever its
+	// size, so that the provider is called from one thread only (see
+	// internal/quirks: the connectionless providers here are not safe to
+	// call from several at once).
+	PostOnPoller bool
 }
 
 // Core is the state every sender shares; embed it by value and call Attach

@@ -142,7 +142,9 @@ func (c *Core) InitHandOff(capacity int, post func(ep *fabric.Endpoint, key uint
 // handOffDue reports whether a send of size bytes goes through the poller
 // goroutine: a large one, or any one behind a queued send, which it must
 // not overtake.
-func (c *Core) handOffDue(size int) bool { return size >= HandOffSize || c.hand.busy() }
+func (c *Core) handOffDue(size int) bool {
+	return size >= HandOffSize || c.opts.PostOnPoller || c.hand.busy()
+}
 
 // Send posts the send with this key and length, of size bytes, which the
 // kind has marked posted (so that teardown cancels it) while holding the

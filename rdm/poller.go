@@ -1,0 +1,78 @@
+package rdm
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+)
+
+// The connectionless providers of libfabric 1.17 here (tcp;ofi_rxm,
+// udp;ofi_rxd, shm) crash the process (SIGSEGV inside fi_cq_readfrom) when
+// several threads call into one domain at once, although they announce
+// FI_THREAD_SAFE: in tests, half the runs of a few endpoints in one process
+// with a poller each, or with sends posted from the caller's goroutine;
+// none with every call on one goroutine, which is how their C users (and
+// fabtests) drive them. So every endpoint of a domain shares one poller,
+// and every call into the provider runs on its goroutine: sends are handed
+// to it (sendcore.Options.PostOnPoller), and Open, AddPeer, RemovePeer and
+// Inject run there through Do.
+
+// domainPollers is the poller each domain's endpoints share, with the
+// number of endpoints using it.
+var domainPollers = struct {
+	sync.Mutex
+	m map[*domain.Manager]*sharedPoller
+}{m: map[*domain.Manager]*sharedPoller{}}
+
+type sharedPoller struct {
+	p     *cq.Poller
+	own   bool // opened here, and closed with the last endpoint
+	users int
+}
+
+// acquirePoller returns the poller of mgr's endpoints: the one given
+// (which every endpoint of the domain must then be given), or one opened
+// with cfg and shared by the domain's endpoints.
+func acquirePoller(mgr *domain.Manager, given *cq.Poller, cfg cq.Config) (*cq.Poller, error) {
+	domainPollers.Lock()
+	defer domainPollers.Unlock()
+	if sp := domainPollers.m[mgr]; sp != nil {
+		if given != nil && given != sp.p {
+			return nil, fmt.Errorf("%w: rdm: the endpoints of a domain share one poller, and this one is another", netio.ErrInvalidArgument)
+		}
+		sp.users++
+		return sp.p, nil
+	}
+	sp := &sharedPoller{p: given, users: 1}
+	if given == nil {
+		p, err := cq.Open(mgr, cfg)
+		if err != nil {
+			return nil, err
+		}
+		sp.p, sp.own = p, true
+	}
+	domainPollers.m[mgr] = sp
+	return sp.p, nil
+}
+
+// releasePoller ends one endpoint's use of mgr's poller; the last closes
+// a poller opened here.
+func releasePoller(mgr *domain.Manager) error {
+	domainPollers.Lock()
+	defer domainPollers.Unlock()
+	sp := domainPollers.m[mgr]
+	if sp == nil {
+		return nil
+	}
+	if sp.users--; sp.users > 0 {
+		return nil
+	}
+	delete(domainPollers.m, mgr)
+	if sp.own {
+		return sp.p.Close()
+	}
+	return nil
+}
