@@ -397,12 +397,14 @@ static int cq_poll_from(struct fi_cq_msg_entry *comp, fi_addr_t *src,
 		n = fi_cq_readerr(r.cq, &err, 0);
 		if (n < 0)
 			die_fi("fi_cq_readerr", n);
-		if (!o.is_send && err.err == FI_ETRUNC) {
+		if (!o.is_send &&
+		    (err.err == FI_ETRUNC || err.err == -FI_ETRUNC)) {
 			/*
 			 * The peer sent more than S bytes: report it as a
 			 * normal completion whose length (len + olen, the
 			 * original size) differs from S, so it is counted as
-			 * a verify error instead of aborting.
+			 * a verify error instead of aborting. (shm in 1.17
+			 * puts -FI_ETRUNC in err, the others FI_ETRUNC.)
 			 */
 			memset(&comp[0], 0, sizeof(comp[0]));
 			comp[0].op_context = err.op_context;
