@@ -12,8 +12,14 @@
  *                      [--timeout SEC]
  *   cbaseline pingpong --provider P --size S [--seconds T] [--max-count N]
  *                      [--yield] [--noise-us N] [--timeout SEC]
+ *   cbaseline inject   --provider P --size S [--rx-depth R] [--seconds T]
+ *                      [--max-count N] [--yield] [--noise-us N]
+ *                      [--timeout SEC]
+ *   cbaseline memcpy   --size S [--window W] [--rx-depth R] [--seconds T]
+ *                      [--max-count N] [--timeout SEC]
  *
- * Both take --endpoint msg|rdm (default msg, all of the above).
+ * bw and pingpong take --endpoint msg|rdm (default msg, all of the above);
+ * inject is always rdm.
  *
  * bw: the client keeps up to W sends of S bytes outstanding (default 64),
  * the server keeps R receives posted (default 2W) and posts each buffer again
@@ -48,6 +54,18 @@
  * pingpong needs one endpoint a side, not two: an RDM endpoint sends and
  * receives, and netio-go's connectionless endpoint does both.
  *
+ * inject (RDM): the client fi_injects S bytes (at most the provider's
+ * inject_size) to the server as fast as the provider takes them, reading
+ * its CQ only to drive progress when it says -FI_EAGAIN (an inject has no
+ * completion); the server keeps R receives posted (default 128) as in bw.
+ * msgs_per_s counts the messages the server received, from the first
+ * inject to the last receive.
+ *
+ * memcpy (no libfabric): memcpy of S bytes from W source slots into R
+ * destination slots in turn (the memory bw's transfer touches), in one
+ * thread, for T seconds or N copies; what shm's copy between two processes
+ * is compared with.
+ *
  * --noise-us N starts a third thread that sleeps N microseconds in a loop,
  * doing nothing else: the wake-ups the Go runtime's monitor thread makes
  * (every 20 us while goroutines sit in long cgo calls), so that what they
@@ -64,6 +82,9 @@
  *   pingpong: {"mode":"pingpong","provider":P,"size":S,"round_trips":N,
  *              "latency_p50_us":A,"latency_p99_us":B}
  * With --endpoint rdm both carry "endpoint":"rdm" after the provider.
+ * inject and memcpy print bw's fields, with "mode":"inject" (plus
+ * "endpoint":"rdm" and the provider's "inject_size"; window is 0) and
+ * "mode":"memcpy" (provider "none", messages = copies).
  *
  * Exit status: 0 on success, 1 on an error (said on stderr); the --timeout
  * watchdog (default 60 s, 0: none) ends the process with SIGALRM.
@@ -122,7 +143,7 @@
 			die_fi(#call, try_ret_);        \
 	} while (0)
 
-enum mode { MODE_BW, MODE_PINGPONG };
+enum mode { MODE_BW, MODE_PINGPONG, MODE_INJECT, MODE_MEMCPY };
 
 struct opts {
 	int pingpong;
@@ -181,6 +202,7 @@ static pthread_barrier_t start_line;
  */
 static _Atomic uint64_t total_sent;
 static atomic_int client_done;
+static atomic_int server_done; /* inject: the client drives progress until */
 static uint64_t server_received;
 static double last_receive;
 
@@ -195,7 +217,12 @@ static void usage(void)
 		"[--noise-us N] [--timeout SEC]\n"
 		"  cbaseline pingpong --provider P --size S [--seconds T] "
 		"[--max-count N] [--yield] [--noise-us N] [--timeout SEC]\n"
-		"both take --endpoint msg|rdm (default msg)\n");
+		"  cbaseline inject   --provider P --size S [--rx-depth R] "
+		"[--seconds T] [--max-count N] [--yield] [--noise-us N] "
+		"[--timeout SEC]\n"
+		"  cbaseline memcpy   --size S [--window W] [--rx-depth R] "
+		"[--seconds T] [--max-count N] [--timeout SEC]\n"
+		"bw and pingpong take --endpoint msg|rdm (default msg)\n");
 	exit(1);
 }
 
@@ -235,12 +262,16 @@ static void parse_args(int argc, char **argv)
 		usage();
 	if (!strcmp(argv[1], "pingpong"))
 		o.mode = MODE_PINGPONG;
+	else if (!strcmp(argv[1], "inject"))
+		o.mode = MODE_INJECT;
+	else if (!strcmp(argv[1], "memcpy"))
+		o.mode = MODE_MEMCPY;
 	else if (!strcmp(argv[1], "bw"))
 		o.mode = MODE_BW;
 	else
 		usage();
 	o.pingpong = o.mode == MODE_PINGPONG;
-
+	o.rdm = o.mode == MODE_INJECT;
 	o.window = 64;
 	o.seconds = 1;
 	o.timeout = 60;
@@ -256,7 +287,8 @@ static void parse_args(int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--provider"))
 			o.provider = v;
-		else if (!strcmp(a, "--endpoint")) {
+		else if (!strcmp(a, "--endpoint") &&
+			 (o.mode == MODE_BW || o.mode == MODE_PINGPONG)) {
 			if (!strcmp(v, "rdm"))
 				o.rdm = 1;
 			else if (strcmp(v, "msg"))
@@ -265,7 +297,8 @@ static void parse_args(int argc, char **argv)
 		}
 		else if (!strcmp(a, "--size"))
 			o.size = (size_t)flag_value(a, v, 1, 1 << 30, 1);
-		else if (!strcmp(a, "--window") && !o.pingpong)
+		else if (!strcmp(a, "--window") &&
+			 (o.mode == MODE_BW || o.mode == MODE_MEMCPY))
 			o.window = (size_t)flag_value(a, v, 1, MAX_DEPTH, 1);
 		else if (!strcmp(a, "--rx-depth") && !o.pingpong)
 			o.rx_depth = (size_t)flag_value(a, v, 1, MAX_DEPTH, 1);
@@ -280,9 +313,15 @@ static void parse_args(int argc, char **argv)
 		else
 			errx(1, "unknown flag '%s'", a);
 	}
+	if (o.mode == MODE_MEMCPY && !o.provider)
+		o.provider = "none";
 	if (!o.provider || !o.size)
 		errx(1, "--provider and --size are required");
-
+	if (o.mode == MODE_INJECT) {
+		o.window = 1; /* the one buffer every inject copies from */
+		if (!o.rx_depth)
+			o.rx_depth = 128;
+	}
 	if (o.pingpong) {
 		o.window = o.rx_depth = 2; /* slots: one to send, one to receive */
 		if (!o.max_count)
@@ -641,7 +680,7 @@ static void rdm_insert(struct side *from, struct side *to)
 
 /*
  * rdm: open both sides (their slots, receives and access as the mode
- * wants), each with the other's address in its AV; for bw, put
+ * wants), each with the other's address in its AV; for bw and inject, put
  * one message through before the clock starts.
  */
 static void rdm_open_sides(void)
@@ -733,6 +772,7 @@ static void *bw_server(void *arg)
 		last_receive = now_sec();
 	}
 	server_received = received;
+	atomic_store(&server_done, 1);
 	return NULL;
 }
 
@@ -781,9 +821,10 @@ static uint64_t bw_client(double *t0)
 }
 
 /*
- * bw's JSON line: mode, the provider (then "endpoint":"rdm" on RDM, and
- * extra, a ready ",\"key\":value" or ""), window and rx_bufs, then n
- * messages of o.size bytes in secs seconds and cpu CPU seconds.
+ * bw's JSON line, which inject and memcpy print too: mode, the provider
+ * (then "endpoint":"rdm" on RDM, and extra, a ready ",\"key\":value" or
+ * ""), window and rx_bufs, then n messages of o.size bytes in secs seconds
+ * and cpu CPU seconds.
  */
 static void print_bw(const char *mode, const char *extra, size_t window,
 		     uint64_t n, double secs, double cpu)
@@ -814,6 +855,103 @@ static void run_bw(void)
 		     server_received, sent);
 	close_all();
 	print_bw("bw", "", o.window, sent, last_receive - t0, cpu);
+}
+
+/* -------------------------------------------------------------- inject */
+
+/*
+ * fi_inject until the time or the count is used up; an inject has no
+ * completion, so the CQ is read only to drive progress: when the provider
+ * says -FI_EAGAIN, and afterwards until the server has every message
+ * (ofi_rxm moves queued bytes only when progressed). Returns the number
+ * injected; *t0 is when the first inject was made.
+ */
+static uint64_t inject_client(double *t0)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	uint64_t posted = 0;
+	double deadline;
+	ssize_t ret;
+
+	*t0 = now_sec();
+	deadline = *t0 + o.seconds;
+	while (posted < o.max_count &&
+	       (posted % TIME_CHECK_EVERY != 0 || posted == 0 ||
+		now_sec() <= deadline)) {
+		ret = fi_inject(cli.ep, cli.buf, o.size, cli.dest);
+		if (ret == -FI_EAGAIN) {
+			cq_poll(&cli, comp);
+			continue;
+		}
+		TRY(ret);
+		posted++;
+	}
+	atomic_store(&total_sent, posted);
+	atomic_store(&client_done, 1);
+	while (!atomic_load(&server_done))
+		cq_poll(&cli, comp);
+	return posted;
+}
+
+static void run_inject(void)
+{
+	pthread_t server;
+	double t0, cpu0, cpu;
+	uint64_t sent;
+	size_t max;
+	char extra[64];
+
+	max = pep_info->tx_attr->inject_size;
+	if (o.size > max)
+		errx(1, "--size %zu: provider %s injects at most %zu bytes",
+		     o.size, o.provider, max);
+	server = start(bw_server, 1, FI_SEND);
+	cpu0 = cpu_sec();
+	sent = inject_client(&t0);
+	pthread_join(server, NULL);
+	cpu = cpu_sec() - cpu0;
+	if (server_received != sent)
+		errx(1, "server received %" PRIu64 " of %" PRIu64 " messages",
+		     server_received, sent);
+	close_all();
+	snprintf(extra, sizeof(extra), ",\"inject_size\":%zu", max);
+	print_bw("inject", extra, 0, sent, last_receive - t0, cpu);
+}
+
+/* -------------------------------------------------------------- memcpy */
+
+/*
+ * memcpy o.size bytes from o.window source slots into o.rx_depth
+ * destination slots in turn, as bw's messages go from the client's slots
+ * into the server's, until the time or the count is used up.
+ */
+static void run_memcpy(void)
+{
+	size_t src_len = o.window * o.size, dst_len = o.rx_depth * o.size;
+	char *src, *dst;
+	uint64_t n = 0;
+	double t0, t1, deadline, cpu0;
+
+	if (posix_memalign((void **)&src, 4096, src_len) ||
+	    posix_memalign((void **)&dst, 4096, dst_len))
+		errx(1, "posix_memalign: out of memory");
+	memset(src, 0x5a, src_len); /* touch every page before the clock */
+	memset(dst, 0, dst_len);
+	cpu0 = cpu_sec();
+	t0 = now_sec();
+	deadline = t0 + o.seconds;
+	do {
+		memcpy(dst + (n % o.rx_depth) * o.size,
+		       src + (n % o.window) * o.size, o.size);
+		/* The copy is used: the compiler may not drop it. */
+		__asm__ __volatile__("" : : "r"(dst) : "memory");
+		n++;
+	} while (n < o.max_count &&
+		 (n % TIME_CHECK_EVERY != 0 || now_sec() <= deadline));
+	t1 = now_sec();
+	print_bw("memcpy", "", o.window, n, t1 - t0, cpu_sec() - cpu0);
+	free(src);
+	free(dst);
 }
 
 /* ------------------------------------------------------------ pingpong */
@@ -951,11 +1089,17 @@ int main(int argc, char **argv)
 	parse_args(argc, argv);
 	alarm(o.timeout); /* the default action ends the process */
 	start_noise();
+	if (o.mode == MODE_MEMCPY) {
+		run_memcpy();
+		return 0;
+	}
 	if (pthread_barrier_init(&start_line, NULL, 2))
 		errx(1, "pthread_barrier_init failed");
 	open_fabric();
 	if (o.mode == MODE_PINGPONG)
 		run_pingpong();
+	else if (o.mode == MODE_INJECT)
+		run_inject();
 	else
 		run_bw();
 	pthread_barrier_destroy(&start_line);
