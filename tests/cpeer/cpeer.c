@@ -13,7 +13,7 @@
  *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
  *
  * ADDR is HOST:PORT (or [V6HOST]:PORT); with --endpoint rdm --provider shm
- * it is an shm endpoint name instead (see run_rdm_recv).
+ * it is an shm endpoint name instead (see rdm_get_info).
  *
  * Build:
  *   gcc -O2 -Wall -Wextra -o cpeer tests/cpeer/cpeer.c \
@@ -851,9 +851,8 @@ static void rdm_get_info(void)
  * the buffers. The AV is FI_AV_TABLE: a peer's fi_addr_t is its index in
  * the table (0, 1, ... in insertion order), a small integer a program can
  * keep in a table of its own, where FI_AV_MAP's values are opaque 64-bit
- * keys; every provider here offers both. With FI_SOURCE the providers
- * name a sender the receiver did not insert by an index of their own or
- * FI_ADDR_NOTAVAIL.
+ * keys; every provider here offers both. What fi_cq_readfrom reports for
+ * a sender the receiver did not insert differs by provider: see src_seq.
  */
 static void rdm_open(void)
 {
