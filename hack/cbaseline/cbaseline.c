@@ -12,6 +12,14 @@
  *                      [--timeout SEC]
  *   cbaseline pingpong --provider P --size S [--seconds T] [--max-count N]
  *                      [--yield] [--noise-us N] [--timeout SEC]
+ *   cbaseline inject   --provider P --size S [--rx-depth R] [--seconds T]
+ *                      [--max-count N] [--yield] [--noise-us N]
+ *                      [--timeout SEC]
+ *   cbaseline memcpy   --size S [--window W] [--rx-depth R] [--seconds T]
+ *                      [--max-count N] [--timeout SEC]
+ *
+ * bw and pingpong take --endpoint msg|rdm (default msg, all of the above);
+ * inject is always rdm.
  *
  * bw: the client keeps up to W sends of S bytes outstanding (default 64),
  * the server keeps R receives posted (default 2W) and posts each buffer again
@@ -35,6 +43,29 @@
  * trip (p50 and p99). Ends after T seconds (but not before 10 timed round
  * trips) or N timed round trips (default 100000).
  *
+ * --endpoint rdm: the same two threads on FI_EP_RDM endpoints (FI_MSG, an
+ * FI_AV_TABLE address vector each, no event queue) instead of
+ * connections. The server's endpoint binds 127.0.0.1 port 0 (shm: a name
+ * of the provider's choosing), the client's too, and each inserts the
+ * other's fi_getname address into its AV, as netio-go's connectionless
+ * endpoint does with a peer. bw sends from the client to the server; before
+ * the clock starts one message goes through, so that ofi_rxm's connection
+ * (made on the first send, -FI_EAGAIN until the CQ is read) is not timed.
+ * pingpong needs one endpoint a side, not two: an RDM endpoint sends and
+ * receives, and netio-go's connectionless endpoint does both.
+ *
+ * inject (RDM): the client fi_injects S bytes (at most the provider's
+ * inject_size) to the server as fast as the provider takes them, reading
+ * its CQ only to drive progress when it says -FI_EAGAIN (an inject has no
+ * completion); the server keeps R receives posted (default 128) as in bw.
+ * msgs_per_s counts the messages the server received, from the first
+ * inject to the last receive.
+ *
+ * memcpy (no libfabric): memcpy of S bytes from W source slots into R
+ * destination slots in turn (the memory bw's transfer touches), in one
+ * thread, for T seconds or N copies; what shm's copy between two processes
+ * is compared with.
+ *
  * --noise-us N starts a third thread that sleeps N microseconds in a loop,
  * doing nothing else: the wake-ups the Go runtime's monitor thread makes
  * (every 20 us while goroutines sit in long cgo calls), so that what they
@@ -50,6 +81,10 @@
  *              "msgs_per_s":Y,"cpu_seconds":C,"cpu_s_per_gb":G}
  *   pingpong: {"mode":"pingpong","provider":P,"size":S,"round_trips":N,
  *              "latency_p50_us":A,"latency_p99_us":B}
+ * With --endpoint rdm both carry "endpoint":"rdm" after the provider.
+ * inject and memcpy print bw's fields, with "mode":"inject" (plus
+ * "endpoint":"rdm" and the provider's "inject_size"; window is 0) and
+ * "mode":"memcpy" (provider "none", messages = copies).
  *
  * Exit status: 0 on success, 1 on an error (said on stderr); the --timeout
  * watchdog (default 60 s, 0: none) ends the process with SIGALRM.
@@ -108,8 +143,12 @@
 			die_fi(#call, try_ret_);        \
 	} while (0)
 
+enum mode { MODE_BW, MODE_PINGPONG, MODE_INJECT, MODE_MEMCPY };
+
 struct opts {
 	int pingpong;
+	enum mode mode;
+	int rdm; /* FI_EP_RDM endpoints */
 	const char *provider;
 	size_t size;
 	size_t window;   /* bw: sends outstanding at most */
@@ -133,6 +172,8 @@ struct side {
 	struct fid_eq *eq;
 	struct fid_cq *cq;
 	struct fid_ep *ep;
+	struct fid_av *av;  /* rdm */
+	fi_addr_t dest;     /* rdm: the other side in av; msg: 0 */
 	struct fid_mr *mr;
 	char *buf;
 	void *desc;
@@ -161,6 +202,7 @@ static pthread_barrier_t start_line;
  */
 static _Atomic uint64_t total_sent;
 static atomic_int client_done;
+static atomic_int server_done; /* inject: the client drives progress until */
 static uint64_t server_received;
 static double last_receive;
 
@@ -174,7 +216,13 @@ static void usage(void)
 		"[--rx-depth R] [--seconds T] [--max-count N] [--yield] "
 		"[--noise-us N] [--timeout SEC]\n"
 		"  cbaseline pingpong --provider P --size S [--seconds T] "
-		"[--max-count N] [--yield] [--noise-us N] [--timeout SEC]\n");
+		"[--max-count N] [--yield] [--noise-us N] [--timeout SEC]\n"
+		"  cbaseline inject   --provider P --size S [--rx-depth R] "
+		"[--seconds T] [--max-count N] [--yield] [--noise-us N] "
+		"[--timeout SEC]\n"
+		"  cbaseline memcpy   --size S [--window W] [--rx-depth R] "
+		"[--seconds T] [--max-count N] [--timeout SEC]\n"
+		"bw and pingpong take --endpoint msg|rdm (default msg)\n");
 	exit(1);
 }
 
@@ -213,9 +261,17 @@ static void parse_args(int argc, char **argv)
 	if (argc < 2)
 		usage();
 	if (!strcmp(argv[1], "pingpong"))
-		o.pingpong = 1;
-	else if (strcmp(argv[1], "bw"))
+		o.mode = MODE_PINGPONG;
+	else if (!strcmp(argv[1], "inject"))
+		o.mode = MODE_INJECT;
+	else if (!strcmp(argv[1], "memcpy"))
+		o.mode = MODE_MEMCPY;
+	else if (!strcmp(argv[1], "bw"))
+		o.mode = MODE_BW;
+	else
 		usage();
+	o.pingpong = o.mode == MODE_PINGPONG;
+	o.rdm = o.mode == MODE_INJECT;
 	o.window = 64;
 	o.seconds = 1;
 	o.timeout = 60;
@@ -231,9 +287,18 @@ static void parse_args(int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--provider"))
 			o.provider = v;
+		else if (!strcmp(a, "--endpoint") &&
+			 (o.mode == MODE_BW || o.mode == MODE_PINGPONG)) {
+			if (!strcmp(v, "rdm"))
+				o.rdm = 1;
+			else if (strcmp(v, "msg"))
+				errx(1, "--endpoint: want msg or rdm, got '%s'",
+				     v);
+		}
 		else if (!strcmp(a, "--size"))
 			o.size = (size_t)flag_value(a, v, 1, 1 << 30, 1);
-		else if (!strcmp(a, "--window") && !o.pingpong)
+		else if (!strcmp(a, "--window") &&
+			 (o.mode == MODE_BW || o.mode == MODE_MEMCPY))
 			o.window = (size_t)flag_value(a, v, 1, MAX_DEPTH, 1);
 		else if (!strcmp(a, "--rx-depth") && !o.pingpong)
 			o.rx_depth = (size_t)flag_value(a, v, 1, MAX_DEPTH, 1);
@@ -248,8 +313,15 @@ static void parse_args(int argc, char **argv)
 		else
 			errx(1, "unknown flag '%s'", a);
 	}
+	if (o.mode == MODE_MEMCPY && !o.provider)
+		o.provider = "none";
 	if (!o.provider || !o.size)
 		errx(1, "--provider and --size are required");
+	if (o.mode == MODE_INJECT) {
+		o.window = 1; /* the one buffer every inject copies from */
+		if (!o.rx_depth)
+			o.rx_depth = 128;
+	}
 	if (o.pingpong) {
 		o.window = o.rx_depth = 2; /* slots: one to send, one to receive */
 		if (!o.max_count)
@@ -274,9 +346,21 @@ static struct fi_info *get_info(const char *node, const char *service,
 
 	TRY(fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, &info));
 	if (!info)
-		errx(1, "fi_getinfo: provider %s offers no message endpoint",
-		     o.provider);
+		errx(1, "fi_getinfo: provider %s offers no %s endpoint",
+		     o.provider, o.rdm ? "RDM" : "message");
 	return info;
+}
+
+/*
+ * An RDM endpoint's info: bound to 127.0.0.1, port 0, for the IP
+ * providers; shm's endpoints are named, not bound, and take a name of the
+ * provider's choosing (fi_shm://PID:UID:N).
+ */
+static struct fi_info *rdm_info(void)
+{
+	if (!strcmp(o.provider, "shm"))
+		return get_info(NULL, NULL, 0);
+	return get_info("127.0.0.1", "0", FI_SOURCE);
 }
 
 static struct fid_eq *open_eq(void)
@@ -288,9 +372,20 @@ static struct fid_eq *open_eq(void)
 	return eq;
 }
 
-/* Open the fabric, the domain and a listening passive endpoint. */
+/*
+ * Open the fabric, the domain and a listening passive endpoint; rdm: the
+ * fabric and the domain only.
+ */
 static void open_fabric(void)
 {
+	if (o.rdm) {
+		hints = rdm_hints(o.provider, FI_MSG);
+		hints->domain_attr->threading = FI_THREAD_SAFE;
+		pep_info = rdm_info();
+		TRY(fi_fabric(pep_info->fabric_attr, &fabric, NULL));
+		TRY(fi_domain(fabric, pep_info, &domain, NULL));
+		return;
+	}
 	hints = msg_hints(o.provider);
 	hints->domain_attr->threading = FI_THREAD_SAFE;
 
@@ -317,7 +412,8 @@ static void listening_port(char *out, size_t len)
 
 /*
  * Open the side's endpoint on info with cq, or a CQ of its own when cq is
- * NULL, bound to eq, and register nslots buffers with the given access.
+ * NULL, bound to eq (rdm: to an FI_AV_TABLE AV of its own instead), and
+ * register nslots buffers with the given access.
  */
 static void open_side(struct side *s, struct fi_info *info,
 		      struct fid_eq *eq, struct fid_cq *cq, size_t nslots,
@@ -342,7 +438,14 @@ static void open_side(struct side *s, struct fi_info *info,
 		TRY(fi_cq_open(domain, &cq_attr, &s->cq, NULL));
 	}
 	TRY(fi_endpoint(domain, info, &s->ep, NULL));
-	TRY(fi_ep_bind(s->ep, &eq->fid, 0));
+	if (o.rdm) {
+		struct fi_av_attr av_attr = {.type = FI_AV_TABLE, .count = 4};
+
+		TRY(fi_av_open(domain, &av_attr, &s->av, NULL));
+		TRY(fi_ep_bind(s->ep, &s->av->fid, 0));
+	} else {
+		TRY(fi_ep_bind(s->ep, &eq->fid, 0));
+	}
 	TRY(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV));
 	TRY(fi_enable(s->ep));
 
@@ -432,7 +535,8 @@ static void flush_recvs(struct side *s)
 	while (s->npending > 0) {
 		size_t slot = s->pending[s->npending - 1];
 		ssize_t ret = fi_recv(s->ep, s->buf + slot * o.size, o.size,
-				      s->desc, 0, &s->ctx[slot]);
+				      s->desc, o.rdm ? FI_ADDR_UNSPEC : 0,
+				      &s->ctx[slot]);
 
 		if (ret == -FI_EAGAIN)
 			return;
@@ -444,8 +548,8 @@ static void flush_recvs(struct side *s)
 /* Send len bytes from slot; 0 when the transmit queue is full. */
 static int try_send(struct side *s, size_t slot, size_t len)
 {
-	ssize_t ret = fi_send(s->ep, s->buf + slot * o.size, len, s->desc, 0,
-			      &s->ctx[slot]);
+	ssize_t ret = fi_send(s->ep, s->buf + slot * o.size, len, s->desc,
+			      s->dest, &s->ctx[slot]);
 
 	if (ret == -FI_EAGAIN)
 		return 0;
@@ -478,6 +582,8 @@ static void accept_side(struct side *s, struct fid_cq *cq, size_t first,
  */
 static void server_accept(size_t nslots, uint64_t access)
 {
+	if (o.rdm)
+		return; /* rdm_open_sides opened it */
 	if (!o.pingpong) {
 		accept_side(&srv, NULL, 0, nslots, access);
 		return;
@@ -511,6 +617,8 @@ static void connect_side(struct side *s, struct fid_eq *eq, struct fid_cq *cq,
  */
 static void client_connect(size_t nslots, uint64_t access)
 {
+	if (o.rdm)
+		return; /* rdm_open_sides opened it */
 	connect_side(&cli, open_eq(), NULL, nslots, nslots, access);
 	if (o.pingpong)
 		connect_side(&cli_pong, cli.eq, cli.cq, PP_RECV_SLOT, nslots,
@@ -520,6 +628,7 @@ static void client_connect(size_t nslots, uint64_t access)
 static void free_side(struct side *s, int own_eq)
 {
 	close_fid("fi_close(mr)", s->mr ? &s->mr->fid : NULL);
+	close_fid("fi_close(av)", s->av ? &s->av->fid : NULL);
 	if (!s->shares_cq)
 		close_fid("fi_close(cq)", s->cq ? &s->cq->fid : NULL);
 	if (own_eq)
@@ -541,16 +650,78 @@ static void close_all(void)
 	close_fid("fi_close(ep)", cli_pong.ep ? &cli_pong.ep->fid : NULL);
 	close_fid("fi_close(ep)", srv.ep ? &srv.ep->fid : NULL);
 	close_fid("fi_close(ep)", srv_pong.ep ? &srv_pong.ep->fid : NULL);
-	close_fid("fi_close(pep)", &pep->fid);
+	close_fid("fi_close(pep)", pep ? &pep->fid : NULL);
 	free_side(&cli_pong, 0); /* before cli: it shares cli's EQ and CQ */
 	free_side(&cli, 1);
 	free_side(&srv_pong, 0);
 	free_side(&srv, 0);
-	close_fid("fi_close(eq)", &pep_eq->fid);
+	close_fid("fi_close(eq)", pep_eq ? &pep_eq->fid : NULL);
 	close_fid("fi_close(domain)", &domain->fid);
 	close_fid("fi_close(fabric)", &fabric->fid);
 	fi_freeinfo(pep_info);
 	fi_freeinfo(hints);
+}
+
+/*
+ * rdm: give from the address of to, inserted into from's AV, to send to.
+ */
+static void rdm_insert(struct side *from, struct side *to)
+{
+	char addr[256];
+	size_t len = sizeof(addr);
+	int ret;
+
+	TRY(fi_getname(&to->ep->fid, addr, &len));
+	ret = fi_av_insert(from->av, addr, 1, &from->dest, 0, NULL);
+	if (ret != 1)
+		errx(1, "%s: fi_av_insert: %s", from->name,
+		     ret < 0 ? fi_strerror(-ret) : "address not inserted");
+}
+
+/*
+ * rdm: open both sides (their slots, receives and access as the mode
+ * wants), each with the other's address in its AV; for bw and inject, put
+ * one message through before the clock starts.
+ */
+static void rdm_open_sides(void)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	size_t i, srv_slots = o.rx_depth, srv_first = 0, cli_slots = o.window;
+	size_t cli_first = o.window;
+	uint64_t srv_access = FI_RECV, cli_access = FI_SEND;
+	int sent = 0, got = 0, n, j;
+
+	if (o.pingpong) {
+		srv_slots = cli_slots = 2;
+		srv_first = cli_first = PP_RECV_SLOT;
+		srv_access = cli_access = FI_SEND | FI_RECV;
+	}
+	open_side(&srv, rdm_info(), NULL, NULL, srv_slots, srv_access);
+	open_side(&cli, rdm_info(), NULL, NULL, cli_slots, cli_access);
+	rdm_insert(&cli, &srv);
+	rdm_insert(&srv, &cli);
+	for (i = srv_first; i < srv_slots; i++)
+		post_recv(&srv, i);
+	flush_recvs(&srv);
+	for (i = cli_first; i < cli_slots; i++)
+		post_recv(&cli, i);
+	flush_recvs(&cli);
+	if (o.pingpong)
+		return;
+
+	/* ofi_rxm connects now, saying -FI_EAGAIN until both CQs are read. */
+	while (!try_send(&cli, 0, o.size)) {
+		cq_poll(&cli, comp); /* nothing is in flight yet */
+		cq_poll(&srv, comp);
+	}
+	while (!sent || !got) {
+		sent += cq_poll(&cli, comp);
+		n = cq_poll(&srv, comp);
+		for (j = 0; j < n; j++)
+			post_recv(&srv, slot_of(&srv, comp[j].op_context));
+		flush_recvs(&srv);
+		got += n;
+	}
 }
 
 /* Run the server thread, connect the client, and start both together. */
@@ -558,8 +729,11 @@ static pthread_t start(void *(*server)(void *), size_t nslots,
 		       uint64_t access)
 {
 	pthread_t t;
-	int ret = pthread_create(&t, NULL, server, NULL);
+	int ret;
 
+	if (o.rdm)
+		rdm_open_sides();
+	ret = pthread_create(&t, NULL, server, NULL);
 	if (ret)
 		errx(1, "pthread_create: %s", strerror(ret));
 	client_connect(nslots, access);
@@ -598,6 +772,7 @@ static void *bw_server(void *arg)
 		last_receive = now_sec();
 	}
 	server_received = received;
+	atomic_store(&server_done, 1);
 	return NULL;
 }
 
@@ -645,10 +820,32 @@ static uint64_t bw_client(double *t0)
 	return posted;
 }
 
+/*
+ * bw's JSON line, which inject and memcpy print too: mode, the provider
+ * (then "endpoint":"rdm" on RDM, and extra, a ready ",\"key\":value" or
+ * ""), window and rx_bufs, then n messages of o.size bytes in secs seconds
+ * and cpu CPU seconds.
+ */
+static void print_bw(const char *mode, const char *extra, size_t window,
+		     uint64_t n, double secs, double cpu)
+{
+	double gb = (double)n * (double)o.size / 1e9;
+
+	printf("{\"mode\":\"%s\",\"provider\":\"%s\"%s%s,\"size\":%zu,"
+	       "\"window\":%zu,\"rx_bufs\":%zu,\"messages\":%" PRIu64
+	       ",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"mb_per_s\":%.3f,"
+	       "\"msgs_per_s\":%.1f,\"cpu_seconds\":%.6f,"
+	       "\"cpu_s_per_gb\":%.6f}\n",
+	       mode, o.provider, o.rdm ? ",\"endpoint\":\"rdm\"" : "", extra,
+	       o.size, window, o.rx_depth, n, n * (uint64_t)o.size, secs,
+	       secs > 0 ? gb * 1e3 / secs : 0, secs > 0 ? (double)n / secs : 0,
+	       cpu, gb > 0 ? cpu / gb : 0);
+}
+
 static void run_bw(void)
 {
 	pthread_t server = start(bw_server, o.window, FI_SEND);
-	double t0, cpu0 = cpu_sec(), cpu, secs, gb;
+	double t0, cpu0 = cpu_sec(), cpu;
 	uint64_t sent = bw_client(&t0);
 
 	pthread_join(server, NULL);
@@ -657,17 +854,104 @@ static void run_bw(void)
 		errx(1, "server received %" PRIu64 " of %" PRIu64 " messages",
 		     server_received, sent);
 	close_all();
+	print_bw("bw", "", o.window, sent, last_receive - t0, cpu);
+}
 
-	secs = last_receive - t0;
-	gb = (double)sent * (double)o.size / 1e9;
-	printf("{\"mode\":\"bw\",\"provider\":\"%s\",\"size\":%zu,"
-	       "\"window\":%zu,\"rx_bufs\":%zu,\"messages\":%" PRIu64
-	       ",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"mb_per_s\":%.3f,"
-	       "\"msgs_per_s\":%.1f,\"cpu_seconds\":%.6f,"
-	       "\"cpu_s_per_gb\":%.6f}\n",
-	       o.provider, o.size, o.window, o.rx_depth, sent,
-	       sent * (uint64_t)o.size, secs, secs > 0 ? gb * 1e3 / secs : 0,
-	       secs > 0 ? (double)sent / secs : 0, cpu, gb > 0 ? cpu / gb : 0);
+/* -------------------------------------------------------------- inject */
+
+/*
+ * fi_inject until the time or the count is used up; an inject has no
+ * completion, so the CQ is read only to drive progress: when the provider
+ * says -FI_EAGAIN, and afterwards until the server has every message
+ * (ofi_rxm moves queued bytes only when progressed). Returns the number
+ * injected; *t0 is when the first inject was made.
+ */
+static uint64_t inject_client(double *t0)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	uint64_t posted = 0;
+	double deadline;
+	ssize_t ret;
+
+	*t0 = now_sec();
+	deadline = *t0 + o.seconds;
+	while (posted < o.max_count &&
+	       (posted % TIME_CHECK_EVERY != 0 || posted == 0 ||
+		now_sec() <= deadline)) {
+		ret = fi_inject(cli.ep, cli.buf, o.size, cli.dest);
+		if (ret == -FI_EAGAIN) {
+			cq_poll(&cli, comp);
+			continue;
+		}
+		TRY(ret);
+		posted++;
+	}
+	atomic_store(&total_sent, posted);
+	atomic_store(&client_done, 1);
+	while (!atomic_load(&server_done))
+		cq_poll(&cli, comp);
+	return posted;
+}
+
+static void run_inject(void)
+{
+	pthread_t server;
+	double t0, cpu0, cpu;
+	uint64_t sent;
+	size_t max;
+	char extra[64];
+
+	max = pep_info->tx_attr->inject_size;
+	if (o.size > max)
+		errx(1, "--size %zu: provider %s injects at most %zu bytes",
+		     o.size, o.provider, max);
+	server = start(bw_server, 1, FI_SEND);
+	cpu0 = cpu_sec();
+	sent = inject_client(&t0);
+	pthread_join(server, NULL);
+	cpu = cpu_sec() - cpu0;
+	if (server_received != sent)
+		errx(1, "server received %" PRIu64 " of %" PRIu64 " messages",
+		     server_received, sent);
+	close_all();
+	snprintf(extra, sizeof(extra), ",\"inject_size\":%zu", max);
+	print_bw("inject", extra, 0, sent, last_receive - t0, cpu);
+}
+
+/* -------------------------------------------------------------- memcpy */
+
+/*
+ * memcpy o.size bytes from o.window source slots into o.rx_depth
+ * destination slots in turn, as bw's messages go from the client's slots
+ * into the server's, until the time or the count is used up.
+ */
+static void run_memcpy(void)
+{
+	size_t src_len = o.window * o.size, dst_len = o.rx_depth * o.size;
+	char *src, *dst;
+	uint64_t n = 0;
+	double t0, t1, deadline, cpu0;
+
+	if (posix_memalign((void **)&src, 4096, src_len) ||
+	    posix_memalign((void **)&dst, 4096, dst_len))
+		errx(1, "posix_memalign: out of memory");
+	memset(src, 0x5a, src_len); /* touch every page before the clock */
+	memset(dst, 0, dst_len);
+	cpu0 = cpu_sec();
+	t0 = now_sec();
+	deadline = t0 + o.seconds;
+	do {
+		memcpy(dst + (n % o.rx_depth) * o.size,
+		       src + (n % o.window) * o.size, o.size);
+		/* The copy is used: the compiler may not drop it. */
+		__asm__ __volatile__("" : : "r"(dst) : "memory");
+		n++;
+	} while (n < o.max_count &&
+		 (n % TIME_CHECK_EVERY != 0 || now_sec() <= deadline));
+	t1 = now_sec();
+	print_bw("memcpy", "", o.window, n, t1 - t0, cpu_sec() - cpu0);
+	free(src);
+	free(dst);
 }
 
 /* ------------------------------------------------------------ pingpong */
@@ -679,6 +963,8 @@ static void *pp_server(void *arg)
 	int n, j;
 
 	(void)arg;
+	struct side *pong = o.rdm ? &srv : &srv_pong; /* rdm: one endpoint */
+
 	server_accept(2, FI_SEND | FI_RECV);
 	pthread_barrier_wait(&start_line);
 	while (!atomic_load(&client_done)) {
@@ -688,7 +974,7 @@ static void *pp_server(void *arg)
 				continue; /* an echo's send completion */
 			post_recv(&srv, PP_RECV_SLOT);
 			flush_recvs(&srv);
-			while (!try_send(&srv_pong, PP_SEND_SLOT, comp[j].len))
+			while (!try_send(pong, PP_SEND_SLOT, comp[j].len))
 				;
 		}
 	}
@@ -737,6 +1023,7 @@ static double one_way_us(const double *rtts, size_t n, double q)
 static void run_pingpong(void)
 {
 	double *rtts = malloc(o.max_count * sizeof(*rtts)), deadline, t, back;
+	struct side *pong = o.rdm ? &cli : &cli_pong; /* rdm: one endpoint */
 	pthread_t server;
 	uint64_t trips = 0;
 	size_t n = 0;
@@ -750,8 +1037,8 @@ static void run_pingpong(void)
 		while (!try_send(&cli, PP_SEND_SLOT, o.size))
 			;
 		back = pp_await();
-		post_recv(&cli_pong, PP_RECV_SLOT);
-		flush_recvs(&cli_pong);
+		post_recv(pong, PP_RECV_SLOT);
+		flush_recvs(pong);
 		if (++trips > WARMUP)
 			rtts[n++] = back - t;
 		if (n >= o.max_count || (back > deadline && n >= MIN_TIMED))
@@ -762,10 +1049,11 @@ static void run_pingpong(void)
 	close_all();
 
 	qsort(rtts, n, sizeof(*rtts), cmp_double);
-	printf("{\"mode\":\"pingpong\",\"provider\":\"%s\",\"size\":%zu,"
+	printf("{\"mode\":\"pingpong\",\"provider\":\"%s\"%s,\"size\":%zu,"
 	       "\"round_trips\":%zu,\"latency_p50_us\":%.3f,"
 	       "\"latency_p99_us\":%.3f}\n",
-	       o.provider, o.size, n, one_way_us(rtts, n, 0.50),
+	       o.provider, o.rdm ? ",\"endpoint\":\"rdm\"" : "", o.size, n,
+	       one_way_us(rtts, n, 0.50),
 	       one_way_us(rtts, n, 0.99));
 	free(rtts);
 }
@@ -801,11 +1089,17 @@ int main(int argc, char **argv)
 	parse_args(argc, argv);
 	alarm(o.timeout); /* the default action ends the process */
 	start_noise();
+	if (o.mode == MODE_MEMCPY) {
+		run_memcpy();
+		return 0;
+	}
 	if (pthread_barrier_init(&start_line, NULL, 2))
 		errx(1, "pthread_barrier_init failed");
 	open_fabric();
-	if (o.pingpong)
+	if (o.mode == MODE_PINGPONG)
 		run_pingpong();
+	else if (o.mode == MODE_INJECT)
+		run_inject();
 	else
 		run_bw();
 	pthread_barrier_destroy(&start_line);

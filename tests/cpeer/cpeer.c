@@ -1,15 +1,19 @@
 /*
- * cpeer: a plain libfabric FI_EP_MSG peer used for interop tests and as a
- * C throughput baseline.
+ * cpeer: a plain libfabric peer used for interop tests and as a C
+ * throughput baseline: FI_EP_MSG (one connection, the default) or FI_EP_RDM
+ * (--endpoint rdm: reliable datagrams through an address vector).
  *
  * It only uses libfabric's own wire: fi_connect carries no connection data
  * and every message is exactly the application's bytes (no header, no
  * framing).
  *
- *   cpeer send --provider P --connect HOST:PORT --size S --count N
- *              [--verify] [--window W] [--timeout SEC]
- *   cpeer recv --provider P --listen HOST:PORT --size S --count N
- *              [--verify] [--window W] [--timeout SEC]
+ *   cpeer send --provider P --connect ADDR --size S --count N
+ *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
+ *   cpeer recv --provider P --listen ADDR --size S --count N
+ *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
+ *
+ * ADDR is HOST:PORT (or [V6HOST]:PORT); with --endpoint rdm --provider shm
+ * it is an shm endpoint name instead (see rdm_get_info).
  *
  * Build:
  *   gcc -O2 -Wall -Wextra -o cpeer tests/cpeer/cpeer.c \
@@ -47,7 +51,9 @@
 
 struct opts {
 	int is_send;
+	int rdm; /* --endpoint rdm */
 	const char *provider;
+	const char *addr; /* --listen/--connect as given */
 	char host[256];
 	char port[32];
 	size_t size;
@@ -67,6 +73,10 @@ struct res {
 	struct fid_cq *cq;
 	struct fid_pep *pep;
 	struct fid_ep *ep;
+	struct fid_av *av;  /* rdm */
+	fi_addr_t peer;     /* rdm send: the receiver in av */
+	size_t av_inserted; /* rdm: addresses this program put in av */
+	int has_source;     /* rdm recv: FI_SOURCE granted */
 	struct fid_mr *mr;
 	char *buf;
 	void *desc;
@@ -84,11 +94,22 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage:\n"
-		"  cpeer send --provider P --connect HOST:PORT --size S --count N"
-		" [--verify] [--window W] [--timeout SEC]\n"
-		"  cpeer recv --provider P --listen HOST:PORT --size S --count N"
-		" [--verify] [--window W] [--timeout SEC]\n");
+		"  cpeer send --provider P --connect ADDR --size S --count N"
+		" [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]\n"
+		"  cpeer recv --provider P --listen ADDR --size S --count N"
+		" [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]\n"
+		"ADDR is HOST:PORT, or an shm endpoint name with --endpoint rdm"
+		" --provider shm\n");
 	exit(1);
+}
+
+/*
+ * Whether --listen/--connect is a provider's string name, not HOST:PORT:
+ * shm's RDM endpoints are named by strings (addr_format FI_ADDR_STR).
+ */
+static int str_addr(void)
+{
+	return o.rdm && !strcmp(o.provider, "shm");
 }
 
 static void parse_args(int argc, char **argv)
@@ -119,13 +140,16 @@ static void parse_args(int argc, char **argv)
 		i++;
 		if (!strcmp(a, "--provider")) {
 			o.provider = v;
-		} else if (!strcmp(a, "--connect") && o.is_send) {
-			parse_hostport(a, v, o.host, sizeof(o.host), o.port,
-				       sizeof(o.port));
-			have_addr = 1;
-		} else if (!strcmp(a, "--listen") && !o.is_send) {
-			parse_hostport(a, v, o.host, sizeof(o.host), o.port,
-				       sizeof(o.port));
+		} else if (!strcmp(a, "--endpoint")) {
+			if (!strcmp(v, "rdm"))
+				o.rdm = 1;
+			else if (!strcmp(v, "msg"))
+				o.rdm = 0;
+			else
+				die("--endpoint: want msg or rdm, got '%s'", v);
+		} else if ((!strcmp(a, "--connect") && o.is_send) ||
+			   (!strcmp(a, "--listen") && !o.is_send)) {
+			o.addr = v;
 			have_addr = 1;
 		} else if (!strcmp(a, "--size")) {
 			o.size = (size_t)parse_u64(a, v);
@@ -143,6 +167,14 @@ static void parse_args(int argc, char **argv)
 	}
 	if (!o.provider || !have_addr || !have_size || !have_count)
 		usage();
+	/* Parsed last: whether it is HOST:PORT depends on two flags. */
+	if (str_addr()) {
+		if (!*o.addr)
+			die("%s: empty shm name", o.is_send ? "--connect" : "--listen");
+	} else {
+		parse_hostport(o.is_send ? "--connect" : "--listen", o.addr,
+			       o.host, sizeof(o.host), o.port, sizeof(o.port));
+	}
 	if (o.window == 0)
 		die("--window: must be at least 1");
 	if (o.size && o.window > SIZE_MAX / o.size)
@@ -173,11 +205,14 @@ static void open_fabric_eq(void)
 		die_fi("fi_eq_open", ret);
 }
 
-/* Open domain, CQ, endpoint and MR for the given info, bind and enable. */
-static void open_ep(struct fi_info *info)
+/*
+ * Open the domain and the CQ for info. FI_CQ_FORMAT_MSG is enough for rdm
+ * too: fi_cq_readfrom reports the source beside the entries, in an array
+ * of its own.
+ */
+static void open_domain_cq(struct fi_info *info)
 {
 	struct fi_cq_attr cq_attr;
-	size_t region, i;
 	int ret;
 
 	ret = fi_domain(r.fabric, info, &r.domain, NULL);
@@ -191,21 +226,17 @@ static void open_ep(struct fi_info *info)
 	ret = fi_cq_open(r.domain, &cq_attr, &r.cq, NULL);
 	if (ret)
 		die_fi("fi_cq_open", ret);
+}
 
-	ret = fi_endpoint(r.domain, info, &r.ep, NULL);
-	if (ret)
-		die_fi("fi_endpoint", ret);
-	ret = fi_ep_bind(r.ep, &r.eq->fid, 0);
-	if (ret)
-		die_fi("fi_ep_bind(eq)", ret);
-	ret = fi_ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV);
-	if (ret)
-		die_fi("fi_ep_bind(cq)", ret);
-	ret = fi_enable(r.ep);
-	if (ret)
-		die_fi("fi_enable", ret);
+/*
+ * Register one region of W*S bytes (never zero bytes) and make the slot
+ * contexts and the pattern.
+ */
+static void alloc_buffers(void)
+{
+	size_t region, i;
+	int ret;
 
-	/* One region of W*S bytes; never register zero bytes. */
 	region = o.window * o.size;
 	if (region == 0)
 		region = 1;
@@ -229,6 +260,27 @@ static void open_ep(struct fi_info *info)
 		die("malloc: out of memory");
 	for (i = 0; i < PATTERN_MOD + o.size + 1; i++)
 		r.pattern[i] = (char)(i % PATTERN_MOD);
+}
+
+/* Open domain, CQ, endpoint and MR for the given info, bind and enable. */
+static void open_ep(struct fi_info *info)
+{
+	int ret;
+
+	open_domain_cq(info);
+	ret = fi_endpoint(r.domain, info, &r.ep, NULL);
+	if (ret)
+		die_fi("fi_endpoint", ret);
+	ret = fi_ep_bind(r.ep, &r.eq->fid, 0);
+	if (ret)
+		die_fi("fi_ep_bind(eq)", ret);
+	ret = fi_ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV);
+	if (ret)
+		die_fi("fi_ep_bind(cq)", ret);
+	ret = fi_enable(r.ep);
+	if (ret)
+		die_fi("fi_enable", ret);
+	alloc_buffers();
 }
 
 /* Report an EQ error entry (after -FI_EAVAIL) and exit 1. */
@@ -315,13 +367,24 @@ static void wait_connected(const char *call)
 
 /*
  * Read one batch of completions. Returns the number of entries (0 if none).
- * Error completions are fatal.
+ * Error completions are fatal. With src (CQ_BATCH entries) it reads with
+ * fi_cq_readfrom, and src[j] is entry j's source, FI_ADDR_NOTAVAIL when
+ * the provider does not say.
  */
-static int cq_poll(struct fi_cq_msg_entry *comp, const char *what)
+static int cq_poll_from(struct fi_cq_msg_entry *comp, fi_addr_t *src,
+			const char *what)
 {
 	ssize_t n;
+	int j;
 
-	n = fi_cq_read(r.cq, comp, CQ_BATCH);
+	if (src) {
+		/* A provider without FI_SOURCE leaves src as it was. */
+		for (j = 0; j < CQ_BATCH; j++)
+			src[j] = FI_ADDR_NOTAVAIL;
+		n = fi_cq_readfrom(r.cq, comp, CQ_BATCH, src);
+	} else {
+		n = fi_cq_read(r.cq, comp, CQ_BATCH);
+	}
 	if (n > 0)
 		return (int)n;
 	if (n == -FI_EAGAIN)
@@ -334,12 +397,14 @@ static int cq_poll(struct fi_cq_msg_entry *comp, const char *what)
 		n = fi_cq_readerr(r.cq, &err, 0);
 		if (n < 0)
 			die_fi("fi_cq_readerr", n);
-		if (!o.is_send && err.err == FI_ETRUNC) {
+		if (!o.is_send &&
+		    (err.err == FI_ETRUNC || err.err == -FI_ETRUNC)) {
 			/*
 			 * The peer sent more than S bytes: report it as a
 			 * normal completion whose length (len + olen, the
 			 * original size) differs from S, so it is counted as
-			 * a verify error instead of aborting.
+			 * a verify error instead of aborting. (shm in 1.17
+			 * puts -FI_ETRUNC in err, the others FI_ETRUNC.)
 			 */
 			memset(&comp[0], 0, sizeof(comp[0]));
 			comp[0].op_context = err.op_context;
@@ -360,8 +425,13 @@ static int cq_poll(struct fi_cq_msg_entry *comp, const char *what)
 		    " messages",
 		    what, fi_strerror(err.err), n_done, o.count);
 	}
-	die_fi("fi_cq_read", n);
+	die_fi(src ? "fi_cq_readfrom" : "fi_cq_read", n);
 	return 0;
+}
+
+static int cq_poll(struct fi_cq_msg_entry *comp, const char *what)
+{
+	return cq_poll_from(comp, NULL, what);
 }
 
 static size_t ctx_slot(void *op_context)
@@ -380,6 +450,7 @@ static void close_all(void)
 	close_fid("fi_close(pep)", r.pep ? &r.pep->fid : NULL);
 	close_fid("fi_close(mr)", r.mr ? &r.mr->fid : NULL);
 	close_fid("fi_close(cq)", r.cq ? &r.cq->fid : NULL);
+	close_fid("fi_close(av)", r.av ? &r.av->fid : NULL);
 	close_fid("fi_close(eq)", r.eq ? &r.eq->fid : NULL);
 	close_fid("fi_close(domain)", r.domain ? &r.domain->fid : NULL);
 	close_fid("fi_close(fabric)", r.fabric ? &r.fabric->fid : NULL);
@@ -418,22 +489,21 @@ static void print_json(uint64_t messages, double secs, uint64_t verify_errors)
 
 /* --------------------------------------------------------------- send */
 
-static int run_send(void)
+/*
+ * Send N messages to dest (ignored on a connected endpoint) with up to W in
+ * flight and wait for all their completions. Returns the number completed;
+ * *t0 is when the first send was posted, *t1 when the last completion was
+ * read. -FI_EAGAIN is answered by reading the CQ, which drives progress:
+ * the queue is full, or (ofi_rxm) the connection to dest is still being
+ * made on the first sends.
+ */
+static uint64_t send_all(fi_addr_t dest, double *t0p, double *t1p)
 {
 	struct fi_cq_msg_entry comp[CQ_BATCH];
 	size_t *free_slots, nfree, i;
 	uint64_t posted = 0, completed = 0;
 	double t0 = 0, t1 = 0;
-	int ret, n, j;
-
-	get_info(0);
-	open_fabric_eq();
-	open_ep(r.info);
-
-	ret = fi_connect(r.ep, r.info->dest_addr, NULL, 0);
-	if (ret)
-		die_fi("fi_connect", ret);
-	wait_connected("fi_connect");
+	int n, j;
 
 	free_slots = malloc(o.window * sizeof(*free_slots));
 	if (!free_slots)
@@ -454,7 +524,7 @@ static int run_send(void)
 				t0 = now_sec();
 			for (;;) {
 				ssize_t sret = fi_send(r.ep, b, o.size, r.desc,
-						       0, &r.ctx[slot]);
+						       dest, &r.ctx[slot]);
 				if (sret == 0)
 					break;
 				if (sret != -FI_EAGAIN)
@@ -480,6 +550,27 @@ static int run_send(void)
 			t1 = now_sec();
 	}
 	free(free_slots);
+	*t0p = t0;
+	*t1p = t1;
+	return completed;
+}
+
+static int run_send(void)
+{
+	uint64_t completed;
+	double t0, t1;
+	int ret;
+
+	get_info(0);
+	open_fabric_eq();
+	open_ep(r.info);
+
+	ret = fi_connect(r.ep, r.info->dest_addr, NULL, 0);
+	if (ret)
+		die_fi("fi_connect", ret);
+	wait_connected("fi_connect");
+
+	completed = send_all(0, &t0, &t1);
 
 	ret = fi_shutdown(r.ep, 0);
 	if (ret)
@@ -508,8 +599,9 @@ static int try_post_recv(struct rxstate *rx, size_t slot)
 {
 	ssize_t ret;
 
-	ret = fi_recv(r.ep, r.buf + slot * o.size, o.size, r.desc, 0,
-		      &r.ctx[slot]);
+	/* rdm: from anyone. A connected endpoint ignores the address. */
+	ret = fi_recv(r.ep, r.buf + slot * o.size, o.size, r.desc,
+		      o.rdm ? FI_ADDR_UNSPEC : 0, &r.ctx[slot]);
 	if (ret == -FI_EAGAIN)
 		return 0;
 	if (ret)
@@ -715,10 +807,326 @@ static int run_recv(void)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- rdm */
+
+/*
+ * fi_getinfo for an RDM endpoint. The receiver binds --listen (FI_SOURCE)
+ * and asks for FI_SOURCE in caps, so that fi_cq_readfrom names the sender
+ * of each message; a provider that cannot give it is taken without it
+ * (r.has_source = 0) and the receiver's --verify checks less (see
+ * verify_rdm). The sender resolves --connect: fi_getinfo's dest_addr is
+ * the receiver's sockaddr, inserted into the AV by rdm_open. shm's names
+ * are not HOST:PORT: its receiver gives --listen NAME as the node (shm
+ * names the endpoint "fi_shm://NAME:UID:N", N counting the process's
+ * endpoints), its sender asks for no address at all.
+ */
+static void rdm_get_info(void)
+{
+	const char *node = str_addr() ? (o.is_send ? NULL : o.addr) : o.host;
+	const char *service = str_addr() ? NULL : o.port;
+	uint64_t flags = o.is_send ? 0 : FI_SOURCE;
+	int ret;
+
+	if (!o.is_send) {
+		r.hints = rdm_hints(o.provider, FI_MSG | FI_SOURCE);
+		ret = fi_getinfo(FI_VERSION(1, 17), node, service, flags,
+				 r.hints, &r.info);
+		if (ret == 0 && r.info) {
+			r.has_source = 1;
+			return;
+		}
+		if (ret != -FI_ENODATA)
+			die_fi("fi_getinfo", ret);
+		fprintf(stderr, "cpeer: note: provider %s has no FI_SOURCE: "
+				"senders are not told apart\n",
+			o.provider);
+		fi_freeinfo(r.hints);
+	}
+	r.hints = rdm_hints(o.provider, FI_MSG);
+	r.info = msg_getinfo(r.hints, node, service, flags);
+}
+
+/*
+ * Open fabric, domain, CQ, AV and the RDM endpoint, enable it and register
+ * the buffers. The AV is FI_AV_TABLE: a peer's fi_addr_t is its index in
+ * the table (0, 1, ... in insertion order), a small integer a program can
+ * keep in a table of its own, where FI_AV_MAP's values are opaque 64-bit
+ * keys; every provider here offers both. What fi_cq_readfrom reports for
+ * a sender the receiver did not insert differs by provider: see src_seq.
+ */
+static void rdm_open(void)
+{
+	struct fi_av_attr av_attr;
+	int ret;
+
+	rdm_get_info();
+	ret = fi_fabric(r.info->fabric_attr, &r.fabric, NULL);
+	if (ret)
+		die_fi("fi_fabric", ret);
+	open_domain_cq(r.info);
+
+	memset(&av_attr, 0, sizeof(av_attr));
+	av_attr.type = FI_AV_TABLE;
+	av_attr.count = 64; /* a hint; the table grows */
+	ret = fi_av_open(r.domain, &av_attr, &r.av, NULL);
+	if (ret)
+		die_fi("fi_av_open", ret);
+
+	ret = fi_endpoint(r.domain, r.info, &r.ep, NULL);
+	if (ret)
+		die_fi("fi_endpoint", ret);
+	ret = fi_ep_bind(r.ep, &r.av->fid, 0);
+	if (ret)
+		die_fi("fi_ep_bind(av)", ret);
+	ret = fi_ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV);
+	if (ret)
+		die_fi("fi_ep_bind(cq)", ret);
+	ret = fi_enable(r.ep);
+	if (ret)
+		die_fi("fi_enable", ret);
+	alloc_buffers();
+}
+
+/*
+ * The endpoint's own address as a peer gives it to --connect: IP:PORT,
+ * [IP6]:PORT, or shm's name. Read with fi_getname after fi_enable, so port
+ * 0 shows the port that was bound.
+ */
+static void rdm_name(char *out, size_t outlen)
+{
+	char addr[256];
+	size_t len = sizeof(addr);
+	struct sockaddr *sa = (struct sockaddr *)addr;
+	char ip[INET6_ADDRSTRLEN];
+	int ret;
+
+	memset(addr, 0, sizeof(addr));
+	ret = fi_getname(&r.ep->fid, addr, &len);
+	if (ret)
+		die_fi("fi_getname", ret);
+	if (len > sizeof(addr))
+		die("fi_getname: address of %zu bytes", len);
+	if (r.info->addr_format == FI_ADDR_STR) {
+		addr[sizeof(addr) - 1] = '\0';
+		snprintf(out, outlen, "%s", addr);
+	} else if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)addr;
+
+		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+		snprintf(out, outlen, "%s:%u", ip, ntohs(sin->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)addr;
+
+		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
+		snprintf(out, outlen, "[%s]:%u", ip, ntohs(sin6->sin6_port));
+	} else {
+		die("fi_getname: unsupported address format %u",
+		    r.info->addr_format);
+	}
+}
+
+static int run_rdm_send(void)
+{
+	uint64_t completed;
+	double t0, t1;
+	int ret;
+
+	rdm_open();
+	/* shm: the name as the receiver printed it, a C string. */
+	ret = fi_av_insert(r.av, str_addr() ? (const void *)o.addr
+					    : r.info->dest_addr,
+			   1, &r.peer, 0, NULL);
+	if (ret != 1)
+		die("fi_av_insert(%s): %s", o.addr,
+		    ret < 0 ? fi_strerror(-ret) : "address not inserted");
+	r.av_inserted++;
+
+	completed = send_all(r.peer, &t0, &t1);
+
+	/*
+	 * Every send completed, so the provider is done with our buffers
+	 * (and, on ofi_rxm eager sends, the bytes are in the kernel's socket
+	 * buffer; on ofi_rxd the receiver acknowledged them; on shm they are
+	 * in the receiver's region). Closing now loses nothing on these
+	 * providers.
+	 */
+	close_all();
+	print_json(completed, o.count ? t1 - t0 : 0.0, 0);
+	return 0;
+}
+
+/*
+ * Per-sender message counts for --verify: byte i of message k from one
+ * sender is (k + i) % 251, so the receiver needs each sender's k. Senders
+ * are told apart by fi_cq_readfrom's source address; a few, so a linear
+ * table is enough.
+ *
+ * A source counts only if it names an address this program inserted: with
+ * FI_AV_TABLE and no removals those are the indices 0 .. r.av_inserted-1.
+ * libfabric 1.17 needs that check: its common CQ code keeps one source
+ * slot per CQ entry and does not clear it when a provider writes an entry
+ * without a source, so fi_cq_readfrom returns whatever the slot held, 0 at
+ * first. Measured here: shm reports 0 for every sender that is not in the
+ * receiver's AV, ofi_rxd reports 0 for every sender (it never writes a
+ * source), while ofi_rxm and sockets say FI_ADDR_NOTAVAIL. 0 is a valid
+ * FI_AV_TABLE index, and asking the provider does not help (fi_av_lookup
+ * of an index shm never handed out crashes in 1.17), so the program's own
+ * count of insertions decides. cpeer's receiver inserts no one, so on
+ * these four providers every message takes the unnamed path of verify_rdm.
+ */
+struct src_seq {
+	fi_addr_t addr;
+	int known;     /* addr is in the AV */
+	uint64_t next; /* k of the next message from addr */
+};
+
+static struct src_seq *srcs;
+static size_t nsrcs, capsrcs;
+
+/* The table entry of src, made on first sight. */
+static struct src_seq *src_entry(fi_addr_t src)
+{
+	size_t i;
+
+	for (i = 0; i < nsrcs; i++)
+		if (srcs[i].addr == src)
+			return &srcs[i];
+	if (nsrcs == capsrcs) {
+		capsrcs = capsrcs ? 2 * capsrcs : 16;
+		srcs = realloc(srcs, capsrcs * sizeof(*srcs));
+		if (!srcs)
+			die("realloc: out of memory");
+	}
+	srcs[nsrcs].addr = src;
+	srcs[nsrcs].known = src < r.av_inserted;
+	srcs[nsrcs].next = 0;
+	return &srcs[nsrcs++];
+}
+
+/*
+ * Whether a message of len bytes from src is right. From a known source it
+ * must be that sender's next message k exactly (each sender's messages
+ * arrive in the order it sent them: every RDM provider here has
+ * FI_ORDER_SAS). Without one (no FI_SOURCE, FI_ADDR_NOTAVAIL, or an
+ * address not in the AV) messages of several senders cannot be told
+ * apart, so the check is only that it is some pattern message:
+ * byte[i] == (byte[0] + i) % 251. *unnamed counts those.
+ */
+static int verify_rdm(const char *b, size_t len, fi_addr_t src,
+		      uint64_t *unnamed)
+{
+	struct src_seq *e = NULL;
+	unsigned first;
+
+	if (src != FI_ADDR_NOTAVAIL) {
+		e = src_entry(src);
+		if (!e->known)
+			e = NULL;
+	}
+	if (!e)
+		++*unnamed;
+	if (len != o.size)
+		return 0;
+	if (!o.verify || len == 0)
+		return 1;
+	if (e)
+		return !memcmp(b, r.pattern + e->next++ % PATTERN_MOD, len);
+	first = (unsigned char)b[0];
+	return first < PATTERN_MOD && !memcmp(b, r.pattern + first, len);
+}
+
+/* How many table entries are senders in the AV. */
+static size_t known_srcs(void)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < nsrcs; i++)
+		n += srcs[i].known;
+	return n;
+}
+
+/*
+ * Receive N messages in all, from any number of senders, into W posted
+ * buffers, each posted again as soon as its message is read. An RDM
+ * receiver is never told that a sender is gone: it stops after N messages
+ * or when the watchdog fires.
+ */
+static int run_rdm_recv(void)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	fi_addr_t src[CQ_BATCH];
+	char name[300];
+	struct rxstate rx;
+	uint64_t received = 0, verify_errors = 0, unnamed = 0;
+	double t0 = 0, t1 = 0;
+	size_t i;
+	int n, j;
+
+	rdm_open();
+
+	memset(&rx, 0, sizeof(rx));
+	rx.slot_seq = calloc(o.window, sizeof(*rx.slot_seq));
+	rx.pending = calloc(o.window, sizeof(*rx.pending));
+	if (!rx.slot_seq || !rx.pending)
+		die("calloc: out of memory");
+	for (i = o.window; i-- > 0;)
+		want_recv(&rx, i);
+	flush_recv(&rx);
+
+	/* Receives are posted: a sender may start now. */
+	rdm_name(name, sizeof(name));
+	printf("LISTENING %s\n", name);
+	fflush(stdout);
+	fprintf(stderr, "cpeer: listening on %s\n", name);
+
+	while (received < o.count) {
+		flush_recv(&rx);
+		n = cq_poll_from(comp, r.has_source ? src : NULL, "recv");
+		if (n == 0)
+			continue;
+		t1 = now_sec();
+		if (received == 0)
+			t0 = t1;
+		for (j = 0; j < n; j++) {
+			size_t slot = ctx_slot(comp[j].op_context);
+			fi_addr_t from = r.has_source ? src[j]
+						      : FI_ADDR_NOTAVAIL;
+
+			if (!(comp[j].flags & FI_RECV))
+				die("fi_cq_read: unexpected non-receive "
+				    "completion");
+			if (!verify_rdm(r.buf + slot * o.size, comp[j].len,
+					from, &unnamed))
+				verify_errors++;
+			n_done = ++received;
+			want_recv(&rx, slot);
+			flush_recv(&rx);
+		}
+	}
+	free(rx.slot_seq);
+	free(rx.pending);
+	if (o.verify && unnamed)
+		fprintf(stderr,
+			"cpeer: note: %" PRIu64 " of %" PRIu64 " messages "
+			"came without a source in the AV; they were checked "
+			"only for being some pattern message\n",
+			unnamed, received);
+	if (o.verify && known_srcs())
+		fprintf(stderr, "cpeer: %zu sender(s) told apart\n",
+			known_srcs());
+	free(srcs);
+
+	close_all();
+	print_json(received, o.count ? t1 - t0 : 0.0, verify_errors);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	parse_args(argc, argv);
 	watchdog(o.timeout, "cpeer: watchdog timeout expired, exiting\n");
 
+	if (o.rdm)
+		return o.is_send ? run_rdm_send() : run_rdm_recv();
 	return o.is_send ? run_send() : run_recv();
 }

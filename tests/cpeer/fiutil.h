@@ -172,6 +172,22 @@ static inline struct fi_info *msg_hints(const char *provider)
 	return hints;
 }
 
+/*
+ * Hints for a FI_EP_RDM endpoint with caps (FI_MSG, and FI_SOURCE on a
+ * receiver that wants fi_cq_readfrom to name the sender) on provider, in
+ * the same memory registration modes as msg_hints and with an FI_AV_TABLE
+ * address vector. Free with fi_freeinfo.
+ */
+static inline struct fi_info *rdm_hints(const char *provider, uint64_t caps)
+{
+	struct fi_info *hints = msg_hints(provider);
+
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = caps;
+	hints->domain_attr->av_type = FI_AV_TABLE;
+	return hints;
+}
+
 /* fi_getinfo (API 1.17) for node:service; there is a match or it dies. */
 static inline struct fi_info *msg_getinfo(struct fi_info *hints,
 					  const char *node,
