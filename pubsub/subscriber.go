@@ -150,8 +150,8 @@ type Subscriber struct {
 	mu         sync.Mutex
 	sessions   map[string]*subSession
 	owner      map[uint64]*subSession // the session carrying each wanted tag
-	unresolved map[uint64]bool // SubscribeAsync tags without a publisher yet
-	lost       map[uint64]bool // tags lost and not yet restored
+	unresolved map[uint64]bool        // SubscribeAsync tags without a publisher yet
+	lost       map[uint64]bool        // tags lost and not yet restored
 	closed     bool
 
 	tokMu  sync.Mutex
@@ -201,7 +201,7 @@ type recvTag struct {
 }
 
 type subStats struct {
-	buffers, malformed, badRecords, unsolicited, stray  atomic.Uint64
+	buffers, malformed, badRecords, unsolicited, stray atomic.Uint64
 	outOfSeq, gaps, missed, resets, reconnects         atomic.Uint64
 	controlErrors, retiredMessages, retiredBytes       atomic.Uint64
 }
