@@ -38,7 +38,7 @@ type subSession struct {
 	refused   map[uint64]bool // refused since last wanted
 	live      bool            // the current connection is past hello
 	lastErr   error
-	downSince time.Time
+	downSince time.Time     // when the session last went down (or started)
 	changed   chan struct{} // closed and replaced when acked, refused or live change
 	conn      net.Conn
 	gen       uint64
@@ -268,9 +268,8 @@ func (ss *subSession) run() {
 			t.Stop()
 			return
 		case <-t.C:
-		case <-ss.kick:
+		case <-ss.kick: // want changed: maybe idle now, else try at once
 			t.Stop()
-			ss.poke() // let connect see the change too
 		}
 		backoff = min(2*backoff, s.cfg.MaxBackoff)
 	}
@@ -303,9 +302,11 @@ func (ss *subSession) lose(err error) {
 		}
 	}
 	clear(ss.acked)
+	if ss.live { // down from now on; failed attempts do not move it
+		ss.downSince = time.Now()
+	}
 	ss.live = false
 	ss.conn = nil
-	ss.downSince = time.Now()
 	if err != nil {
 		ss.lastErr = err
 	}
