@@ -235,6 +235,7 @@ type subscription struct {
 	sess      *pubSession
 	needSync  bool
 	sinceSync int
+	delivered uint64
 	dropped   uint64
 }
 
@@ -467,6 +468,7 @@ func (p *Publisher) publish(tag uint64, status uint8, parts [][]byte) Status {
 	var ok, bad uint64
 	for _, s := range subs {
 		if s.deliver(ts, seq, status, parts) {
+			s.delivered++
 			ok++
 		} else {
 			bad++
@@ -692,11 +694,12 @@ func (p *Publisher) Stats() PublisherStats {
 
 // SubscriberInfo describes one subscriber of a publisher.
 type SubscriberInfo struct {
-	Peer    string   // its data address
-	Policy  Policy   // Block or Drop
-	Tags    []uint64 // its tags, in increasing order
-	Dropped uint64   // its copies dropped, over all tags
-	Pending bool     // a message waits for room in its connection (Block)
+	Peer      string   // its data address
+	Policy    Policy   // Block or Drop
+	Tags      []uint64 // its tags, in increasing order
+	Delivered uint64   // copies its connection took, over its current subscriptions
+	Dropped   uint64   // its copies dropped, over all its subscriptions
+	Pending   bool     // a message waits for room in its connection (Block)
 }
 
 // Subscribers describes the subscribers served now. It allocates; use it
@@ -706,10 +709,20 @@ func (p *Publisher) Subscribers() []SubscriberInfo {
 	for _, ss := range p.sessionList(nil) {
 		ss.subsMu.Lock()
 		tags := make([]uint64, 0, len(ss.subs))
-		for t := range ss.subs {
+		subs := make([]*subscription, 0, len(ss.subs))
+		for t, s := range ss.subs {
 			tags = append(tags, t)
+			subs = append(subs, s)
 		}
 		ss.subsMu.Unlock()
+		var delivered uint64
+		all := *p.tags.Load()
+		for i, s := range subs {
+			ts := all[tags[i]]
+			ts.mu.Lock()
+			delivered += s.delivered
+			ts.mu.Unlock()
+		}
 		ss.mu.Lock()
 		peer, policy := ss.peer, ss.policy
 		ss.mu.Unlock()
@@ -717,7 +730,7 @@ func (p *Publisher) Subscribers() []SubscriberInfo {
 			continue // not past hello
 		}
 		slices.Sort(tags)
-		out = append(out, SubscriberInfo{Peer: peer, Policy: policy, Tags: tags,
+		out = append(out, SubscriberInfo{Peer: peer, Policy: policy, Tags: tags, Delivered: delivered,
 			Dropped: ss.dropped.Load(), Pending: ss.pending.Load()})
 	}
 	slices.SortFunc(out, func(a, b SubscriberInfo) int {
