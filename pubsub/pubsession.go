@@ -233,7 +233,9 @@ func (ss *pubSession) hello(req Request) (Response, error) {
 	}
 	ss.mu.Lock()
 	ss.ep, ss.peer, ss.policy = ep, req.Data, policy
-	ss.pendData = make([]byte, 0, p.maxPayload)
+	if policy == Block { // the pending slot, for the one message that did not fit
+		ss.pendData = make([]byte, 0, p.maxPayload)
+	}
 	ss.mu.Unlock()
 	var rec [RecordLen]byte
 	putRecord(&rec, RecordHello, req.Token, p.instance)
