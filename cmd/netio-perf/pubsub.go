@@ -33,6 +33,12 @@ const (
 	// pubsubLinger bounds the publisher's wait, after its last message, for
 	// its subscribers to take everything and leave.
 	pubsubLinger = 10 * time.Second
+	// retrySpins and retrySleep are how the publisher retries NoResources
+	// (Block): yield for a few tries, then sleep, so that on a machine with
+	// few cores a publisher waiting for its subscribers does not take the
+	// CPU they need to catch up.
+	retrySpins = 16
+	retrySleep = 20 * time.Microsecond
 	// verifyHeader is the part of a --verify message that names it: its
 	// sequence number and tag.
 	verifyHeader = 16
@@ -277,7 +283,11 @@ func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *
 				if spins%1024 == 1023 && ctx.Err() != nil {
 					return context.Cause(ctx)
 				}
-				runtime.Gosched()
+				if spins < retrySpins {
+					runtime.Gosched()
+				} else { // the subscribers are behind: leave them the CPU
+					time.Sleep(retrySleep)
+				}
 				continue
 			}
 			switch st {
