@@ -55,16 +55,17 @@
 // The publish and subscribe modes measure publish/subscribe by tag
 // (package pubsub) between processes or hosts:
 //
-//	netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--size S] [--count N]
-//	                   [--duration D] [--rate R] [--policy block|drop] [--immediate]
-//	                   [--buf-size B] [--bufs N] [--flush-interval D] [--subscribers K]
-//	                   [--verify] [--json] [--timeout D]
+//	netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--tag-base T]
+//	                   [--first-seq Q] [--size S] [--count N] [--duration D] [--rate R]
+//	                   [--policy block|drop] [--immediate] [--buf-size B] [--bufs N]
+//	                   [--flush-interval D] [--subscribers K] [--verify] [--log]
+//	                   [--json] [--timeout D]
 //	netio-perf subscribe [--provider P] --connect IP:PORT --tags LIST [--count N]
 //	                     [--policy block|drop] [--buf-size B] [--bufs N] [--verify]
-//	                     [--json] [--timeout D] [--local IP]
+//	                     [--log] [--json] [--timeout D] [--local IP]
 //
 // The publisher prints "LISTENING ip:port" (its subscription port) first,
-// serves tags 0..N-1, waits for --subscribers subscribers, publishes
+// serves tags T..T+N-1 (T is --tag-base, 0 by default), waits for --subscribers subscribers, publishes
 // --count messages round robin over its tags (at --rate messages/s, or as
 // fast as its subscribers take them), waits for its subscribers to leave,
 // and reports what it published and, per subscriber, the copies delivered

@@ -15,14 +15,16 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/pubsub"
 )
 
 const (
-	publishSynopsis   = "netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--size S] [--count N] [--duration D] [--rate R] [--policy block|drop] [--immediate] [--buf-size B] [--bufs N] [--flush-interval D] [--subscribers K] [--verify] [--json] [--timeout D]"
-	subscribeSynopsis = "netio-perf subscribe [--provider P] --connect IP:PORT --tags LIST [--count N] [--policy block|drop] [--buf-size B] [--bufs N] [--verify] [--json] [--timeout D] [--local IP]"
+	publishSynopsis   = "netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--tag-base T] [--first-seq Q] [--size S] [--count N] [--duration D] [--rate R] [--policy block|drop] [--immediate] [--buf-size B] [--bufs N] [--flush-interval D] [--subscribers K] [--verify] [--log] [--json] [--timeout D]"
+	subscribeSynopsis = "netio-perf subscribe [--provider P] --connect IP:PORT --tags LIST [--count N] [--policy block|drop] [--buf-size B] [--bufs N] [--verify] [--log] [--json] [--timeout D] [--local IP]"
 	// modePubsub is the sweep mode that publishes to 1 and 4 subscribers.
 	modePubsub = "pubsub"
 	// pubsubBufSize and pubsubBufs are the default buffers of a publisher's
@@ -56,6 +58,8 @@ type publishOptions struct {
 	commonFlags
 	listen      hostPort
 	tags        int
+	tagBase     uint64
+	firstSeq    uint64
 	size        int
 	count       uint64
 	duration    time.Duration
@@ -67,6 +71,7 @@ type publishOptions struct {
 	flush       time.Duration
 	subscribers int
 	verify      bool
+	log         bool
 	timeout     time.Duration
 }
 
@@ -89,7 +94,9 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 	fs := newCmdLine("publish", publishSynopsis, stderr)
 	o.register(fs.FlagSet)
 	listen := fs.String("listen", "127.0.0.1:0", "subscription port, IP:PORT (port 0 picks a free port); data connections go out from this IP")
-	fs.IntVar(&o.tags, "tags", o.tags, "tags served: 0..N-1; message k goes to tag k%N")
+	fs.IntVar(&o.tags, "tags", o.tags, "tags served: T..T+N-1 (T is --tag-base); message k goes to tag T+k%N")
+	fs.Uint64Var(&o.tagBase, "tag-base", 0, "first tag served (so that publishers can serve distinct tags)")
+	fs.Uint64Var(&o.firstSeq, "first-seq", 0, "sequence number of every tag's first message: a restarted publisher continues its numbering, and its subscribers count what they missed")
 	fs.Var(sizeFlag{&o.size}, "size", "message size in bytes")
 	fs.Uint64Var(&o.count, "count", o.count, "messages to publish over all tags (0: until --duration)")
 	fs.DurationVar(&o.duration, "duration", 0, "publish for this long at most (0: until --count)")
@@ -101,6 +108,7 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 	fs.DurationVar(&o.flush, "flush-interval", 0, "longest wait of a message in a partly filled buffer (default 1ms)")
 	fs.IntVar(&o.subscribers, "subscribers", o.subscribers, "wait for this many subscribers before publishing")
 	fs.BoolVar(&o.verify, "verify", false, "message k of a tag carries k and the tag, then bytes (k+i)%256, for subscribe --verify")
+	fs.BoolVar(&o.log, "log", false, "log connection and subscription events to stderr")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
 	if err := fs.parse(args); err != nil {
 		return o, err
@@ -115,6 +123,8 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 	switch {
 	case o.tags < 1 || o.tags > pubsub.MaxTagsPerRequest:
 		return o, fs.fail(fmt.Errorf("--tags must be in 1..%d", pubsub.MaxTagsPerRequest))
+	case o.tagBase+uint64(o.tags)-1 < o.tagBase || o.tagBase+uint64(o.tags)-1 == pubsub.ControlTag:
+		return o, fs.fail(errors.New("--tag-base + --tags reaches the reserved tag 2^64-1"))
 	case o.count == 0 && o.duration == 0:
 		return o, fs.fail(errors.New("--count 0 needs --duration"))
 	case o.duration < 0 || o.rate < 0 || o.flush < 0 || o.timeout < 0:
@@ -191,15 +201,19 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	defer mgr.Close()
 	tags := make([]uint64, o.tags)
 	for i := range tags {
-		tags[i] = uint64(i)
+		tags[i] = o.tagBase + uint64(i)
 	}
 	mode := pubsub.Buffered
 	if o.immediate {
 		mode = pubsub.Immediate
 	}
 	cfg := pubsub.PublisherConfig{Tags: tags, Mode: mode, Policy: o.policy, FlushInterval: o.flush,
-		Send: netio.BufferedSendParams{BufferSize: o.bufSize, BufferCount: o.bufs}}
+		Send:          netio.BufferedSendParams{BufferSize: o.bufSize, BufferCount: o.bufs},
+		FirstSequence: func(uint64) uint64 { return o.firstSeq }}
 	cfg.PollerConfig = o.poll.config()
+	if o.log {
+		cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).With().Timestamp().Str("role", "publish").Logger()
+	}
 	p, err := pubsub.NewPublisher(mgr, o.listen.String(), cfg)
 	if err != nil {
 		return err
@@ -207,7 +221,7 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	defer p.Close()
 	fmt.Fprintf(stdout, "LISTENING %s\n", p.Addr())
 	fmt.Fprintf(stderr, "publishing %d tags on %s; waiting for %d subscribers\n", o.tags, p.Addr(), o.subscribers)
-	for len(p.Subscribers()) < o.subscribers {
+	for subscribedPeers(p) < o.subscribers {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -248,11 +262,26 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	return firstError(err, closeErr)
 }
 
+// subscribedPeers counts the subscribers that subscribed to a tag: past
+// hello is not enough, their subscribe request may not have come yet.
+func subscribedPeers(p *pubsub.Publisher) int {
+	n := 0
+	for _, s := range p.Subscribers() {
+		if len(s.Tags) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // publishLoop publishes --count messages (or for --duration), round robin
 // over the tags, at --rate.
 func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *pubReport) error {
 	buf := make([]byte, o.size)
 	seqs := make([]uint64, o.tags)
+	for i := range seqs {
+		seqs[i] = o.firstSeq
+	}
 	start := time.Now()
 	var end time.Time
 	if o.duration > 0 {
@@ -272,9 +301,10 @@ func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *
 				time.Sleep(time.Until(due))
 			}
 		}
-		tag := k % uint64(o.tags)
+		i := k % uint64(o.tags)
+		tag := o.tagBase + i
 		if o.verify {
-			fillVerify(buf, tag, seqs[tag])
+			fillVerify(buf, tag, seqs[i])
 		}
 		for spins := 0; ; spins++ {
 			st := p.Publish(tag, buf)
@@ -299,7 +329,7 @@ func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *
 			}
 			break
 		}
-		seqs[tag]++
+		seqs[i]++
 		r.Published++
 	}
 	return nil
@@ -316,6 +346,7 @@ type subscribeOptions struct {
 	bufSize int
 	bufs    int
 	verify  bool
+	log     bool
 	timeout time.Duration
 }
 
@@ -364,6 +395,7 @@ func parseSubscribeFlags(args []string, stderr io.Writer) (subscribeOptions, err
 	fs.Var(sizeFlag{&o.bufSize}, "buf-size", "receive buffer size (at least the publisher's --buf-size)")
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "receive buffers posted")
 	fs.BoolVar(&o.verify, "verify", false, "check every message's number, tag and bytes (publish --verify)")
+	fs.BoolVar(&o.log, "log", false, "log connection and subscription events to stderr")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none; without --count the default is none)")
 	if err := fs.parse(args); err != nil {
 		return o, err
@@ -468,6 +500,9 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		},
 	}
 	cfg.PollerConfig = o.poll.config()
+	if o.log {
+		cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).With().Timestamp().Str("role", "subscribe").Logger()
+	}
 	sub, err := pubsub.NewSubscriber(mgr, cfg)
 	if err != nil {
 		return err
