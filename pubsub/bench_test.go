@@ -23,8 +23,18 @@ func benchPubSub(b *testing.B, prov string, subs, size int, mode pubsub.Mode) {
 		b.Fatal(err)
 	}
 	defer mgr.Close()
-	p, err := pubsub.NewPublisher(mgr, "127.0.0.1:0", pubsub.PublisherConfig{Tags: []uint64{1}, Mode: mode,
-		Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: 64}})
+	cfg := pubsub.PublisherConfig{Tags: []uint64{1}, Mode: mode,
+		Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: 64}}
+	var zcBuf []byte
+	if mode == pubsub.ZeroCopy {
+		reg, err := mgr.AllocRegistered(size, domain.AccessSend)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer reg.Close()
+		cfg.ZeroCopyRegion, zcBuf = reg, reg.Bytes()
+	}
+	p, err := pubsub.NewPublisher(mgr, "127.0.0.1:0", cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,6 +67,20 @@ func benchPubSub(b *testing.B, prov string, subs, size int, mode pubsub.Mode) {
 				runtime.Gosched()
 			default:
 				b.Fatalf("Publish: %v", st)
+			}
+		}
+	}
+	if mode == pubsub.ZeroCopy { // from one registered buffer, which never changes
+		publish = func() {
+			for {
+				switch st := p.PublishZeroCopy(1, 0, zcBuf, 1); st {
+				case pubsub.OK:
+					return
+				case pubsub.NoResources:
+					runtime.Gosched()
+				default:
+					b.Fatalf("PublishZeroCopy: %v", st)
+				}
 			}
 		}
 	}
@@ -98,6 +122,10 @@ func BenchmarkPublish(b *testing.B) {
 		}
 	}
 	b.Run("tcp/subs=1/size=64/immediate", func(b *testing.B) { benchPubSub(b, "tcp", 1, 64, pubsub.Immediate) })
+	for _, size := range []int{4096, 32 << 10} {
+		b.Run(fmt.Sprintf("tcp/subs=1/size=%d/zerocopy", size), func(b *testing.B) { benchPubSub(b, "tcp", 1, size, pubsub.ZeroCopy) })
+		b.Run(fmt.Sprintf("tcp/subs=1/size=%d/buffered", size), func(b *testing.B) { benchPubSub(b, "tcp", 1, size, pubsub.Buffered) })
+	}
 }
 
 // BenchmarkPublishNoSubscriptions is the cost of Publish itself: the tag

@@ -49,6 +49,15 @@
 // must not block for long. Subscribe, Unsubscribe and Close block and must
 // not be called from a callback.
 //
+// # Modes
+//
+// A publisher is Buffered (messages coalesced per subscriber, a buffer
+// posted when full or FlushInterval after its first message), Immediate
+// (one libfabric message per message) or ZeroCopy (PublishZeroCopy sends
+// the caller's memory, ideally a registered ZeroCopyRegion, without copying,
+// and OnPublishCompleted reports the caller's key once every subscriber's
+// send of it completed). Subscribers read all three alike.
+//
 // # Reconnection and lifetime
 //
 // A subscriber whose publisher goes away reconnects with backoff, through

@@ -38,6 +38,8 @@ const (
 	// controlWriteTimeout bounds the write of one answer, so that a
 	// subscriber that does not read cannot hold a control goroutine.
 	controlWriteTimeout = 5 * time.Second
+	// DefaultMaxInFlight is the default of PublisherConfig.MaxInFlight.
+	DefaultMaxInFlight = 256
 	// housekeepingTick is how often the publisher sends SYNC records owed
 	// after drops and retries messages a Block subscriber could not take.
 	housekeepingTick = 5 * time.Millisecond
@@ -96,6 +98,12 @@ const (
 	// Immediate posts every message at once, one libfabric message each
 	// (still in the coalesced format, so subscribers read both modes).
 	Immediate
+	// ZeroCopy sends the caller's memory without copying it
+	// (PublishZeroCopy): each message is one libfabric message of a small
+	// header, copied into a registered header slot, and the caller's data,
+	// which must not change until OnPublishCompleted reports its key. The
+	// copying Publish variants return InvalidArgument in this mode.
+	ZeroCopy
 )
 
 // PublisherConfig configures a Publisher.
@@ -155,6 +163,24 @@ type PublisherConfig struct {
 	// default that is refused, so that a peer cannot make the publisher
 	// dial third parties.
 	AllowForeignDataHost bool
+	// ZeroCopyRegion (ZeroCopy mode) is the registered memory the caller
+	// publishes from, used by every subscriber's connection. Data outside
+	// it (or without one) is pinned and registered through a registration
+	// cache the publisher shares between its subscribers. The caller closes
+	// it after the publisher.
+	ZeroCopyRegion *domain.Registration
+	// MaxInFlight (ZeroCopy mode) bounds the messages published and not
+	// yet completed, and the sends in flight per subscriber. 0 selects
+	// DefaultMaxInFlight.
+	MaxInFlight int
+	// OnPublishCompleted (ZeroCopy mode) is called once for every
+	// PublishZeroCopy that returned OK or PartiallyFailed, when every
+	// subscriber's send of it has completed: OK when all did, Failed when
+	// none did (their connections ended), PartiallyFailed otherwise. From
+	// then on the caller may reuse the data. It runs on the poller
+	// goroutine (or a control goroutine when a connection ends) and must
+	// not block. May be nil.
+	OnPublishCompleted func(key uint64, st Status)
 	// Bus, when set, is told which tags this publisher serves (Announce),
 	// kept current while it runs, and told when it closes (Withdraw).
 	Bus Bus
@@ -187,6 +213,12 @@ type Publisher struct {
 	maxPayload int
 	syncEvery  int
 	busID      string
+
+	// ZeroCopy mode: the publishes in flight, by index, with a free list,
+	// and the registration cache the subscribers' connections share.
+	zc     []zcEntry
+	zcFree chan uint32
+	cache  *domain.RegistrationCache
 
 	tagsMu sync.Mutex // serialises changes of tags
 	tags   atomic.Pointer[map[uint64]*tagState]
@@ -257,7 +289,9 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 		return nil, fmt.Errorf("%w: pubsub: negative SyncInterval", netio.ErrInvalidArgument)
 	case cfg.MaxSubscribers < 0 || cfg.HelloTimeout < 0 || cfg.DialTimeout < 0:
 		return nil, fmt.Errorf("%w: pubsub: negative limit", netio.ErrInvalidArgument)
-	case cfg.Mode > Immediate:
+	case cfg.MaxInFlight < 0:
+		return nil, fmt.Errorf("%w: pubsub: negative MaxInFlight", netio.ErrInvalidArgument)
+	case cfg.Mode > ZeroCopy:
 		return nil, fmt.Errorf("%w: pubsub: unknown mode %d", netio.ErrInvalidArgument, cfg.Mode)
 	case cfg.Policy > Drop:
 		return nil, fmt.Errorf("%w: pubsub: unknown policy %d", netio.ErrInvalidArgument, cfg.Policy)
@@ -276,6 +310,9 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	// A message needs room for itself and, before it, a SYNC record; the
 	// message after a record repeats its tag.
@@ -296,12 +333,26 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 		instance: randomNonZero(), maxPayload: maxPayload, syncEvery: cfg.SyncInterval,
 		sessions: map[uint64]*pubSession{}, stop: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if cfg.Mode == ZeroCopy {
+		if p.cache, err = mgr.NewRegistrationCache(domain.CacheConfig{}); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("pubsub: registration cache: %w", err)
+		}
+		p.zc = make([]zcEntry, cfg.MaxInFlight)
+		p.zcFree = make(chan uint32, cfg.MaxInFlight)
+		for i := range cfg.MaxInFlight {
+			p.zcFree <- uint32(i)
+		}
+	}
 	empty := map[uint64]*tagState{}
 	p.tags.Store(&empty)
 	p.addTags(cfg.Tags)
 	if p.poller = cfg.Poller; p.poller == nil {
 		if p.poller, err = cq.Open(mgr, cfg.PollerConfig); err != nil {
 			ln.Close()
+			if p.cache != nil {
+				p.cache.Close()
+			}
 			return nil, fmt.Errorf("pubsub: poller: %w", err)
 		}
 		p.ownPoller = true
@@ -422,6 +473,9 @@ func (p *Publisher) PublishStatus(tag uint64, status uint8, parts ...[]byte) Sta
 }
 
 func (p *Publisher) publish(tag uint64, status uint8, parts [][]byte) Status {
+	if p.cfg.Mode == ZeroCopy {
+		return InvalidArgument
+	}
 	ts := (*p.tags.Load())[tag]
 	if ts == nil {
 		if p.isClosed.Load() {
@@ -575,6 +629,14 @@ func (s *subscription) sendSync(ts *tagState) {
 		if ss.pending.Load() && !ss.drainLocked() {
 			return
 		}
+	}
+	if ss.zep != nil {
+		var hdr [zcHeaderMax]byte
+		n := putSyncMessage(hdr[:], ts.tag, ts.seq)
+		if ss.zep.Send(hdr[:n], nil, zcNoKey) == netio.OK {
+			s.synced(ts)
+		}
+		return
 	}
 	var rec [RecordLen]byte
 	putRecord(&rec, RecordSync, ts.tag, ts.seq)
@@ -775,12 +837,17 @@ func (p *Publisher) Close() error {
 	return p.closeErr
 }
 
-// closeResources closes the publisher's own poller.
+// closeResources closes the publisher's own poller and its registration
+// cache.
 func (p *Publisher) closeResources() error {
+	var err error
 	if p.ownPoller {
-		return p.poller.Close()
+		err = p.poller.Close()
 	}
-	return nil
+	if p.cache != nil {
+		err = errors.Join(err, p.cache.Close())
+	}
+	return err
 }
 
 // randomNonZero returns a random number other than 0.

@@ -3,6 +3,7 @@ package pubsub
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -26,7 +27,8 @@ type pubSession struct {
 	// Set at hello, before any subscription exists, and not changed after.
 	peer   string
 	policy Policy
-	ep     *endpoint.SendEndpointBuffered
+	ep     *endpoint.SendEndpointBuffered // Buffered and Immediate modes
+	zep    *endpoint.SendEndpointZeroCopy // ZeroCopy mode
 
 	subsMu sync.Mutex // guards subs for Subscribers; only serve changes it
 	subs   map[uint64]*subscription
@@ -40,7 +42,9 @@ type pubSession struct {
 	pendTag    uint64
 	pendSeq    uint64
 	pendStatus uint8
-	pendData   []byte
+	pendData   []byte // Buffered and Immediate: a copy
+	pendZC     []byte // ZeroCopy: the caller's data
+	pendIdx    uint32 // ZeroCopy: its publish
 
 	dropped atomic.Uint64
 }
@@ -146,7 +150,7 @@ func (ss *pubSession) serve() {
 			if errors.Is(err, ErrMalformed) {
 				p.malformed.Add(1)
 				ss.refuse(0, err)
-			} else if ss.ep == nil && !p.isClosed.Load() {
+			} else if ss.peer == "" && !p.isClosed.Load() {
 				p.log.Debug().Err(err).Str("from", ss.conn.RemoteAddr().String()).Msg("pubsub: control connection ended before hello")
 			}
 			return
@@ -161,7 +165,7 @@ func (ss *pubSession) serve() {
 		var resp Response
 		switch req.Op {
 		case OpHello:
-			if ss.ep != nil {
+			if ss.peer != "" {
 				ss.refuse(req.ID, errors.New("second hello"))
 				return
 			}
@@ -171,7 +175,7 @@ func (ss *pubSession) serve() {
 			}
 			_ = ss.conn.SetReadDeadline(time.Time{})
 		case OpSubscribe, OpUnsubscribe:
-			if ss.ep == nil {
+			if ss.peer == "" {
 				ss.refuse(req.ID, fmt.Errorf("%s before hello", req.Op))
 				return
 			}
@@ -221,12 +225,39 @@ func (ss *pubSession) hello(req Request) (Response, error) {
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
 	defer cancel()
+	rt := endpoint.Runtime{Poller: p.poller, Logger: p.log}
+	onClosed := func(err error) { ss.onDataClosed(req.Data, err) }
+	if p.cfg.Mode == ZeroCopy {
+		zep, err := endpoint.DialZeroCopy(ctx, p.mgr, req.Data, endpoint.ZeroCopyConfig{
+			HeaderSize:         zcHeaderMax,
+			HeaderCount:        p.cfg.MaxInFlight,
+			SharedRegion:       p.cfg.ZeroCopyRegion,
+			Cache:              p.cache,
+			OnSendCompleted:    ss.onZCSendCompleted,
+			OnConnectionClosed: onClosed,
+			Runtime:            rt,
+		})
+		if err != nil {
+			return Response{}, fmt.Errorf("dial %s: %w", req.Data, err)
+		}
+		ss.mu.Lock()
+		ss.zep, ss.peer, ss.policy = zep, req.Data, policy
+		ss.mu.Unlock()
+		var hdr [zcHeaderMax]byte
+		binary.LittleEndian.PutUint32(hdr[:], wordTag|RecordLen)
+		binary.LittleEndian.PutUint64(hdr[4:], ControlTag)
+		putRecord((*[RecordLen]byte)(hdr[12:]), RecordHello, req.Token, p.instance)
+		if st := zep.Send(hdr[:syncMessageLen], nil, zcNoKey); st != netio.OK {
+			return Response{}, fmt.Errorf("HELLO record: %v", st)
+		}
+		return Response{Instance: p.instance, Policy: policy.String()}, nil
+	}
 	ep, err := endpoint.Dial(ctx, p.mgr, req.Data, endpoint.SendConfig{
 		Params:             p.cfg.Send,
 		Coalesce:           &endpoint.CoalesceConfig{FlushInterval: p.cfg.FlushInterval},
 		OnSendCompleted:    ss.onSendCompleted,
-		OnConnectionClosed: func(err error) { ss.onDataClosed(req.Data, err) },
-		Runtime:            endpoint.Runtime{Poller: p.poller, Logger: p.log},
+		OnConnectionClosed: onClosed,
+		Runtime:            rt,
 	})
 	if err != nil {
 		return Response{}, fmt.Errorf("dial %s: %w", req.Data, err)
@@ -335,17 +366,28 @@ func (ss *pubSession) end() {
 	}
 	ss.conn.Close()
 	ss.mu.Lock()
-	ep := ss.ep
+	ep, zep := ss.ep, ss.zep
+	lostZC := false
 	if ss.pending.Load() {
 		ss.pending.Store(false)
 		ss.p.lostPending.Add(1)
 		ss.p.log.Warn().Str("peer", ss.peer).Msg("pubsub: a message waiting for a Block subscriber is lost: its connection ended")
+		lostZC, ss.pendZC = zep != nil, nil
 	}
+	idx := ss.pendIdx
 	ss.mu.Unlock()
-	if ep != nil {
-		if err := ep.Close(); err != nil {
-			ss.p.log.Warn().Err(err).Str("peer", ss.peer).Msg("pubsub: closing a data connection")
-		}
+	if lostZC { // after the unlock: OnPublishCompleted may publish again
+		ss.p.zcComplete(idx, netio.Failed)
+	}
+	var err error
+	switch {
+	case ep != nil:
+		err = ep.Close()
+	case zep != nil:
+		err = zep.Close() // reports every send in flight: its publish completes
+	}
+	if err != nil {
+		ss.p.log.Warn().Err(err).Str("peer", ss.peer).Msg("pubsub: closing a data connection")
 	}
 	ss.p.mu.Lock()
 	delete(ss.p.sessions, ss.id)
@@ -372,6 +414,16 @@ func (ss *pubSession) onSendCompleted(uint64, netio.Status) {
 	}
 }
 
+// onZCSendCompleted runs on the poller after each zero-copy send: it
+// completes the send's publish, and a header slot is free, so a pending
+// message may go now.
+func (ss *pubSession) onZCSendCompleted(key uint64, st netio.Status) {
+	if key != zcNoKey {
+		ss.p.zcComplete(uint32(key), st)
+	}
+	ss.onSendCompleted(key, st)
+}
+
 // setPendingLocked keeps the message (and its SYNC record when withSync)
 // that a Block subscriber's connection had no room for, and tries once
 // more at once, in case a buffer came back in between. ss.mu is held; the
@@ -392,6 +444,9 @@ func (ss *pubSession) setPendingLocked(withSync bool, tag, seq uint64, status ui
 func (ss *pubSession) drainLocked() bool {
 	if !ss.pending.Load() {
 		return true
+	}
+	if ss.zep != nil {
+		return ss.drainZCLocked()
 	}
 	if ss.pendSync {
 		var rec [RecordLen]byte
