@@ -28,10 +28,16 @@ type serverRun struct {
 // startServer runs "server args..." and waits for its LISTENING line.
 func startServer(t *testing.T, ctx context.Context, args ...string) *serverRun {
 	t.Helper()
+	return startListening(t, ctx, "server", args...)
+}
+
+// startListening runs "mode args..." and waits for its LISTENING line.
+func startListening(t *testing.T, ctx context.Context, mode string, args ...string) *serverRun {
+	t.Helper()
 	pr, pw := io.Pipe()
 	s := &serverRun{lines: make(chan string, 16), code: make(chan int, 1)}
 	go func() {
-		code := run(ctx, append([]string{"server"}, args...), pw, io.Discard)
+		code := run(ctx, append([]string{mode}, args...), pw, io.Discard)
 		pw.Close()
 		s.code <- code
 	}()

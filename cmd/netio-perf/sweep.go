@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write|scale|coalesce] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json]"
+const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write|scale|coalesce|pubsub] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json]"
 
 // Default sizes and connection counts of the sweep and of --mode scale.
 var (
@@ -71,10 +71,10 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 	fs := newCmdLine("sweep", sweepSynopsis, stderr)
 	o.register(fs.FlagSet)
 	sizes := fs.String("sizes", "", "comma-separated message sizes (default 64,1K,4K,64K,1M; 4K with --mode scale)")
-	conns := fs.String("conns", "", "--mode scale: comma-separated connection counts into one receiver (default 1,4,16,64)")
+	conns := fs.String("conns", "", "--mode scale: comma-separated connection counts into one receiver (default 1,4,16,64); --mode pubsub: subscriber counts (default 1,4)")
 	fs.BoolVar(&o.quick, "quick", false, "short budgets (≈0.3 s per size), for tests")
 	fs.BoolVar(&o.zeroCopy, "zero-copy", false, "throughput part: send from the sender's own memory instead of copying into send buffers")
-	fs.StringVar(&o.mode, "mode", modeSend, "what to measure: send (messages), rma-read (Pull) or rma-write (Push) of an exposed region, scale (send throughput of --conns connections into one receiver), coalesce (small messages through SendMessage, counted at the receiver's OnMessage)")
+	fs.StringVar(&o.mode, "mode", modeSend, "what to measure: send (messages), rma-read (Pull) or rma-write (Push) of an exposed region, scale (send throughput of --conns connections into one receiver), coalesce (small messages through SendMessage, counted at the receiver's OnMessage), pubsub (one publisher to each --conns count of subscribers, default 1,4)")
 	fs.DurationVar(&o.duration, "duration", 0, "length of each throughput part and each ping-pong (default 2s and 1s; 200ms and 100ms with --quick)")
 	fs.IntVar(&o.window, "window", 0, "send buffers in flight per connection (default: by size, about 8 MiB in flight, 16..128; fewer per connection with --mode scale; with --mode coalesce coalescing buffers, about 256 KiB, 4..128)")
 	fs.IntVar(&o.rxBufs, "rx-bufs", 0, "receive buffers posted per connection (default: twice the window)")
@@ -96,9 +96,9 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 // or with the mode's defaults when a flag is empty.
 func (o *sweepOptions) validate(sizes, conns string) error {
 	switch o.mode {
-	case modeSend, modeRMARead, modeRMAWrite, modeScale, modeCoalesce:
+	case modeSend, modeRMARead, modeRMAWrite, modeScale, modeCoalesce, modePubsub:
 	default:
-		return fmt.Errorf("--mode %q: want send, rma-read, rma-write, scale or coalesce", o.mode)
+		return fmt.Errorf("--mode %q: want send, rma-read, rma-write, scale, coalesce or pubsub", o.mode)
 	}
 	if o.duration < 0 || o.window < 0 || o.rxBufs < 0 {
 		return errors.New("--duration, --window and --rx-bufs must not be negative")
@@ -106,10 +106,10 @@ func (o *sweepOptions) validate(sizes, conns string) error {
 	if o.rxBufs > maxPostedReceives || o.window > maxPostedReceives {
 		return fmt.Errorf("--window and --rx-bufs: at most %d (the providers' queue depth)", maxPostedReceives)
 	}
-	if conns != "" && o.mode != modeScale {
-		return errors.New("--conns needs --mode scale")
+	if conns != "" && o.mode != modeScale && o.mode != modePubsub {
+		return errors.New("--conns needs --mode scale or pubsub")
 	}
-	if o.zeroCopy && (o.mode == modeScale || o.mode == modeCoalesce) {
+	if o.zeroCopy && (o.mode == modeScale || o.mode == modeCoalesce || o.mode == modePubsub) {
 		return fmt.Errorf("--zero-copy does not apply to --mode %s", o.mode)
 	}
 	if o.verify && o.mode != modeCoalesce {
@@ -121,6 +121,8 @@ func (o *sweepOptions) validate(sizes, conns string) error {
 		o.sizes = defaultScaleSizes
 	case modeCoalesce:
 		o.sizes = defaultCoalesceSizes
+	case modePubsub:
+		o.sizes, o.conns = defaultPubsubSizes, defaultPubsubSubs
 	}
 	var err error
 	if sizes != "" {
@@ -151,9 +153,12 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	w := sweeper{mgr: mgr, budget: b.withDuration(o.duration), poll: o.poll, zeroCopy: o.zeroCopy,
 		mode: o.mode, window: o.window, rxBufs: o.rxBufs, coalesce: o.coalesce, verify: o.verify, progress: stderr}
 	var rows []sweepRow
-	if o.mode == modeScale {
+	switch o.mode {
+	case modeScale:
 		rows, err = w.scaleRows(ctx, o.sizes, o.conns)
-	} else {
+	case modePubsub:
+		rows, err = w.pubsubRows(ctx, o.sizes, o.conns)
+	default:
 		rows, err = w.sizeRows(ctx, o.sizes)
 	}
 	if err != nil {
@@ -167,6 +172,8 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 		return printScaleTable(stdout, o.provider, rows)
 	case modeCoalesce:
 		return printCoalesceTable(stdout, o.provider, rows)
+	case modePubsub:
+		return printPubsubTable(stdout, o.provider, rows)
 	}
 	return printTable(stdout, o.provider, o.mode, rows)
 }

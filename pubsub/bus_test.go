@@ -1,0 +1,175 @@
+package pubsub_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/pubsub"
+)
+
+func TestDirectoryBus(t *testing.T) {
+	dir := t.TempDir()
+	_, err := pubsub.OpenDirectory(dir, "../x", pubsub.DirectoryConfig{})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = pubsub.OpenDirectory(dir, "g", pubsub.DirectoryConfig{Heartbeat: time.Second, StaleAfter: time.Second})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+
+	d, err := pubsub.OpenDirectory(dir, "daq", pubsub.DirectoryConfig{Rescan: time.Nanosecond})
+	require.NoError(t, err)
+	_, err = d.Lookup(1)
+	assert.ErrorIs(t, err, pubsub.ErrNoPublisher)
+	require.NoError(t, d.Announce("ros1", "10.0.0.1:7000", []uint64{3, 1, 2}))
+	assert.ErrorIs(t, d.Announce("../evil", "10.0.0.1:7000", nil), netio.ErrInvalidArgument)
+	assert.ErrorIs(t, d.Announce("ok", "no-port", nil), netio.ErrBadAddress)
+
+	b, err := os.ReadFile(filepath.Join(dir, "daq", "ros1.json"))
+	require.NoError(t, err)
+	var e pubsub.DirectoryEntry
+	require.NoError(t, json.Unmarshal(b, &e))
+	assert.Equal(t, []uint64{1, 2, 3}, e.Tags)
+	assert.Equal(t, "10.0.0.1:7000", e.Addr)
+	assert.Equal(t, os.Getpid(), e.PID)
+
+	// Another reader of the same directory (another host, say).
+	r, err := pubsub.OpenDirectory(dir, "daq", pubsub.DirectoryConfig{Rescan: time.Nanosecond, StaleAfter: 2 * time.Second})
+	require.NoError(t, err)
+	addr, err := r.Lookup(2)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.1:7000", addr)
+
+	// Junk is ignored: temporary files, other names, bad JSON, a wrong id.
+	g := filepath.Join(dir, "daq")
+	require.NoError(t, os.WriteFile(filepath.Join(g, ".ros2.json.tmp-1"), []byte(`{"v":1,"id":"ros2","addr":"1.1.1.1:1","tags":[9]}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(g, "bad.json"), []byte(`{"v":1,`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(g, "liar.json"), []byte(`{"v":1,"id":"other","addr":"1.1.1.1:1","tags":[9]}`), 0o644))
+	_, err = r.Lookup(9)
+	assert.ErrorIs(t, err, pubsub.ErrNoPublisher)
+
+	// A stale file (a publisher that died without removing it) is ignored.
+	require.NoError(t, os.WriteFile(filepath.Join(g, "dead.json"), []byte(`{"v":1,"id":"dead","addr":"1.1.1.1:1","tags":[9],"started":"2020-01-01T00:00:00Z"}`), 0o644))
+	addr, err = r.Lookup(9)
+	require.NoError(t, err)
+	assert.Equal(t, "1.1.1.1:1", addr)
+	old := time.Now().Add(-time.Minute)
+	require.NoError(t, os.Chtimes(filepath.Join(g, "dead.json"), old, old))
+	_, err = r.Lookup(9)
+	assert.ErrorIs(t, err, pubsub.ErrNoPublisher)
+
+	// The latest started wins a tag both list.
+	d2, err := pubsub.OpenDirectory(dir, "daq", pubsub.DirectoryConfig{})
+	require.NoError(t, err)
+	require.NoError(t, d2.Announce("ros1b", "10.0.0.2:7000", []uint64{3}))
+	addr, err = r.Lookup(3)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.2:7000", addr)
+
+	es, err := r.Entries()
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	assert.Equal(t, "ros1", es[0].ID)
+
+	require.NoError(t, d2.Withdraw("ros1b"))
+	require.NoError(t, d2.Withdraw("ros1b")) // gone already: fine
+	addr, err = r.Lookup(3)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.1:7000", addr)
+	require.NoError(t, d.Withdraw("ros1"))
+	_, err = r.Lookup(1)
+	assert.ErrorIs(t, err, pubsub.ErrNoPublisher)
+}
+
+// TestBusSubscribe: subscribers find publishers through a directory bus,
+// subscribe to tags of two publishers at once, wait (SubscribeAsync) for a
+// publisher that is not there yet, are not held up by the stale file of a
+// dead one, and follow a publisher that restarts on another port.
+func TestBusSubscribe(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			mgr := openDomain(t, prov)
+			dir := t.TempDir()
+			cfg := pubsub.DirectoryConfig{Heartbeat: 50 * time.Millisecond, StaleAfter: 400 * time.Millisecond, Rescan: 10 * time.Millisecond}
+			pubBus, err := pubsub.OpenDirectory(dir, "daq", cfg)
+			require.NoError(t, err)
+			subBus, err := pubsub.OpenDirectory(dir, "daq", cfg)
+			require.NoError(t, err)
+
+			// The stale file of a dead publisher, fresh for now, names an
+			// address where nothing listens.
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			deadAddr := ln.Addr().String()
+			ln.Close()
+			require.NoError(t, pubBus.Announce("dead", deadAddr, []uint64{30}))
+			pubBus2, err := pubsub.OpenDirectory(dir, "daq", cfg) // so that "dead" is not refreshed
+			require.NoError(t, err)
+
+			pA := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{10, 11}, Bus: pubBus2, BusID: "A"})
+			pB := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{20}, Bus: pubBus2, BusID: "B"})
+
+			col := newCollector()
+			var subscribedTags atomic.Int64
+			scfg := col.config("")
+			scfg.Bus = subBus
+			scfg.ResolveInterval = 20 * time.Millisecond
+			scfg.OnSubscribed = func(_ string, tags []uint64) { subscribedTags.Add(int64(len(tags))) }
+			sub := newSubscriber(t, mgr, scfg)
+
+			// Tags of two publishers at once.
+			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 10, 11, 20))
+			assert.ElementsMatch(t, []string{pA.Addr(), pB.Addr()}, sub.Publishers())
+			// The dead publisher's tag: Subscribe gives up when ctx ends,
+			// it does not hang.
+			start := time.Now()
+			err = sub.Subscribe(ctxT(t, 300*time.Millisecond), 30)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Less(t, time.Since(start), 2*time.Second)
+			_, ok := sub.TagStats(30)
+			assert.False(t, ok, "a failed Subscribe leaves nothing subscribed")
+
+			// Asynchronously: tag 30 is served by a live publisher once the
+			// dead one's file is stale, and tag 40 once its publisher starts.
+			require.NoError(t, sub.SubscribeAsync(30, 40))
+			pC := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{30, 40}, Bus: pubBus2, BusID: "C"})
+			waitFor(t, 10*time.Second, func() bool { return len(sub.Subscribed()) == 5 }, "5 tags subscribed")
+			assert.Equal(t, int64(5), subscribedTags.Load())
+
+			buf := make([]byte, 64)
+			deadline := time.Now().Add(10 * time.Second)
+			for _, x := range []struct {
+				p   *pubsub.Publisher
+				tag uint64
+			}{{pA, 10}, {pA, 11}, {pB, 20}, {pC, 30}, {pC, 40}} {
+				for seq := range uint64(50) {
+					require.Equal(t, pubsub.OK, publishAll(t, x.p, x.tag, buf, seq, deadline))
+				}
+			}
+			waitFor(t, 10*time.Second, func() bool { return col.count.Load() == 250 }, "250 messages")
+
+			// Publisher B restarts on another port, continuing its numbering
+			// after 25 messages published while it was down.
+			require.NoError(t, pB.Close())
+			pB2 := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{20}, Bus: pubBus2, BusID: "B2",
+				FirstSequence: func(uint64) uint64 { return 75 }})
+			waitFor(t, 10*time.Second, func() bool { st, _ := pB2.TagStats(20); return st.Subscribers == 1 }, "the subscriber to find B again")
+			for seq := uint64(75); seq < 100; seq++ {
+				require.Equal(t, pubsub.OK, publishAll(t, pB2, 20, buf, seq, deadline))
+			}
+			waitFor(t, 10*time.Second, func() bool { st, _ := sub.TagStats(20); return st.NextSeq == 100 }, "tag 20 to reach 100")
+			assert.Equal(t, uint64(25), checkAccounted(t, col, 20, 100))
+			assert.Empty(t, col.problems())
+			assert.NotContains(t, sub.Publishers(), deadAddr)
+			// Retries of the dead address backed off: a handful, not a spin.
+			assert.Less(t, sub.Stats().ControlFailures, uint64(200))
+		})
+	}
+}

@@ -1,0 +1,194 @@
+package pubsub
+
+import (
+	"github.com/netio-go/netio/endpoint"
+)
+
+// The data path: everything here runs on the data listener's poller
+// goroutine, one buffer at a time.
+
+// onData decodes one received buffer: control records, then messages of
+// subscribed tags, in order.
+func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
+	s.st.buffers.Add(1)
+	dc := s.lastConn
+	if ep != s.lastEP {
+		dc = s.conns[ep]
+		s.lastEP, s.lastConn = ep, dc
+	}
+	d := &s.dec
+	d.Reset(buf)
+	for d.Next() {
+		tag := d.Tag()
+		if tag == ControlTag {
+			if dc = s.record(ep, dc, d.Data()); dc == nil {
+				return // not a publisher of ours: closed
+			}
+			continue
+		}
+		if dc == nil {
+			s.strayConn(ep)
+			return
+		}
+		s.message(dc, tag, d.Status(), d.Data())
+	}
+	if err := d.Err(); err != nil {
+		s.st.malformed.Add(1)
+		pub := ""
+		if dc != nil {
+			pub = dc.pub
+		}
+		s.log.Warn().Err(err).Str("publisher", pub).Msg("pubsub: malformed buffer; its valid prefix was delivered")
+	}
+	if dc != nil && s.cfg.OnBuffer != nil {
+		s.cfg.OnBuffer(dc.pub, buf)
+	}
+}
+
+// lookup returns the receive state of tag, or nil, through a one-entry
+// cache (messages of one tag come in runs).
+func (s *Subscriber) lookup(tag uint64) *recvTag {
+	v := s.tagsVer.Load()
+	if rt := s.lastTag; rt != nil && rt.tag == tag && v == s.lastVer {
+		return rt
+	}
+	rt := (*s.tags.Load())[tag]
+	s.lastTag, s.lastVer = rt, v
+	return rt
+}
+
+// message delivers one message of tag with the next sequence number of
+// the tag, if the tag is subscribed on this connection.
+func (s *Subscriber) message(dc *dataConn, tag uint64, status uint8, data []byte) {
+	rt := s.lookup(tag)
+	if rt == nil || rt.gen != dc.gen {
+		s.st.unsolicited.Add(1)
+		return
+	}
+	seq := rt.expect.Load()
+	rt.expect.Store(seq + 1)
+	rt.messages.Add(1)
+	rt.bytes.Add(uint64(len(data)))
+	if status != 0 {
+		rt.flagged.Add(1)
+		for i := range rt.bits {
+			if status&(1<<i) != 0 {
+				rt.bits[i].Add(1)
+			}
+		}
+	}
+	if cb := s.cfg.OnMessage; cb != nil {
+		cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
+	}
+}
+
+// record handles a control record and returns the connection's state
+// (nil after closing a connection that is not a publisher's of ours).
+func (s *Subscriber) record(ep *endpoint.ReceiveEndpoint, dc *dataConn, p []byte) *dataConn {
+	r, err := ParseRecord(p)
+	if err != nil {
+		s.st.badRecords.Add(1)
+		if dc == nil {
+			s.strayConn(ep)
+		}
+		return dc
+	}
+	switch r.Kind {
+	case RecordHello:
+		if dc != nil {
+			s.st.badRecords.Add(1) // a second HELLO: ignored
+			return dc
+		}
+		s.tokMu.Lock()
+		ti, ok := s.tokens[r.A]
+		s.tokMu.Unlock()
+		if !ok {
+			s.strayConn(ep)
+			return nil
+		}
+		dc = &dataConn{sess: ti.sess, gen: ti.gen, pub: ti.sess.addr, instance: r.B}
+		s.conns[ep] = dc
+		s.lastEP, s.lastConn = ep, dc
+		return dc
+	case RecordSync:
+		if dc == nil {
+			s.strayConn(ep)
+			return nil
+		}
+		s.sync(dc, r.A, r.B)
+	}
+	return dc
+}
+
+// sync applies a SYNC record: seq is the number of the tag's next
+// message on this connection. Behind the count it is reported as a gap;
+// on the tag's first SYNC on a new connection it may also be a reset.
+func (s *Subscriber) sync(dc *dataConn, tag, seq uint64) {
+	rt := s.lookup(tag)
+	if rt == nil || dc.gen < rt.gen {
+		return // not subscribed, or an older connection than the tag's
+	}
+	exp := rt.expect.Load()
+	if dc.gen > rt.gen { // the tag's first SYNC on this connection
+		if rt.synced {
+			switch {
+			case seq > exp:
+				s.gap(dc, rt, exp, seq-exp)
+			case seq < exp:
+				rt.resets.Add(1)
+				s.st.resets.Add(1)
+				if cb := s.cfg.OnGap; cb != nil {
+					cb(Gap{Publisher: dc.pub, Tag: tag, First: seq, Reset: true})
+				}
+			}
+		}
+		rt.gen, rt.synced = dc.gen, true
+		rt.expect.Store(seq)
+		return
+	}
+	switch {
+	case seq > exp:
+		s.gap(dc, rt, exp, seq-exp)
+	case seq < exp:
+		rt.outOfSeq.Add(1)
+		s.st.outOfSeq.Add(1)
+	}
+	rt.expect.Store(seq)
+}
+
+// gap reports count messages of rt missed from first on.
+func (s *Subscriber) gap(dc *dataConn, rt *recvTag, first, count uint64) {
+	rt.gaps.Add(1)
+	rt.missed.Add(count)
+	s.st.gaps.Add(1)
+	s.st.missed.Add(count)
+	if cb := s.cfg.OnGap; cb != nil {
+		cb(Gap{Publisher: dc.pub, Tag: rt.tag, First: first, Count: count})
+	}
+}
+
+// strayConn closes a data connection that did not open with the HELLO
+// record of one of our control connections.
+func (s *Subscriber) strayConn(ep *endpoint.ReceiveEndpoint) {
+	s.st.stray.Add(1)
+	s.log.Warn().Str("from", ep.LocalAddr()).Msg("pubsub: data connection without a known HELLO record: closed")
+	if s.lastEP == ep {
+		s.lastEP, s.lastConn = nil, nil
+	}
+	delete(s.conns, ep)
+	_ = ep.Close()
+}
+
+// onConnClosed forgets a data connection; if it was its publisher's
+// current one, the control connection is closed too, and the session
+// starts over.
+func (s *Subscriber) onConnClosed(ep *endpoint.ReceiveEndpoint, err error) {
+	dc := s.conns[ep]
+	delete(s.conns, ep)
+	if s.lastEP == ep {
+		s.lastEP, s.lastConn = nil, nil
+	}
+	if dc != nil {
+		dc.sess.breakGen(dc.gen)
+	}
+}

@@ -1,0 +1,495 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/coalesce"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/endpoint"
+)
+
+// Defaults for SubscriberConfig.
+const (
+	DefaultInitialBackoff  = 10 * time.Millisecond
+	DefaultMaxBackoff      = 2 * time.Second
+	DefaultRequestTimeout  = 10 * time.Second
+	DefaultResolveInterval = 200 * time.Millisecond
+)
+
+// Status bits of a message, as FELIX's clients define them: a front-end
+// or the software marks a message truncated, malformed or failing its
+// CRC. The subscriber counts each bit per tag (TagStats.StatusBits).
+const (
+	StatusFirmwareTruncated uint8 = 1 << 0
+	StatusSoftwareTruncated uint8 = 1 << 1
+	StatusFirmwareMalformed uint8 = 1 << 2
+	StatusFirmwareCRC       uint8 = 1 << 3
+	StatusSoftwareMalformed uint8 = 1 << 4
+)
+
+// Message is one message delivered to a subscriber.
+type Message struct {
+	Tag    uint64
+	Seq    uint64 // the tag's sequence number at its publisher
+	Status uint8  // the status the publisher gave (0: none)
+	// Data is the payload. It is valid only during the callback: copy what
+	// you keep.
+	Data []byte
+	// Publisher is the subscription address of the publisher it came from.
+	Publisher string
+}
+
+// Gap reports messages of a tag that a subscriber did not get: dropped for
+// it (Drop policy), or lost while its connection was down.
+type Gap struct {
+	Publisher string
+	Tag       uint64
+	// First is the sequence number of the first message missed, Count how
+	// many were missed (First .. First+Count-1).
+	First, Count uint64
+	// Reset means the publisher's numbering went back (it restarted
+	// without continuing it; see PublisherConfig.FirstSequence): how many
+	// were missed is unknown, Count is 0 and First is the new number.
+	Reset bool
+}
+
+// SubscriberConfig configures a Subscriber.
+type SubscriberConfig struct {
+	// Bus finds the publisher of each tag: Fixed(addr) for a publisher
+	// whose subscription address is known, or a Directory. Required.
+	Bus Bus
+	// Address is the local IP the data listener binds to; empty uses the
+	// domain's address.
+	Address string
+	// Receive sets the data connections' receive buffers; defaults apply
+	// to zero fields. BufferSize must be at least the publishers' send
+	// buffer size (they refuse a smaller one).
+	Receive netio.ReceiveParams
+	// Policy asks publishers for Block or Drop; DefaultPolicy leaves it to
+	// them.
+	Policy Policy
+	// OnMessage is called for every message of a subscribed tag, in
+	// sequence order per tag. It runs on the data poller's goroutine and
+	// must not block: a callback that blocks stops every publisher's
+	// connection on that poller and, through back-pressure, stalls
+	// publishers (Block) or loses messages (Drop). Required unless
+	// OnBuffer is set.
+	OnMessage func(m Message)
+	// OnBuffer, when set, is also called with every whole buffer received,
+	// after its messages went to OnMessage: netio3's coalesced format,
+	// control records included (messages of ControlTag). buf is valid only
+	// during the call. Same goroutine and rule as OnMessage.
+	OnBuffer func(publisher string, buf []byte)
+	// OnGap is called for every gap, at the first message or SYNC record
+	// after it. Same goroutine and rule as OnMessage. May be nil: gaps are
+	// counted in any case (TagStats).
+	OnGap func(g Gap)
+	// OnSubscribed is called when a publisher acknowledged tags that were
+	// not subscribed before (Subscribe, SubscribeAsync); from then on
+	// every message published on them is delivered or reported as a gap.
+	// It runs on the publisher's control goroutine and must not block for
+	// long. May be nil.
+	OnSubscribed func(publisher string, tags []uint64)
+	// OnRefused is called when a publisher refused tags it does not serve
+	// (SubscribeAsync; Subscribe returns an error instead). The tags are no
+	// longer wanted. Same goroutine as OnSubscribed. May be nil.
+	OnRefused func(publisher string, tags []uint64)
+	// OnLost is called when the connection to a publisher ended with tags
+	// subscribed: err says why. The subscriber reconnects by itself. Same
+	// goroutine as OnSubscribed. May be nil.
+	OnLost func(publisher string, tags []uint64, err error)
+	// OnRestored is called when lost tags are subscribed again (to the
+	// same publisher or, through the bus, to another). Gaps are reported
+	// by OnGap as the data comes. Same goroutine as OnSubscribed. May be
+	// nil.
+	OnRestored func(publisher string, tags []uint64)
+	// InitialBackoff is the wait before reconnecting after a failure; it
+	// doubles on every failure up to MaxBackoff. 0 selects
+	// DefaultInitialBackoff and DefaultMaxBackoff.
+	InitialBackoff, MaxBackoff time.Duration
+	// DialTimeout bounds a connection to a publisher's subscription port,
+	// and RequestTimeout its answer to a request. 0 selects
+	// DefaultDialTimeout and DefaultRequestTimeout.
+	DialTimeout, RequestTimeout time.Duration
+	// ResolveInterval is how often tags without a publisher
+	// (SubscribeAsync), and tags of publishers that are down, are looked up
+	// on the bus again. 0 selects DefaultResolveInterval.
+	ResolveInterval time.Duration
+	// Runtime names the data listener's poller (nil: its own) and the
+	// logger.
+	cq.Runtime
+}
+
+// Subscriber subscribes to tags of publishers found on a bus and receives
+// their messages: one control connection and one data connection per
+// publisher, whatever the number of tags. Its methods are safe for
+// concurrent use; Subscribe, Unsubscribe and Close block and must not be
+// called from a callback.
+type Subscriber struct {
+	mgr      *domain.Manager
+	cfg      SubscriberConfig
+	log      zerolog.Logger
+	ln       *endpoint.Listener
+	dataAddr string
+	recvSize int
+
+	tags    atomic.Pointer[map[uint64]*recvTag] // changed under mu
+	tagsVer atomic.Uint64
+
+	mu         sync.Mutex
+	sessions   map[string]*subSession
+	owner      map[uint64]*subSession // the session carrying each wanted tag
+	unresolved map[uint64]bool        // SubscribeAsync tags without a publisher yet
+	lost       map[uint64]bool        // tags lost and not yet restored
+	closed     bool
+
+	tokMu  sync.Mutex
+	tokens map[uint64]tokenInfo
+	gens   atomic.Uint64
+
+	// Poller goroutine only.
+	conns    map[*endpoint.ReceiveEndpoint]*dataConn
+	lastEP   *endpoint.ReceiveEndpoint
+	lastConn *dataConn
+	lastTag  *recvTag
+	lastVer  uint64
+	dec      coalesce.Decoder
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+
+	st subStats
+}
+
+// tokenInfo is what a HELLO record's token stands for.
+type tokenInfo struct {
+	sess *subSession
+	gen  uint64
+}
+
+// dataConn is one data connection, known from its HELLO record.
+type dataConn struct {
+	sess     *subSession
+	gen      uint64
+	pub      string
+	instance uint64
+}
+
+// recvTag is a subscribed tag. The numbering fields belong to the poller
+// goroutine; the counters are read by TagStats at any time.
+type recvTag struct {
+	tag    uint64
+	gen    uint64 // the data connection carrying the tag (0: none yet)
+	synced bool   // expect is known
+	expect atomic.Uint64
+
+	messages, bytes, gaps, missed, resets, outOfSeq, flagged atomic.Uint64
+	bits                                                     [8]atomic.Uint64
+}
+
+type subStats struct {
+	buffers, malformed, badRecords, unsolicited, stray atomic.Uint64
+	outOfSeq, gaps, missed, resets, reconnects         atomic.Uint64
+	controlErrors, retiredMessages, retiredBytes       atomic.Uint64
+}
+
+// NewSubscriber starts a subscriber: it listens for publishers' data
+// connections in mgr's domain and subscribes nothing yet.
+func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, error) {
+	switch {
+	case mgr == nil:
+		return nil, fmt.Errorf("%w: pubsub: nil domain manager", netio.ErrInvalidArgument)
+	case cfg.Bus == nil:
+		return nil, fmt.Errorf("%w: pubsub: SubscriberConfig.Bus is required (Fixed(addr) for one publisher)", netio.ErrInvalidArgument)
+	case cfg.OnMessage == nil && cfg.OnBuffer == nil:
+		return nil, fmt.Errorf("%w: pubsub: OnMessage or OnBuffer is required", netio.ErrInvalidArgument)
+	case cfg.Policy > Drop:
+		return nil, fmt.Errorf("%w: pubsub: unknown policy %d", netio.ErrInvalidArgument, cfg.Policy)
+	case cfg.InitialBackoff < 0 || cfg.MaxBackoff < 0 || cfg.DialTimeout < 0 || cfg.RequestTimeout < 0 || cfg.ResolveInterval < 0:
+		return nil, fmt.Errorf("%w: pubsub: negative duration", netio.ErrInvalidArgument)
+	}
+	if cfg.InitialBackoff == 0 {
+		cfg.InitialBackoff = DefaultInitialBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.InitialBackoff)
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.ResolveInterval == 0 {
+		cfg.ResolveInterval = DefaultResolveInterval
+	}
+	cfg.Receive = cfg.Receive.WithDefaults()
+	if err := cfg.Receive.Validate(); err != nil {
+		return nil, fmt.Errorf("pubsub: Receive: %w", err)
+	}
+	if cfg.Address == "" {
+		cfg.Address = mgr.Address()
+	}
+	s := &Subscriber{mgr: mgr, cfg: cfg, log: cfg.Logger, recvSize: cfg.Receive.BufferSize,
+		sessions: map[string]*subSession{}, owner: map[uint64]*subSession{}, unresolved: map[uint64]bool{}, lost: map[uint64]bool{},
+		tokens: map[uint64]tokenInfo{}, conns: map[*endpoint.ReceiveEndpoint]*dataConn{}, stop: make(chan struct{})}
+	empty := map[uint64]*recvTag{}
+	s.tags.Store(&empty)
+	ln, err := endpoint.Listen(mgr, net.JoinHostPort(cfg.Address, "0"), endpoint.ListenConfig{
+		Params:             cfg.Receive,
+		OnData:             s.onData,
+		OnConnectionClosed: s.onConnClosed,
+		Runtime:            cfg.Runtime,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pubsub: data listener: %w", err)
+	}
+	s.ln, s.dataAddr = ln, ln.Addr()
+	s.wg.Add(1)
+	go s.resolver()
+	return s, nil
+}
+
+// DataAddr returns the address publishers dial for data, "ip:port".
+func (s *Subscriber) DataAddr() string { return s.dataAddr }
+
+// Subscribe subscribes to tags and returns once each tag's publisher has
+// acknowledged: every message published on them after Subscribe returns is
+// delivered to OnMessage or, if lost, reported as a gap. Tags already
+// subscribed stay so. It fails, and then subscribes none of the tags it
+// added, when a tag has no publisher on the bus (ErrNoPublisher), a
+// publisher refuses a tag, or ctx ends first (the publisher may be down:
+// Subscribe keeps trying until then). It blocks: do not call it from a
+// callback.
+func (s *Subscriber) Subscribe(ctx context.Context, tags ...uint64) error {
+	if err := checkTags(tags); err != nil {
+		return err
+	}
+	groups := map[string][]uint64{}
+	for _, t := range tags {
+		addr, err := s.cfg.Bus.Lookup(t)
+		if err != nil {
+			return fmt.Errorf("pubsub: subscribe tag %#x: %w", t, err)
+		}
+		groups[addr] = append(groups[addr], t)
+	}
+	type part struct {
+		ss          *subSession
+		tags, added []uint64
+	}
+	var parts []part
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("pubsub: subscribe: %w", netio.ErrClosed)
+	}
+	for addr, ts := range groups {
+		ss := s.sessionLocked(addr)
+		parts = append(parts, part{ss, ts, s.wantLocked(ss, ts)})
+	}
+	s.mu.Unlock()
+	var err error
+	for _, p := range parts {
+		if err = p.ss.wait(ctx, p.tags); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		s.mu.Lock()
+		for _, p := range parts {
+			s.unwantLocked(p.ss, p.added)
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("pubsub: subscribe: %w", err)
+	}
+	return nil
+}
+
+// SubscribeAsync subscribes to tags without waiting: tags with no
+// publisher on the bus yet are looked up again every ResolveInterval,
+// publishers that are down are retried with backoff, and OnSubscribed
+// (or OnRefused) tells when each is done. It does not block.
+func (s *Subscriber) SubscribeAsync(tags ...uint64) error {
+	if err := checkTags(tags); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("pubsub: subscribe: %w", netio.ErrClosed)
+	}
+	for _, t := range tags {
+		addr, err := s.cfg.Bus.Lookup(t)
+		if err != nil {
+			if !errors.Is(err, ErrNoPublisher) {
+				s.log.Warn().Err(err).Uint64("tag", t).Msg("pubsub: bus lookup failed; retrying")
+			}
+			s.unresolved[t] = true
+			s.ensureTagLocked(t)
+			continue
+		}
+		s.wantLocked(s.sessionLocked(addr), []uint64{t})
+	}
+	return nil
+}
+
+// Unsubscribe ends the subscriptions to tags: nothing more of them is
+// delivered once it is called, and it returns when their publishers have
+// acknowledged (or ctx ends, or the publisher is down: its subscription
+// ends with the connection). Tags not subscribed are ignored. It blocks:
+// do not call it from a callback.
+func (s *Subscriber) Unsubscribe(ctx context.Context, tags ...uint64) error {
+	touched := map[*subSession][]uint64{}
+	s.mu.Lock()
+	for _, t := range tags {
+		delete(s.unresolved, t)
+		delete(s.lost, t)
+		if ss := s.ownerLocked(t); ss != nil {
+			touched[ss] = append(touched[ss], t)
+			s.unwantLocked(ss, []uint64{t})
+		} else {
+			s.dropTagLocked(t)
+		}
+	}
+	s.mu.Unlock()
+	for ss, ts := range touched {
+		if err := ss.waitGone(ctx, ts); err != nil {
+			return fmt.Errorf("pubsub: unsubscribe: %w", err)
+		}
+	}
+	return nil
+}
+
+// Subscribed returns the tags subscribed now (acknowledged by their
+// publisher on its current connection), in increasing order.
+func (s *Subscriber) Subscribed() []uint64 {
+	s.mu.Lock()
+	sessions := slices.Collect(maps.Values(s.sessions))
+	s.mu.Unlock()
+	var out []uint64
+	for _, ss := range sessions {
+		ss.mu.Lock()
+		for t := range ss.acked {
+			if ss.want[t] {
+				out = append(out, t)
+			}
+		}
+		ss.mu.Unlock()
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Publishers returns the subscription addresses of the publishers the
+// subscriber has a session with, connected or not, in order.
+func (s *Subscriber) Publishers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.sessions))
+}
+
+// Close ends every subscription and connection and stops the
+// subscriber's goroutines and its own poller. It is idempotent; it must not
+// be called from a callback.
+func (s *Subscriber) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		sessions := slices.Collect(maps.Values(s.sessions))
+		s.mu.Unlock()
+		close(s.stop)
+		for _, ss := range sessions {
+			ss.shutdown()
+		}
+		s.wg.Wait()
+		s.closeErr = s.ln.Close()
+	})
+	return s.closeErr
+}
+
+// TagStats counts what a subscriber received of one tag.
+type TagStats struct {
+	Messages      uint64    // messages delivered
+	Bytes         uint64    // their payload bytes
+	Gaps          uint64    // gaps reported (OnGap)
+	Missed        uint64    // messages missed in those gaps
+	Resets        uint64    // times the publisher's numbering went back (a restart)
+	OutOfSequence uint64    // SYNC records behind the count (duplicated or reordered data; never expected)
+	Flagged       uint64    // messages with a non-zero status
+	StatusBits    [8]uint64 // messages with each status bit set (StatusFirmwareTruncated, ...)
+	NextSeq       uint64    // the sequence number expected next
+}
+
+// TagStats returns the counters of tag, and false when it is not
+// subscribed (wanted). It may be called at any time, from any goroutine.
+func (s *Subscriber) TagStats(tag uint64) (TagStats, bool) {
+	rt := (*s.tags.Load())[tag]
+	if rt == nil {
+		return TagStats{}, false
+	}
+	st := TagStats{Messages: rt.messages.Load(), Bytes: rt.bytes.Load(), Gaps: rt.gaps.Load(),
+		Missed: rt.missed.Load(), Resets: rt.resets.Load(), OutOfSequence: rt.outOfSeq.Load(),
+		Flagged: rt.flagged.Load(), NextSeq: rt.expect.Load()}
+	for i := range st.StatusBits {
+		st.StatusBits[i] = rt.bits[i].Load()
+	}
+	return st, true
+}
+
+// SubscriberStats counts what a subscriber received over all tags:
+// netio3's decoder counters and more.
+type SubscriberStats struct {
+	Buffers         uint64 // buffers received
+	Messages        uint64 // messages delivered (processed)
+	Bytes           uint64 // their payload bytes
+	Malformed       uint64 // buffers that broke the coalesced format (invalid header): their valid prefix was delivered
+	BadRecords      uint64 // control records that did not parse (invalid data)
+	Unsolicited     uint64 // messages of tags not subscribed, or from a connection that no longer carries their tag (dropped)
+	StrayConns      uint64 // data connections closed for not opening with a known HELLO record
+	OutOfSequence   uint64 // SYNC records behind the count
+	Gaps            uint64 // gaps reported
+	Missed          uint64 // messages missed in those gaps
+	Resets          uint64 // numbering resets seen
+	Reconnects      uint64 // control connections made after a first one to the same publisher
+	ControlFailures uint64 // control connections that failed or ended with tags wanted
+}
+
+// Stats returns the subscriber's counters.
+func (s *Subscriber) Stats() SubscriberStats {
+	st := &s.st
+	msgs, bytes := st.retiredMessages.Load(), st.retiredBytes.Load()
+	for _, rt := range *s.tags.Load() {
+		msgs += rt.messages.Load()
+		bytes += rt.bytes.Load()
+	}
+	return SubscriberStats{Buffers: st.buffers.Load(), Messages: msgs, Bytes: bytes,
+		Malformed: st.malformed.Load(), BadRecords: st.badRecords.Load(), Unsolicited: st.unsolicited.Load(),
+		StrayConns: st.stray.Load(), OutOfSequence: st.outOfSeq.Load(), Gaps: st.gaps.Load(),
+		Missed: st.missed.Load(), Resets: st.resets.Load(), Reconnects: st.reconnects.Load(),
+		ControlFailures: st.controlErrors.Load()}
+}
+
+// checkTags refuses an empty list and ControlTag.
+func checkTags(tags []uint64) error {
+	if len(tags) == 0 {
+		return fmt.Errorf("%w: pubsub: no tags", netio.ErrInvalidArgument)
+	}
+	if slices.Contains(tags, ControlTag) {
+		return fmt.Errorf("%w: pubsub: tag %#x is reserved (ControlTag)", netio.ErrInvalidArgument, ControlTag)
+	}
+	return nil
+}

@@ -1,0 +1,611 @@
+package pubsub
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/netio-go/netio"
+)
+
+// ErrRefused is matched by the error of a Subscribe whose tag a publisher
+// refused (it does not serve it), and of a request the publisher answered
+// with an error.
+var ErrRefused = errors.New("pubsub: refused by the publisher")
+
+// subSession is the subscriber's side of one publisher: the tags it
+// should carry, the control connection (remade with backoff when it
+// breaks), and what the publisher acknowledged on it. One goroutine, run,
+// owns the connection.
+type subSession struct {
+	s    *Subscriber
+	addr string
+
+	ctx    context.Context // canceled by shutdown
+	cancel context.CancelFunc
+	kick   chan struct{} // cap 1: want changed
+	done   chan struct{} // closed when run returns
+
+	mu        sync.Mutex
+	want      map[uint64]bool // changed under s.mu and mu
+	acked     map[uint64]bool // subscribed at the publisher on the current connection
+	refused   map[uint64]bool // refused since last wanted
+	live      bool            // the current connection is past hello
+	lastErr   error
+	downSince time.Time     // when the session last went down (or started)
+	changed   chan struct{} // closed and replaced when acked, refused or live change
+	conn      net.Conn
+	gen       uint64
+	instance  uint64
+	connected bool // a connection got past hello once
+}
+
+// sessionLocked returns the session with the publisher at addr, starting
+// it if there is none. s.mu is held.
+func (s *Subscriber) sessionLocked(addr string) *subSession {
+	if ss := s.sessions[addr]; ss != nil {
+		return ss
+	}
+	ss := &subSession{s: s, addr: addr, kick: make(chan struct{}, 1), done: make(chan struct{}),
+		want: map[uint64]bool{}, acked: map[uint64]bool{}, refused: map[uint64]bool{},
+		changed: make(chan struct{}), downSince: time.Now()}
+	ss.ctx, ss.cancel = context.WithCancel(context.Background())
+	s.sessions[addr] = ss
+	s.wg.Add(1)
+	go ss.run()
+	return ss
+}
+
+// wantLocked makes ss carry tags (moving them from another session if
+// another carried them) and returns those it did not carry before. s.mu
+// is held.
+func (s *Subscriber) wantLocked(ss *subSession, tags []uint64) []uint64 {
+	var added []uint64
+	for _, t := range tags {
+		s.ensureTagLocked(t)
+		delete(s.unresolved, t)
+		old := s.owner[t]
+		if old == ss {
+			continue
+		}
+		if old != nil {
+			old.setWant(t, false)
+		}
+		s.owner[t] = ss
+		ss.setWant(t, true)
+		added = append(added, t)
+	}
+	return added
+}
+
+// unwantLocked makes ss stop carrying tags and forgets them. s.mu is held.
+func (s *Subscriber) unwantLocked(ss *subSession, tags []uint64) {
+	for _, t := range tags {
+		if s.owner[t] != ss {
+			continue
+		}
+		delete(s.owner, t)
+		ss.setWant(t, false)
+		s.dropTagLocked(t)
+	}
+}
+
+// ownerLocked returns the session carrying t, or nil. s.mu is held.
+func (s *Subscriber) ownerLocked(t uint64) *subSession { return s.owner[t] }
+
+// ensureTagLocked creates t's receive state if it has none. s.mu is held.
+func (s *Subscriber) ensureTagLocked(t uint64) {
+	old := *s.tags.Load()
+	if old[t] != nil {
+		return
+	}
+	m := maps.Clone(old)
+	m[t] = &recvTag{tag: t}
+	s.tags.Store(&m)
+	s.tagsVer.Add(1)
+}
+
+// dropTagLocked forgets t's receive state: nothing more of t is
+// delivered. Its counts stay in the subscriber's totals. s.mu is held.
+func (s *Subscriber) dropTagLocked(t uint64) {
+	old := *s.tags.Load()
+	rt := old[t]
+	if rt == nil {
+		return
+	}
+	m := maps.Clone(old)
+	delete(m, t)
+	s.tags.Store(&m)
+	s.tagsVer.Add(1)
+	s.st.retiredMessages.Add(rt.messages.Load())
+	s.st.retiredBytes.Add(rt.bytes.Load())
+}
+
+// setWant adds or removes t from the tags ss should carry, and wakes its
+// goroutine.
+func (ss *subSession) setWant(t uint64, on bool) {
+	ss.mu.Lock()
+	if on {
+		ss.want[t] = true
+		delete(ss.refused, t)
+	} else {
+		delete(ss.want, t)
+	}
+	ss.mu.Unlock()
+	ss.poke()
+}
+
+// poke wakes the session's goroutine.
+func (ss *subSession) poke() {
+	select {
+	case ss.kick <- struct{}{}:
+	default:
+	}
+}
+
+// signalLocked wakes the waiters. ss.mu is held.
+func (ss *subSession) signalLocked() {
+	close(ss.changed)
+	ss.changed = make(chan struct{})
+}
+
+// wait returns once every tag is acknowledged, or an error when one was
+// refused or withdrawn, ctx ends, or the session stops.
+func (ss *subSession) wait(ctx context.Context, tags []uint64) error {
+	for {
+		ss.mu.Lock()
+		var refused []uint64
+		done := true
+		gone := false
+		for _, t := range tags {
+			switch {
+			case ss.refused[t]:
+				refused = append(refused, t)
+			case !ss.want[t]:
+				gone = true
+			case !ss.acked[t]:
+				done = false
+			}
+		}
+		ch, lastErr := ss.changed, ss.lastErr
+		ss.mu.Unlock()
+		switch {
+		case len(refused) > 0:
+			return fmt.Errorf("%w: publisher %s does not serve tags %v", ErrRefused, ss.addr, refused)
+		case gone:
+			return fmt.Errorf("%w: pubsub: tags unsubscribed while subscribing", netio.ErrCanceled)
+		case done:
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("publisher %s: %w (last error: %v)", ss.addr, ctx.Err(), lastErr)
+			}
+			return fmt.Errorf("publisher %s: %w", ss.addr, ctx.Err())
+		case <-ss.done:
+			return fmt.Errorf("publisher %s: %w", ss.addr, netio.ErrClosed)
+		}
+	}
+}
+
+// waitGone returns once no tag of tags is subscribed at the publisher (or
+// the connection is down, which ends them), or ctx ends.
+func (ss *subSession) waitGone(ctx context.Context, tags []uint64) error {
+	for {
+		ss.mu.Lock()
+		done := !ss.live
+		if !done {
+			done = !slices.ContainsFunc(tags, func(t uint64) bool { return ss.acked[t] && !ss.want[t] })
+		}
+		ch := ss.changed
+		ss.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("publisher %s: %w", ss.addr, ctx.Err())
+		case <-ss.done:
+			return nil
+		}
+	}
+}
+
+// shutdown stops the session and waits for its goroutine.
+func (ss *subSession) shutdown() {
+	ss.cancel()
+	ss.mu.Lock()
+	if ss.conn != nil {
+		ss.conn.Close()
+	}
+	ss.mu.Unlock()
+	<-ss.done
+}
+
+// breakGen closes the control connection if it is still generation gen:
+// its data connection ended, so the session starts over. It does not
+// block; the poller calls it.
+func (ss *subSession) breakGen(gen uint64) {
+	ss.mu.Lock()
+	if ss.gen == gen && ss.conn != nil {
+		ss.conn.Close()
+	}
+	ss.mu.Unlock()
+}
+
+// run keeps the session connected while it has tags to carry, and ends
+// it when it has none.
+func (ss *subSession) run() {
+	s := ss.s
+	defer s.wg.Done()
+	defer close(ss.done)
+	defer ss.cancel()
+	backoff := s.cfg.InitialBackoff
+	for {
+		if ss.finishIfIdle() {
+			return
+		}
+		reached, err := ss.connect()
+		ss.lose(err)
+		if ss.ctx.Err() != nil {
+			return
+		}
+		if reached {
+			backoff = s.cfg.InitialBackoff
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ss.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-ss.kick: // want changed: maybe idle now, else try at once
+			t.Stop()
+		}
+		backoff = min(2*backoff, s.cfg.MaxBackoff)
+	}
+}
+
+// finishIfIdle removes the session when it has no tag to carry, and
+// reports whether it did.
+func (ss *subSession) finishIfIdle() bool {
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss.mu.Lock()
+	idle := len(ss.want) == 0
+	ss.mu.Unlock()
+	if idle && s.sessions[ss.addr] == ss {
+		delete(s.sessions, ss.addr)
+	}
+	return idle
+}
+
+// lose records the end of a connection: what was subscribed is lost,
+// and reported.
+func (ss *subSession) lose(err error) {
+	s := ss.s
+	ss.mu.Lock()
+	var lost []uint64
+	for t := range ss.acked {
+		if ss.want[t] {
+			lost = append(lost, t)
+		}
+	}
+	clear(ss.acked)
+	if ss.live { // down from now on; failed attempts do not move it
+		ss.downSince = time.Now()
+	}
+	ss.live = false
+	ss.conn = nil
+	if err != nil {
+		ss.lastErr = err
+	}
+	ss.signalLocked()
+	ss.mu.Unlock()
+	if err != nil && ss.ctx.Err() == nil {
+		s.st.controlErrors.Add(1)
+		s.log.Info().Err(err).Str("publisher", ss.addr).Int("tags", len(lost)).Msg("pubsub: connection to publisher ended")
+	}
+	if len(lost) == 0 || ss.ctx.Err() != nil {
+		return
+	}
+	slices.Sort(lost)
+	s.mu.Lock()
+	for _, t := range lost {
+		s.lost[t] = true
+	}
+	s.mu.Unlock()
+	if cb := s.cfg.OnLost; cb != nil {
+		if err == nil {
+			err = netio.ErrConnectionClosed
+		}
+		cb(ss.addr, lost, err)
+	}
+}
+
+// connect makes one control connection and serves it until it ends. It
+// reports whether the connection got past hello.
+func (ss *subSession) connect() (reached bool, err error) {
+	s := ss.s
+	dctx, cancel := context.WithTimeout(ss.ctx, s.cfg.DialTimeout)
+	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", ss.addr)
+	cancel()
+	if err != nil {
+		return false, err
+	}
+	gen, token := s.gens.Add(1), randomNonZero()
+	s.tokMu.Lock()
+	s.tokens[token] = tokenInfo{sess: ss, gen: gen}
+	s.tokMu.Unlock()
+	defer func() {
+		s.tokMu.Lock()
+		delete(s.tokens, token)
+		s.tokMu.Unlock()
+	}()
+	ss.mu.Lock()
+	if ss.ctx.Err() != nil {
+		ss.mu.Unlock()
+		conn.Close()
+		return false, netio.ErrClosed
+	}
+	ss.conn, ss.gen = conn, gen
+	ss.mu.Unlock()
+	c := newCtlConn(conn, s.cfg.RequestTimeout)
+	defer c.close()
+
+	policy := ""
+	if s.cfg.Policy != DefaultPolicy {
+		policy = s.cfg.Policy.String()
+	}
+	resp, err := c.call(ss.ctx, Request{Op: OpHello, Data: s.dataAddr, Token: token, BufferSize: s.recvSize, Policy: policy})
+	if err != nil {
+		return false, fmt.Errorf("hello: %w", err)
+	}
+	ss.mu.Lock()
+	if ss.connected {
+		s.st.reconnects.Add(1)
+	}
+	ss.live, ss.connected, ss.instance, ss.lastErr = true, true, resp.Instance, nil
+	ss.signalLocked()
+	ss.mu.Unlock()
+	for {
+		sub, unsub := ss.diff()
+		switch {
+		case len(sub) > 0:
+			resp, err := c.call(ss.ctx, Request{Op: OpSubscribe, Tags: sub})
+			if err != nil {
+				return true, fmt.Errorf("subscribe: %w", err)
+			}
+			ss.subscribed(resp)
+		case len(unsub) > 0:
+			resp, err := c.call(ss.ctx, Request{Op: OpUnsubscribe, Tags: unsub})
+			if err != nil {
+				return true, fmt.Errorf("unsubscribe: %w", err)
+			}
+			ss.mu.Lock()
+			for _, t := range resp.Tags {
+				delete(ss.acked, t)
+			}
+			ss.signalLocked()
+			ss.mu.Unlock()
+		default:
+			ss.mu.Lock()
+			idle := len(ss.want) == 0
+			ss.mu.Unlock()
+			if idle {
+				return true, nil
+			}
+			select {
+			case <-ss.kick:
+			case err := <-c.errc:
+				return true, err
+			case <-ss.ctx.Done():
+				return true, nil
+			}
+		}
+	}
+}
+
+// diff returns the tags to subscribe (wanted, not acknowledged, not
+// refused) and to unsubscribe (acknowledged, no longer wanted), each at
+// most MaxTagsPerRequest.
+func (ss *subSession) diff() (sub, unsub []uint64) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for t := range ss.want {
+		if !ss.acked[t] && !ss.refused[t] && len(sub) < MaxTagsPerRequest {
+			sub = append(sub, t)
+		}
+	}
+	for t := range ss.acked {
+		if !ss.want[t] && len(unsub) < MaxTagsPerRequest {
+			unsub = append(unsub, t)
+		}
+	}
+	slices.Sort(sub)
+	slices.Sort(unsub)
+	return sub, unsub
+}
+
+// subscribed records a subscribe ack and reports what it changed.
+func (ss *subSession) subscribed(resp Response) {
+	s := ss.s
+	ss.mu.Lock()
+	var fresh, refused []uint64
+	for _, t := range resp.Tags {
+		if !ss.acked[t] && ss.want[t] {
+			fresh = append(fresh, t)
+		}
+		ss.acked[t] = true
+	}
+	for _, t := range resp.Refused {
+		if ss.want[t] && !ss.refused[t] {
+			ss.refused[t] = true
+			refused = append(refused, t)
+		}
+	}
+	ss.signalLocked()
+	ss.mu.Unlock()
+	if len(refused) > 0 {
+		s.mu.Lock()
+		s.unwantLocked(ss, refused)
+		s.mu.Unlock()
+		if cb := s.cfg.OnRefused; cb != nil {
+			cb(ss.addr, refused)
+		}
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	var restored, subscribed []uint64
+	s.mu.Lock()
+	for _, t := range fresh {
+		if s.lost[t] {
+			delete(s.lost, t)
+			restored = append(restored, t)
+		} else {
+			subscribed = append(subscribed, t)
+		}
+	}
+	s.mu.Unlock()
+	if cb := s.cfg.OnRestored; cb != nil && len(restored) > 0 {
+		cb(ss.addr, restored)
+	}
+	if cb := s.cfg.OnSubscribed; cb != nil && len(subscribed) > 0 {
+		cb(ss.addr, subscribed)
+	}
+}
+
+// resolver looks up, every ResolveInterval, the tags that have no
+// publisher yet and the tags of publishers that have been down that long,
+// and moves them where the bus says they are now.
+func (s *Subscriber) resolver() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.ResolveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		for tag := range s.unresolved {
+			if addr, err := s.cfg.Bus.Lookup(tag); err == nil {
+				s.wantLocked(s.sessionLocked(addr), []uint64{tag})
+			}
+		}
+		for addr, ss := range s.sessions {
+			ss.mu.Lock()
+			down := !ss.live && time.Since(ss.downSince) >= s.cfg.ResolveInterval
+			var tags []uint64
+			if down {
+				tags = slices.Collect(maps.Keys(ss.want))
+			}
+			ss.mu.Unlock()
+			for _, tag := range tags {
+				if a, err := s.cfg.Bus.Lookup(tag); err == nil && a != addr {
+					s.wantLocked(s.sessionLocked(a), []uint64{tag})
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// ctlConn is a control connection from the subscriber's side: requests
+// go out one at a time, and a reader goroutine parses the answers.
+type ctlConn struct {
+	conn    net.Conn
+	timeout time.Duration
+	answers chan Response
+	errc    chan error
+	quit    chan struct{}
+	done    chan struct{}
+	nextID  uint64
+	out     []byte
+}
+
+func newCtlConn(conn net.Conn, timeout time.Duration) *ctlConn {
+	c := &ctlConn{conn: conn, timeout: timeout, answers: make(chan Response), errc: make(chan error, 1),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	go c.read()
+	return c
+}
+
+// read parses answers until the connection ends or an answer is
+// malformed, which ends it too.
+func (c *ctlConn) read() {
+	defer close(c.done)
+	r := bufio.NewReaderSize(c.conn, 64<<10)
+	var buf []byte
+	for {
+		var line []byte
+		var err error
+		if line, buf, err = readLine(r, buf); err == nil {
+			var resp Response
+			if resp, err = ParseResponse(line); err == nil {
+				select {
+				case c.answers <- resp:
+					continue
+				case <-c.quit:
+					return
+				}
+			}
+		}
+		c.errc <- err
+		return
+	}
+}
+
+// call sends req and waits for its answer; an error answer is an error
+// matching ErrRefused.
+func (c *ctlConn) call(ctx context.Context, req Request) (Response, error) {
+	c.nextID++
+	req.V, req.ID = ProtocolVersion, c.nextID
+	c.out = appendLine(c.out[:0], req)
+	_ = c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
+	if _, err := c.conn.Write(c.out); err != nil {
+		return Response{}, err
+	}
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	select {
+	case resp := <-c.answers:
+		switch {
+		case resp.ID != req.ID:
+			return Response{}, fmt.Errorf("%w: answer to request %d, want %d", ErrMalformed, resp.ID, req.ID)
+		case resp.Op == OpError:
+			return Response{}, fmt.Errorf("%w: %s", ErrRefused, resp.Error)
+		}
+		return resp, nil
+	case err := <-c.errc:
+		c.errc <- err // for the next reader of errc
+		return Response{}, err
+	case <-t.C:
+		return Response{}, fmt.Errorf("%w: no answer to %s within %v", netio.ErrTimeout, req.Op, c.timeout)
+	case <-ctx.Done():
+		return Response{}, netio.ErrClosed
+	}
+}
+
+// close ends the connection and waits for the reader.
+func (c *ctlConn) close() {
+	close(c.quit)
+	c.conn.Close()
+	<-c.done
+}
