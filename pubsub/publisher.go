@@ -495,27 +495,8 @@ func (p *Publisher) publish(tag uint64, status uint8, parts [][]byte) Status {
 		return Closed
 	}
 	subs := ts.subs
-	if len(subs) == 0 {
-		ts.seq++
-		ts.published++
-		ts.noSubs++
-		ts.mu.Unlock()
-		return NoSubscriptions
-	}
-	// Lock every Block subscriber and make sure each can take the message
-	// before anyone gets it: all or nothing.
-	for i, s := range subs {
-		ss := s.sess
-		if ss.policy != Block {
-			continue
-		}
-		ss.mu.Lock()
-		if ss.pending.Load() && !ss.drainLocked() {
-			unlockBlock(subs[:i+1])
-			ts.refused++
-			ts.mu.Unlock()
-			return NoResources
-		}
+	if st := ts.admit(subs); st != OK {
+		return st
 	}
 	seq := ts.seq
 	var ok, bad uint64
@@ -542,6 +523,35 @@ func (p *Publisher) publish(tag uint64, status uint8, parts [][]byte) Status {
 }
 
 // unlockBlock unlocks the sessions of the Block subscriptions in subs.
+// admit takes one message of tag ts for its subscribers subs, all or
+// nothing, with ts.mu held: a message without subscribers is counted and
+// answered NoSubscriptions; otherwise every Block subscriber is locked and
+// must be able to take it, or none gets it (NoResources). On any answer
+// but OK, ts.mu and every lock taken are released.
+func (ts *tagState) admit(subs []*subscription) Status {
+	if len(subs) == 0 {
+		ts.seq++
+		ts.published++
+		ts.noSubs++
+		ts.mu.Unlock()
+		return NoSubscriptions
+	}
+	for i, s := range subs {
+		ss := s.sess
+		if ss.policy != Block {
+			continue
+		}
+		ss.mu.Lock()
+		if ss.pending.Load() && !ss.drainLocked() {
+			unlockBlock(subs[:i+1])
+			ts.refused++
+			ts.mu.Unlock()
+			return NoResources
+		}
+	}
+	return OK
+}
+
 func unlockBlock(subs []*subscription) {
 	for _, s := range subs {
 		if s.sess.policy == Block {

@@ -107,27 +107,9 @@ func (p *Publisher) PublishZeroCopy(tag uint64, status uint8, data []byte, key u
 		return Closed
 	}
 	subs := ts.subs
-	if len(subs) == 0 {
-		ts.seq++
-		ts.published++
-		ts.noSubs++
-		ts.mu.Unlock()
+	if st := ts.admit(subs); st != OK {
 		p.zcFree <- idx
-		return NoSubscriptions
-	}
-	for i, s := range subs {
-		ss := s.sess
-		if ss.policy != Block {
-			continue
-		}
-		ss.mu.Lock()
-		if ss.pending.Load() && !ss.drainLocked() {
-			unlockBlock(subs[:i+1])
-			ts.refused++
-			ts.mu.Unlock()
-			p.zcFree <- idx
-			return NoResources
-		}
+		return st
 	}
 	seq := ts.seq
 	var ok, bad uint64
