@@ -1,6 +1,7 @@
 package rdm
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -34,6 +35,9 @@ type Endpoint struct {
 	addr   string
 	holder uint64
 	info   *fabric.Info // freed after the endpoint is closed
+	// injectSize is the provider's inject_size, read at Open: info is
+	// freed at Close, while Inject may still be asked.
+	injectSize int
 
 	bufs  sendcore.Buffers
 	dests []fabric.Addr // by buffer ID: where a posted buffer goes
@@ -123,6 +127,7 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	if e.info, err = fabric.GetInfo(h); err != nil {
 		return err
 	}
+	e.injectSize = e.info.InjectSize()
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {
 		return err
@@ -187,14 +192,32 @@ func (e *Endpoint) Addr() string { return e.addr }
 // netio.ErrBadAddress; more than Config.MaxPeers peers, one matching
 // netio.ErrNoResources; after Close, netio.ErrClosed.
 func (e *Endpoint) AddPeer(addr string) (Peer, error) {
-	if _, ok := e.c.Guard.Acquire(); !ok {
-		return Peer{}, fmt.Errorf("rdm: add peer: %w", netio.ErrClosed)
-	}
-	defer e.c.Guard.Release()
 	var p Peer
-	var err error
-	e.c.Poller.Do(func() { p, err = e.peers.add(addr) })
-	return p, err
+	err := e.onPoller(func() error {
+		var err error
+		p, err = e.peers.add(addr)
+		return err
+	})
+	if err != nil {
+		return Peer{}, fmt.Errorf("rdm: add peer: %w", err)
+	}
+	return p, nil
+}
+
+// onPoller runs fn on the poller goroutine, where every provider call of
+// the domain runs (poller.go), while the endpoint is open: ErrClosed
+// otherwise. The guard is taken there, not by the caller: a caller that
+// held it while waiting for the poller would deadlock with a teardown
+// running on the poller, which takes it exclusively.
+func (e *Endpoint) onPoller(fn func() error) error {
+	err := netio.ErrClosed
+	e.c.Poller.Do(func() {
+		if _, ok := e.c.Guard.Acquire(); ok {
+			err = fn()
+			e.c.Guard.Release()
+		}
+	})
+	return err
 }
 
 // RemovePeer forgets p and removes it from the address vector. Sends to it
@@ -203,13 +226,13 @@ func (e *Endpoint) AddPeer(addr string) (Peer, error) {
 // RemovePeer and AddPeer again. Unknown or removed peers are an error
 // matching netio.ErrInvalidArgument.
 func (e *Endpoint) RemovePeer(p Peer) error {
-	if _, ok := e.c.Guard.Acquire(); !ok {
-		return fmt.Errorf("rdm: remove peer: %w", netio.ErrClosed)
+	if err := e.onPoller(func() error { return e.peers.remove(p) }); err != nil {
+		if errors.Is(err, netio.ErrClosed) {
+			return fmt.Errorf("rdm: remove peer: %w", err)
+		}
+		return err
 	}
-	defer e.c.Guard.Release()
-	var err error
-	e.c.Poller.Do(func() { err = e.peers.remove(p) })
-	return err
+	return nil
 }
 
 // PeerAddr returns the address p was added by (or learned as), "" for an

@@ -91,17 +91,21 @@ func (e *Endpoint) ReleaseBuffer(id uint64) (uint64, netio.Status) {
 // for it (see poller.go), which costs a wake-up when the poller sleeps and
 // an allocation.
 func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
-	ep, ok := e.c.Guard.Acquire()
-	if !ok {
+	if e.c.Ended() {
 		return netio.Closed
 	}
-	defer e.c.Guard.Release()
 	dest, ok := e.peers.lookup(to)
 	if !ok || len(data) > e.InjectSize() {
 		return netio.InvalidArgument
 	}
 	var errno fabric.Errno
-	e.c.Poller.Do(func() { errno = ep.InjectTo(data, dest) }) // one thread in the provider: poller.go
+	err := e.onPoller(func() error { // one thread in the provider: poller.go
+		errno = e.c.Guard.Endpoint().InjectTo(data, dest)
+		return nil
+	})
+	if err != nil {
+		return netio.Closed
+	}
 	if errno != 0 {
 		return sendcore.PostStatus(errno)
 	}
@@ -112,7 +116,7 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 
 // InjectSize returns the largest message Inject takes: the provider's
 // inject_size.
-func (e *Endpoint) InjectSize() int { return e.info.InjectSize() }
+func (e *Endpoint) InjectSize() int { return e.injectSize }
 
 // NumAvailableBuffers returns the fewest free send buffers seen since the
 // previous call (netio3's get_num_available_buffers).
