@@ -155,6 +155,14 @@ func ParseResponse(line []byte) (Response, error) {
 	if err := parseLine(line, &r); err != nil {
 		return Response{}, err
 	}
+	// One representation of "no tags": an empty list means what no list
+	// does, and what Marshal (omitempty) writes for it.
+	if len(r.Tags) == 0 {
+		r.Tags = nil
+	}
+	if len(r.Refused) == 0 {
+		r.Refused = nil
+	}
 	if r.V != ProtocolVersion {
 		return r, fmt.Errorf("%w: unsupported version %d (this side speaks %d)", ErrMalformed, r.V, ProtocolVersion)
 	}
