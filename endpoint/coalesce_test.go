@@ -192,7 +192,10 @@ func TestCoalesceFlushWhenFull(t *testing.T) {
 			assert.EqualValues(t, 2, cs.Pending)
 
 			c := conn(t, l)
-			waitFor(t, 10*time.Second, func() bool { return c.Stats().Messages == 2 }, "two buffers")
+			// Wait for the messages, not for the buffer count: a buffer is
+			// counted before its messages are delivered.
+			waitFor(t, 10*time.Second, func() bool { return len(sink.messages()) >= 8 }, "two buffers' messages")
+			assert.EqualValues(t, 2, c.Stats().Messages, "two buffers")
 			got := sink.messages()
 			require.Len(t, got, 8, "the two full buffers, not the pending messages")
 			for i, m := range got {
