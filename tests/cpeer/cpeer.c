@@ -262,18 +262,20 @@ static void alloc_buffers(void)
 		r.pattern[i] = (char)(i % PATTERN_MOD);
 }
 
-/* Open domain, CQ, endpoint and MR for the given info, bind and enable. */
-static void open_ep(struct fi_info *info)
+/*
+ * Open the endpoint of info, bind first (the EQ of a connected endpoint, the
+ * AV of a connectionless one; named so in errors) and the CQ for both
+ * directions, enable it and allocate the buffers.
+ */
+static void open_endpoint(struct fi_info *info, struct fid *first, const char *first_name)
 {
-	int ret;
+	int ret = fi_endpoint(r.domain, info, &r.ep, NULL);
 
-	open_domain_cq(info);
-	ret = fi_endpoint(r.domain, info, &r.ep, NULL);
 	if (ret)
 		die_fi("fi_endpoint", ret);
-	ret = fi_ep_bind(r.ep, &r.eq->fid, 0);
+	ret = fi_ep_bind(r.ep, first, 0);
 	if (ret)
-		die_fi("fi_ep_bind(eq)", ret);
+		die_fi(first_name, ret);
 	ret = fi_ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV);
 	if (ret)
 		die_fi("fi_ep_bind(cq)", ret);
@@ -281,6 +283,13 @@ static void open_ep(struct fi_info *info)
 	if (ret)
 		die_fi("fi_enable", ret);
 	alloc_buffers();
+}
+
+/* Open domain, CQ, endpoint and MR for the given info, bind and enable. */
+static void open_ep(struct fi_info *info)
+{
+	open_domain_cq(info);
+	open_endpoint(info, &r.eq->fid, "fi_ep_bind(eq)");
 }
 
 /* Report an EQ error entry (after -FI_EAVAIL) and exit 1. */
@@ -872,19 +881,7 @@ static void rdm_open(void)
 	if (ret)
 		die_fi("fi_av_open", ret);
 
-	ret = fi_endpoint(r.domain, r.info, &r.ep, NULL);
-	if (ret)
-		die_fi("fi_endpoint", ret);
-	ret = fi_ep_bind(r.ep, &r.av->fid, 0);
-	if (ret)
-		die_fi("fi_ep_bind(av)", ret);
-	ret = fi_ep_bind(r.ep, &r.cq->fid, FI_TRANSMIT | FI_RECV);
-	if (ret)
-		die_fi("fi_ep_bind(cq)", ret);
-	ret = fi_enable(r.ep);
-	if (ret)
-		die_fi("fi_enable", ret);
-	alloc_buffers();
+	open_endpoint(r.info, &r.av->fid, "fi_ep_bind(av)");
 }
 
 /*
