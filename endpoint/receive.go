@@ -88,20 +88,8 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 
 // postAll posts every buffer in one call.
 func (r *ReceiveEndpoint) postAll() error {
-	n := r.l.cfg.Params.BufferCount
-	addrs, lens := make([]uintptr, n), make([]uint64, n)
-	descs, ctxs := make([]uintptr, n), make([]uint64, n)
-	for i := range r.bufs.Len() {
-		b := r.bufs.Piece(uint32(i))
-		addrs[i], lens[i], descs[i] = b.Addr, uint64(len(b.Bytes)), b.Desc
-		ctxs[i] = r.owner.Context(uint32(i))
-	}
-	for done := 0; done < n; {
-		posted, errno := r.ep.RecvBatch(addrs[done:], lens[done:], descs[done:], ctxs[done:])
-		if errno != 0 {
-			return fmt.Errorf("endpoint: posting %d receive buffers (%d posted): %w", n, done, errno)
-		}
-		done += posted
+	if err := r.bufs.PostReceives(r.ep, r.owner.Context); err != nil {
+		return fmt.Errorf("endpoint: %w", err)
 	}
 	return nil
 }

@@ -11,22 +11,7 @@ import (
 
 // postReceives posts every receive buffer, in batches.
 func (e *Endpoint) postReceives(ep *fabric.Endpoint) error {
-	n := e.recv.Len()
-	addrs, lens := make([]uintptr, n), make([]uint64, n)
-	descs, ctxs := make([]uintptr, n), make([]uint64, n)
-	for i := range n {
-		b := e.recv.Piece(uint32(i))
-		addrs[i], lens[i], descs[i] = b.Addr, uint64(len(b.Bytes)), b.Desc
-		ctxs[i] = e.c.Owner.Context(uint32(i) | recvKey)
-	}
-	for done := 0; done < n; {
-		posted, errno := ep.RecvBatch(addrs[done:], lens[done:], descs[done:], ctxs[done:])
-		if errno != 0 {
-			return fmt.Errorf("posting %d receive buffers (%d posted): %w", n, done, errno)
-		}
-		done += posted
-	}
-	return nil
+	return e.recv.PostReceives(ep, func(i uint32) uint64 { return e.c.Owner.Context(i | recvKey) })
 }
 
 // receiveCompleted delivers a received message, or reports a failed

@@ -7,6 +7,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/pool"
 )
 
@@ -160,4 +161,25 @@ func releaseAll(leases []pool.Buffer) {
 	for _, b := range leases {
 		b.Release()
 	}
+}
+
+// PostReceives posts every slot as a receive buffer on ep, in batches
+// (fabric.Endpoint.RecvBatch), slot i with the context ctx(i). The caller
+// reposts a slot when its receive completes.
+func (m *Memory) PostReceives(ep *fabric.Endpoint, ctx func(i uint32) uint64) error {
+	n := len(m.pieces)
+	addrs, lens := make([]uintptr, n), make([]uint64, n)
+	descs, ctxs := make([]uintptr, n), make([]uint64, n)
+	for i := range m.pieces {
+		p := &m.pieces[i]
+		addrs[i], lens[i], descs[i], ctxs[i] = p.Addr, uint64(len(p.Bytes)), p.Desc, ctx(uint32(i))
+	}
+	for done := 0; done < n; {
+		posted, errno := ep.RecvBatch(addrs[done:], lens[done:], descs[done:], ctxs[done:])
+		if errno != 0 {
+			return fmt.Errorf("posting %d receive buffers (%d posted): %w", n, done, errno)
+		}
+		done += posted
+	}
+	return nil
 }
