@@ -3,7 +3,6 @@ package endpoint
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"math"
@@ -96,10 +95,6 @@ func (c *SendConfig) options() connOptions {
 		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout}
 }
 
-// nextHolder gives every endpoint a process-wide identity in buffer pools,
-// which may be shared by endpoints of different pollers.
-var nextHolder atomic.Uint64
-
 // SendStats counts what a send endpoint did.
 type SendStats struct {
 	Sent      uint64 // messages posted, or queued for the poller to post (HandOffSize)
@@ -142,7 +137,7 @@ func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig)
 	if err != nil {
 		return nil, err
 	}
-	s := &SendEndpointBuffered{cfg: cfg, holder: nextHolder.Add(1)}
+	s := &SendEndpointBuffered{cfg: cfg, holder: sendcore.NewHolder()}
 	s.c.addr = addr
 	if err := s.c.dial(ctx, mgr, (*bufferedKind)(s), host, port, cfg.options(), s.prepare); err != nil {
 		return nil, err

@@ -19,12 +19,6 @@ import (
 // recvKey marks a receive's key; send keys are buffer IDs, far below it.
 const recvKey = 1 << 31
 
-// nextHolder gives every endpoint a process-wide identity in buffer pools,
-// which may be shared with endpoints of other kinds.
-var nextHolder atomic.Uint64
-
-func init() { nextHolder.Store(1 << 40) } // apart from package endpoint's
-
 // Endpoint is a connectionless endpoint: it sends to and receives from
 // every peer it knows through one libfabric endpoint. It is safe for
 // concurrent use.
@@ -68,7 +62,7 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, holder: nextHolder.Add(1), mgr: mgr}
+	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr}
 	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true}
 	if err := e.open(mgr, node, service, opts); err != nil {
 		e.c.MarkTornDown()

@@ -2,6 +2,7 @@ package sendcore
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
@@ -55,3 +56,10 @@ func (b Buffers) Close(holder uint64) error {
 	}
 	return nil
 }
+
+// nextHolder numbers the senders of the process.
+var nextHolder atomic.Uint64
+
+// NewHolder returns a sender's identity in buffer pools, unique in the
+// process: endpoints of every kind and poller may share a pool.
+func NewHolder() uint64 { return nextHolder.Add(1) }
