@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
+const clientSynopsis = "netio-perf client [--endpoint msg|rdm] [--provider P] --connect IP:PORT|NAME [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -20,6 +20,7 @@ const defaultTimeout = 120 * time.Second
 // clientOptions are the client's flags.
 type clientOptions struct {
 	commonFlags
+	endpointFlags
 	connect  hostPort
 	local    string
 	size     int
@@ -50,15 +51,24 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs.BoolVar(&o.coalesce, "coalesce", false, "pack messages into coalescing buffers with SendMessage (netio3's format; the server needs --coalesce): --size defaults to 64, --bufs counts coalescing buffers, and with --verify message k has tag k")
 	o.coal.register(fs, "with --coalesce")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
+	o.registerEndpoint(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
-	if *connect == "" {
+	parseIP, err := o.endpointFlags.check(fs, &o.commonFlags, "connect", *connect, false)
+	if err != nil {
+		return o, fs.fail(err)
+	}
+	if parseIP && *connect == "" {
 		return o, fs.fail(errors.New("--connect is required"))
 	}
-	var err error
-	if o.connect, err = parseHostPort(*connect, false); err != nil {
-		return o, fs.fail(fmt.Errorf("--connect: %w", err))
+	if parseIP {
+		if o.connect, err = parseHostPort(*connect, false); err != nil {
+			return o, fs.fail(fmt.Errorf("--connect: %w", err))
+		}
+	}
+	if o.rdm() && (o.zeroCopy || o.coalesce) {
+		return o, fs.fail(errors.New("--zero-copy and --coalesce need --endpoint msg"))
 	}
 	if o.local != "" && net.ParseIP(o.local) == nil {
 		return o, fs.fail(fmt.Errorf("--local: %q is not an IP address", o.local))
@@ -96,6 +106,27 @@ func localFor(server hostPort) (string, error) {
 	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
+// openDomain opens the client's domain, at --local or else at the local
+// address that reaches the server, and returns that address too ("" for
+// a provider of named addresses).
+func (o clientOptions) openDomain() (*domain.Manager, string, error) {
+	local := o.local
+	if local == "" && o.addr == "" {
+		var err error
+		if local, err = localFor(o.connect); err != nil {
+			return nil, "", err
+		}
+	}
+	var mgr *domain.Manager
+	var err error
+	if o.rdm() {
+		mgr, err = rdmDomain(o.provider, local)
+	} else {
+		mgr, err = domain.Open(domain.Config{Provider: o.provider, Address: local})
+	}
+	return mgr, local, err
+}
+
 // runClient is the client mode: it sends --count messages, waits for every
 // completion and closes.
 func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
@@ -104,14 +135,7 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
 		defer cancel()
 	}
-	local := o.local
-	if local == "" {
-		var err error
-		if local, err = localFor(o.connect); err != nil {
-			return err
-		}
-	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local})
+	mgr, local, err := o.openDomain()
 	if err != nil {
 		return err
 	}
@@ -121,6 +145,9 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		pat = testpattern.New(o.size)
 	}
 	s := newSender(o.size, pat)
+	if o.rdm() {
+		return runRDMClient(ctx, o, mgr, local, s, stdout)
+	}
 	var closeEndpoint func() error
 	if o.coalesce {
 		closeEndpoint, err = s.dialCoalescing(ctx, mgr, o.connect.String(), o.coal, o.bufs, o.poll.config())
