@@ -35,6 +35,7 @@ import (
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/internal/closing"
 	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/quirks"
 )
 
 // Mode selects how a Poller waits when there is nothing to read.
@@ -181,6 +182,7 @@ func Open(mgr *domain.Manager, cfg Config) (*Poller, error) {
 	cp := &Poller{mgr: mgr}
 	pc := cfg.internal()
 	pc.OnStopped = cp.stopped
+	pc.NoWaitObjects = quirks.For(mgr.Provider()).TryWaitCrashes
 	p, err := poll.Open(mgr.Fabric(), mgr.Domain(), pc)
 	if err != nil {
 		return nil, err

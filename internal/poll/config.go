@@ -69,7 +69,12 @@ type Config struct {
 	MaxBlock     time.Duration
 	Size         int
 	LockOSThread bool
-	Logger       zerolog.Logger
+	// NoWaitObjects opens the queues without wait objects even in
+	// Adaptive mode: the provider's fi_trywait is unusable
+	// (quirks.Quirks.TryWaitCrashes), so the poller sleeps on its own
+	// wake descriptor a short while at a time instead.
+	NoWaitObjects bool
+	Logger        zerolog.Logger
 	// OnStopped, if set, runs on the poller goroutine after the queues are
 	// closed and Done is closed: the last thing the poller does.
 	OnStopped func()

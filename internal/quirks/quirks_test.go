@@ -30,4 +30,6 @@ func TestDefectsOfOneLayerHoldForTheWhole(t *testing.T) {
 	assert.True(t, quirks.For("tcp;ofi_rxm").TruncationDrops)
 	assert.False(t, quirks.For("udp;ofi_rxd").TruncationDrops)
 	assert.False(t, quirks.For("tcp").CompletesWhenStaged)
+	assert.True(t, quirks.For("tcp;ofi_rxm").TryWaitCrashes)
+	assert.False(t, quirks.For("tcp").TryWaitCrashes, "connected tcp endpoints keep their wait descriptors")
 }
