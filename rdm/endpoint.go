@@ -36,6 +36,7 @@ type Endpoint struct {
 	bufs  sendcore.Buffers
 	dests []fabric.Addr // by buffer ID: where a posted buffer goes
 	peers peers
+	dead  unreachable // poller goroutine only (unreachable.go)
 
 	closer          sendcore.Closer // Close once, the shared poller released after
 	recv            *slots.Memory   // receive buffers, all posted while open
@@ -62,7 +63,7 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr}
+	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr, dead: unreachable{}}
 	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true}
 	if err := e.open(mgr, node, service, opts); err != nil {
 		e.c.MarkTornDown()
@@ -190,6 +191,9 @@ func (e *Endpoint) AddPeer(addr string) (Peer, error) {
 	err := e.onPoller(func() error {
 		var err error
 		p, err = e.peers.add(addr)
+		if fa, ok := e.peers.lookup(p); ok {
+			delete(e.dead, fa)
+		}
 		return err
 	})
 	if err != nil {
@@ -220,7 +224,12 @@ func (e *Endpoint) onPoller(fn func() error) error {
 // RemovePeer and AddPeer again. Unknown or removed peers are an error
 // matching netio.ErrInvalidArgument.
 func (e *Endpoint) RemovePeer(p Peer) error {
-	if err := e.onPoller(func() error { return e.peers.remove(p) }); err != nil {
+	if err := e.onPoller(func() error {
+		if fa, ok := e.peers.lookup(p); ok {
+			delete(e.dead, fa)
+		}
+		return e.peers.remove(p)
+	}); err != nil {
 		if errors.Is(err, netio.ErrClosed) {
 			return fmt.Errorf("rdm: remove peer: %w", err)
 		}
@@ -264,6 +273,9 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 	if key&recvKey != 0 {
 		h.e.receiveCompleted(key&^recvKey, r)
 		return
+	}
+	if r.Status != netio.OK {
+		h.e.sendFailed(key, r)
 	}
 	h.e.c.Complete((*kind)(h.e), key, r)
 	h.e.c.AfterCompletion()

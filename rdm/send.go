@@ -69,6 +69,9 @@ func (e *Endpoint) SendBuffer(buf *sendbuf.NetworkBuffer, size int, to Peer) net
 // postSend posts buffer key's first n bytes to its destination. It runs on
 // the caller's goroutine, or on the poller goroutine for a queued send.
 func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+	if errno := e.reachable(e.dests[key]); errno != 0 {
+		return errno // a dead peer: see unreachable.go
+	}
 	buf := e.bufs.Pool.Lookup(uint64(key))
 	return ep.SendTo(buf.Addr(), n, buf.Desc(), e.dests[key], e.c.Owner.Context(key))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/rdm"
 )
@@ -82,9 +83,15 @@ func TestRDMInteropCPeer(t *testing.T) {
 	}
 }
 
+// rdmDomain opens a connectionless domain at 127.0.0.1, or without an
+// address for a provider of named addresses (shm).
 func rdmDomain(t *testing.T, provider string) *domain.Manager {
 	t.Helper()
-	mgr, err := domain.Open(domain.Config{Provider: provider, Address: "127.0.0.1", Endpoints: domain.EndpointRDM})
+	addr := "127.0.0.1"
+	if quirks.For(provider).NamedAddresses {
+		addr = ""
+	}
+	mgr, err := domain.Open(domain.Config{Provider: provider, Address: addr, Endpoints: domain.EndpointRDM})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, mgr.Close()) })
 	return mgr
