@@ -123,3 +123,27 @@ func TestRDMPerfInteropCPeer(t *testing.T) {
 		})
 	}
 }
+
+// TestRDMPerfShmWithoutCMA: shm copies messages above its inject size
+// between processes with CMA (process_vm_readv/writev), which needs ptrace
+// permission between them; it probes each peer with one
+// process_vm_writev and, where that fails (Yama's ptrace_scope 1 for
+// processes that are not descendants, 2 or 3), segments them through its
+// shared region instead (SAR). FI_SHM_DISABLE_CMA=1 takes that path on a
+// machine that allows CMA, so this is what a host without ptrace
+// permission runs: 64 KiB messages, two processes, every byte checked.
+func TestRDMPerfShmWithoutCMA(t *testing.T) {
+	t.Setenv("FI_SHM_DISABLE_CMA", "1") // inherited by both processes
+	bin := perfBuild(t)
+	ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+	defer cancel()
+	const size, count = 64 << 10, 2000
+	srv, cli, _ := perfExchange(t, ctx, bin, rdmServerArgs("shm", "", count, size),
+		bin, []string{"client", "--endpoint", "rdm", "--provider", "shm", "--size", strconv.Itoa(size),
+			"--count", strconv.Itoa(count), "--verify", "--json", "--timeout", "2m"})
+	assert.Equal(t, uint64(count), cli.Messages)
+	assert.Zero(t, cli.FailedSends)
+	assert.Equal(t, uint64(count), srv.Messages)
+	assert.Equal(t, uint64(count*size), srv.Bytes)
+	assert.Zero(t, srv.VerifyErrors)
+}
