@@ -67,6 +67,28 @@ func TestRDMPerfServerClients(t *testing.T) {
 	}
 }
 
+// TestRDMPerfInject: netio-perf client --endpoint rdm --inject sends 64 B
+// messages with rdm.Endpoint.Inject (no buffers, no completions) to a
+// server that verifies them; --size above the provider's inject size is
+// refused.
+func TestRDMPerfInject(t *testing.T) {
+	bin := perfBuild(t)
+	ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+	defer cancel()
+	const count = 5000
+	srv, cli, _ := perfExchange(t, ctx, bin, rdmServerArgs("tcp;ofi_rxm", "127.0.0.1:0", count, 64),
+		bin, []string{"client", "--endpoint", "rdm", "--inject", "--size", "64", "--count", strconv.Itoa(count),
+			"--verify", "--json", "--timeout", "2m"})
+	assert.Equal(t, uint64(count), cli.Messages)
+	assert.Equal(t, uint64(count), srv.Messages)
+	assert.Zero(t, srv.VerifyErrors)
+
+	big := perfStart(t, ctx, bin, "client", "--endpoint", "rdm", "--inject", "--size", "1M", "--count", "1",
+		"--connect", "127.0.0.1:9", "--timeout", "30s")
+	assert.Equal(t, 1, big.wait(t, ctx))
+	assert.Contains(t, big.stderrText(), "inject size")
+}
+
 // TestRDMPerfServerFindsBadData: a client that sends buffers without the
 // pattern fails the rdm server's --verify (exit 1, errors counted).
 func TestRDMPerfServerFindsBadData(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const clientSynopsis = "netio-perf client [--endpoint msg|rdm] [--provider P] --connect IP:PORT|NAME [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
+const clientSynopsis = "netio-perf client [--endpoint msg|rdm [--inject]] [--provider P] --connect IP:PORT|NAME [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second

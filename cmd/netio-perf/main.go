@@ -87,7 +87,8 @@
 // --verify it checks every message against the pattern of the message its
 // first byte names, and the counts of all senders together against
 // streams that each start at message 0, since it can tell neither the
-// senders apart nor their order (testpattern.Unordered).
+// senders apart nor their order (testpattern.Unordered). client --inject
+// sends each message with rdm.Endpoint.Inject instead of a send buffer.
 //
 // Exit status: 0 on success, 1 on a runtime failure (connection refused,
 // timeout, failed sends, verification errors), 2 on a usage error.

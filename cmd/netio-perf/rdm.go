@@ -38,11 +38,15 @@ const (
 type endpointFlags struct {
 	endpoint string
 	addr     string // --endpoint rdm: --listen or --connect as rdm takes it
+	inject   bool   // client --endpoint rdm --inject: rdm.Endpoint.Inject, no buffers
 }
 
-// registerEndpoint adds --endpoint to fs.
+// registerEndpoint adds --endpoint (and for the client --inject) to fs.
 func (e *endpointFlags) registerEndpoint(fs *flag.FlagSet) {
 	fs.StringVar(&e.endpoint, "endpoint", endpointMsg, "endpoint kind: msg (connected, FI_EP_MSG) or rdm (connectionless, FI_EP_RDM: tcp;ofi_rxm (the default with rdm), udp;ofi_rxd, sockets, shm)")
+	if fs.Name() == "client" {
+		fs.BoolVar(&e.inject, "inject", false, "with --endpoint rdm: send each message with Inject (at most the provider's inject size; no buffers, no completions)")
+	}
 }
 
 // rdm reports whether --endpoint rdm was given.
@@ -54,6 +58,9 @@ func (e *endpointFlags) rdm() bool { return e.endpoint == endpointRDM }
 // the provider makes. It reports whether the caller should parse the
 // address as IP:PORT itself (msg, or an IP provider).
 func (e *endpointFlags) check(fs *cmdLine, c *commonFlags, name, value string, allowZero bool) (parseIP bool, err error) {
+	if e.inject && e.endpoint != endpointRDM {
+		return false, errors.New("--inject needs --endpoint rdm")
+	}
 	switch e.endpoint {
 	case endpointMsg:
 		return true, nil
@@ -150,8 +157,13 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 		return err
 	}
 	start := time.Now()
-	_, sendErr := s.run(ctx, o.count, time.Time{})
-	drainErr := s.drain(ctx)
+	var sendErr, drainErr error
+	if o.inject {
+		sendErr = s.runInject(ctx, ep, o.count)
+	} else {
+		_, sendErr = s.run(ctx, o.count, time.Time{})
+		drainErr = s.drain(ctx)
+	}
 	elapsed := time.Since(start)
 	closeErr := ep.Close()
 	if err := s.report(o.provider, elapsed).print(stdout, o.json); err != nil {

@@ -51,6 +51,7 @@ func TestRDMFlagErrors(t *testing.T) {
 		"shm client no name":   {"client", "--endpoint", "rdm", "--provider", "shm"},
 		"sweep other mode":     {"--endpoint", "rdm", "--mode", "scale"},
 		"rdm connect not addr": {"client", "--endpoint", "rdm", "--connect", "nowhere"},
+		"inject without rdm":   {"client", "--inject", "--connect", "127.0.0.1:1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var errOut bytes.Buffer
