@@ -121,9 +121,9 @@ func ignoreData(*rdm.Endpoint, rdm.Peer, []byte) {}
 // small buffer, as rdm.Open needs some.
 var senderReceive = netio.ReceiveParams{BufferSize: 64, BufferCount: 1}
 
-// openRDMSender opens a connectionless endpoint at local with bufs send
-// buffers of the sender's size, adds the peer at to and attaches both to
-// s. It returns the endpoint.
+// openRDM opens a connectionless endpoint at local with bufs send buffers
+// of the sender's size, adds the peer at to and attaches both to s. It
+// returns the endpoint.
 func (s *sender) openRDM(mgr *domain.Manager, local, to string, bufs int, rt cq.Runtime) (*rdm.Endpoint, error) {
 	s.setWindow(bufs)
 	ep, err := rdm.Open(mgr, local, rdm.Config{

@@ -81,3 +81,29 @@ func dropOne(msgs [][]byte, r int) [][]byte {
 	}
 	return msgs
 }
+
+// FuzzUnordered: whatever arrives, Check never panics, accepts exactly the
+// messages the pattern defines (byte i is (data[0] + i) mod 251, data[0]
+// below 251) and counts only those.
+func FuzzUnordered(f *testing.F) {
+	p := New(300)
+	f.Add(p.Bytes(0, 7, 300))
+	f.Add([]byte{})
+	f.Add([]byte{250, 0, 1})
+	f.Add([]byte{251})
+	f.Add(make([]byte, 301))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		u := Unordered{Pattern: p}
+		ok := len(data) > 0 && len(data) <= p.MaxLen() && data[0] < Mod
+		for i := 0; ok && i < len(data); i++ {
+			ok = data[i] == want(0, uint64(data[0]), i)
+		}
+		err := u.Check(data)
+		if (err == nil) != ok {
+			t.Errorf("Check(% x) = %v, want ok %v", data, err, ok)
+		}
+		if got := u.Messages(); (got == 1) != ok {
+			t.Errorf("Check(% x) counted %d messages", data, got)
+		}
+	})
+}
