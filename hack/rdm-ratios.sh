@@ -10,10 +10,10 @@
 #     reference;
 #   - shm 64 KiB and 1 MiB: netio-perf server and client on shm against
 #     cbaseline memcpy of the same size (target >= 0.5);
-#   - shm 64 B one-way latency: the netio-perf sweep's ping-pong (two
-#     endpoints of one process on the domain's one poller) against
-#     cbaseline pingpong --endpoint rdm (two threads of one process;
-#     target netio/C <= 1.15);
+#   - shm 64 B one-way latency: the netio-perf rdm sweep's ping-pong (two
+#     endpoints in two domains of one process, a poller thread each)
+#     against cbaseline pingpong --endpoint rdm (two threads of one
+#     process; target netio/C <= 1.15);
 #   - 64 B inject on tcp;ofi_rxm: netio-perf client --inject into a server
 #     (two processes, msg/s at the server) against cbaseline inject (target
 #     >= 0.9).

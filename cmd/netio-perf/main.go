@@ -80,7 +80,9 @@
 // With --endpoint rdm (the default is msg) the sweep, server and client
 // use connectionless endpoints (package rdm) instead of connections, on
 // tcp;ofi_rxm unless --provider says udp;ofi_rxd, sockets or shm. The
-// sweep's two endpoints share the domain's one poller. The server's one
+// sweep's throughput part streams between two endpoints of one domain,
+// which share its one poller; its ping-pong puts the echoing endpoint in a
+// second domain, so that each side has a poller thread. The server's one
 // endpoint receives from any number of clients; it prints "LISTENING
 // ADDR", where ADDR is IP:PORT, or for shm the name --connect takes
 // (--listen NAME chooses it, by default the provider makes one). With

@@ -48,34 +48,36 @@ func (w *sweeper) throughputRDM(ctx context.Context, size int, row *sweepRow) er
 	return w.stream(ctx, s, sk, size, window, rxBufs, row)
 }
 
-// latencyRDM bounces one message between two connectionless endpoints of
-// the domain, each the other's peer, on the domain's one poller.
+// latencyRDM bounces one message between two connectionless endpoints,
+// each the other's peer: the client's in the sweep's domain, the server's
+// in a second domain of this process, so that each side has a poller (a
+// thread) of its own and every message crosses threads, as in the
+// connected sweep's ping-pong and the C baseline's. (The endpoints of one
+// domain share one poller, and a ping-pong between two of them never
+// leaves its goroutine.)
 func (w *sweeper) latencyRDM(ctx context.Context, size int, row *sweepRow) error {
-	poller, err := cq.Open(w.mgr, w.poll.config())
+	serverMgr, err := rdmDomain(w.mgr.Provider(), "127.0.0.1")
 	if err != nil {
 		return err
 	}
-	defer poller.Close() // after the endpoints
-	p := newPingPong(size, w.budget)
-	// The empty messages of connectRDM are not pings.
-	cfg := func(on func(*endpoint.ReceiveEndpoint, []byte)) rdm.Config {
-		return rdm.Config{
-			Send:    netio.BufferedSendParams{BufferSize: size, BufferCount: pingPongBufs},
-			Receive: netio.ReceiveParams{BufferSize: size, BufferCount: pingPongBufs},
-			OnData: func(_ *rdm.Endpoint, _ rdm.Peer, d []byte) {
-				if len(d) > 0 {
-					on(nil, d)
-				}
-			},
-			Runtime: cq.Runtime{Poller: poller},
-		}
+	defer serverMgr.Close() // last
+	clientPoller, err := cq.Open(w.mgr, w.poll.config())
+	if err != nil {
+		return err
 	}
-	client, err := rdm.Open(w.mgr, w.sweepLocal(), cfg(p.onPong))
+	defer clientPoller.Close() // after the endpoints
+	serverPoller, err := cq.Open(serverMgr, w.poll.config())
+	if err != nil {
+		return err
+	}
+	defer serverPoller.Close()
+	p := newPingPong(size, w.budget)
+	client, err := rdm.Open(w.mgr, w.sweepLocal(), pingPongConfig(size, clientPoller, p.onPong))
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	server, err := rdm.Open(w.mgr, w.sweepLocal(), cfg(p.onPing))
+	server, err := rdm.Open(serverMgr, w.sweepLocal(), pingPongConfig(size, serverPoller, p.onPing))
 	if err != nil {
 		return err
 	}
@@ -89,7 +91,22 @@ func (w *sweeper) latencyRDM(ctx context.Context, size int, row *sweepRow) error
 		return err
 	}
 	p.setLinks(ping, pong)
-	return p.run(ctx, poller, row)
+	return p.run(ctx, clientPoller, row)
+}
+
+// pingPongConfig configures one side of the rdm ping-pong on poller; on
+// gets every message but the empty ones of connectRDM, which are not pings.
+func pingPongConfig(size int, poller *cq.Poller, on func(*endpoint.ReceiveEndpoint, []byte)) rdm.Config {
+	return rdm.Config{
+		Send:    netio.BufferedSendParams{BufferSize: size, BufferCount: pingPongBufs},
+		Receive: netio.ReceiveParams{BufferSize: size, BufferCount: pingPongBufs},
+		OnData: func(_ *rdm.Endpoint, _ rdm.Peer, d []byte) {
+			if len(d) > 0 {
+				on(nil, d)
+			}
+		},
+		Runtime: cq.Runtime{Poller: poller},
+	}
 }
 
 // connectRDM adds the peer at addr to ep and sends it one empty message,
