@@ -212,10 +212,16 @@ func (k *killSender) send(t *testing.T, ctx context.Context, r int, m uint64, bo
 	}
 }
 
-// buffer waits for a free send buffer.
+// buffer waits for a free send buffer whose previous send's completion
+// has been counted: a buffer is back in the pool before OnSendCompleted
+// runs, and that run must find its own receiver in k.to, not this send's.
 func (k *killSender) buffer(t *testing.T, ctx context.Context) *sendbuf.NetworkBuffer {
 	for {
 		if buf := k.ep.GetBuffer(); buf != nil {
+			for k.to[buf.ID()].Load() >= 0 {
+				require.NoError(t, ctx.Err(), "the completion of buffer %d's last send never ran", buf.ID())
+				time.Sleep(time.Microsecond)
+			}
 			return buf
 		}
 		if ctx.Err() != nil {
