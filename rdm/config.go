@@ -52,6 +52,11 @@ type Config struct {
 	// that never completes a send to a dead peer then cannot hold the
 	// buffers forever. 0 disables it.
 	ProgressTimeout time.Duration
+	// ZeroCopy, when set, gives the endpoint header slots for SendZeroCopy.
+	ZeroCopy *ZeroCopyConfig
+	// InjectQueue is the number of injects that may wait for the poller
+	// goroutine (Inject). 0 selects DefaultInjectQueue.
+	InjectQueue int
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -74,11 +79,22 @@ func (c *Config) validate(mgr *domain.Manager) error {
 	if err := c.Receive.Validate(); err != nil {
 		return err
 	}
-	if c.MaxPeers < 0 || c.ProgressTimeout < 0 {
-		return fmt.Errorf("%w: rdm: negative MaxPeers or ProgressTimeout", netio.ErrInvalidArgument)
+	if c.MaxPeers < 0 || c.ProgressTimeout < 0 || c.InjectQueue < 0 || c.InjectQueue > netio.MaxBufferCount {
+		return fmt.Errorf("%w: rdm: MaxPeers %d, ProgressTimeout %v or InjectQueue %d out of range",
+			netio.ErrInvalidArgument, c.MaxPeers, c.ProgressTimeout, c.InjectQueue)
 	}
 	if c.MaxPeers == 0 {
 		c.MaxPeers = DefaultMaxPeers
+	}
+	if c.InjectQueue == 0 {
+		c.InjectQueue = DefaultInjectQueue
+	}
+	if c.ZeroCopy != nil {
+		zc := *c.ZeroCopy // the caller's config stays as it was
+		if err := zc.validate(mgr); err != nil {
+			return err
+		}
+		c.ZeroCopy = &zc
 	}
 	return c.Buffers.Check(mgr)
 }

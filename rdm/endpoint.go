@@ -13,11 +13,8 @@ import (
 	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
-	"github.com/netio-go/netio/sendbuf"
+	"github.com/netio-go/netio/internal/zerocopy"
 )
-
-// recvKey marks a receive's key; send keys are buffer IDs, far below it.
-const recvKey = 1 << 31
 
 // Endpoint is a connectionless endpoint: it sends to and receives from
 // every peer it knows through one libfabric endpoint. It is safe for
@@ -34,8 +31,10 @@ type Endpoint struct {
 	injectSize int
 
 	bufs  sendcore.Buffers
-	dests []fabric.Addr // by buffer ID: where a posted buffer goes
+	dests []Peer // by buffer ID: where a posted buffer goes
 	peers peers
+	zc    zerocopy.Sends // header slots, when Config.ZeroCopy is set
+	inj   injects        // the inject queue
 
 	closer          sendcore.Closer // Close once, the shared poller released after
 	recv            *slots.Memory   // receive buffers, all posted while open
@@ -111,8 +110,12 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	if e.bufs, err = sendcore.OpenBuffers(e.cfg.Buffers, mgr, e.cfg.Send); err != nil {
 		return err
 	}
-	e.dests = make([]fabric.Addr, e.bufs.Pool.Len())
-	e.c.InitHandOff(e.bufs.Pool.Len(), e.postSend)
+	e.dests = make([]Peer, e.bufs.Pool.Len())
+	if zc := e.cfg.ZeroCopy; zc != nil {
+		if err = e.zc.Open(mgr, zc.settings()); err != nil {
+			return err
+		}
+	}
 	if e.recv, err = slots.Cut(mgr, e.cfg.Receive.BufferSize, e.cfg.Receive.BufferCount, domain.AccessRecv); err != nil {
 		return err
 	}
@@ -122,6 +125,9 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 		return err
 	}
 	e.injectSize = e.info.InjectSize()
+	e.inj.init(e.cfg.InjectQueue, e.injectSize)
+	// Every send is queued for the poller once at most: room for all.
+	e.c.InitHandOff(e.bufs.Pool.Len()+e.zc.Len()+e.inj.len(), e.postSend)
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {
 		return err
@@ -272,21 +278,6 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 // HandleEvent: connectionless endpoints have no connection events.
 func (handler) HandleEvent(ev fabric.Event) { ev.Info.Free() }
 
-// kind is the send core's view of an Endpoint.
-type kind Endpoint
-
-func (k *kind) Claim(id uint32) (uint64, bool)             { return k.bufs.Set.Complete(id, k.holder) }
-func (k *kind) Pending(dst []uint32) []uint32              { return k.bufs.Set.Posted(dst, k.holder) }
-func (k *kind) HandleCompletion(key uint32, r poll.Result) { k.c.Complete(k, key, r) }
-func (k *kind) CancelPending(error)                        { k.c.CancelAll(k) }
-func (k *kind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
-func (k *kind) ReleaseResources() error                    { return (*Endpoint)(k).releaseResources() }
-func (e *Endpoint) pool() *sendbuf.Pool                    { return e.bufs.Pool }
-func (e *Endpoint) set() *slots.Set                        { return e.bufs.Set }
-func (e *Endpoint) lookupBuffer(id uint32) *sendbuf.NetworkBuffer {
-	return e.bufs.Pool.Lookup(uint64(id))
-}
-
 // releaseResources gives back the buffers and the peers; the endpoint is
 // closed, so the provider holds none of them. Receive memory a running
 // OnData still reads goes when OnData returns.
@@ -294,6 +285,9 @@ func (e *Endpoint) releaseResources() error {
 	var err error
 	if e.bufs.Pool != nil {
 		err = e.bufs.Close(e.holder)
+	}
+	if zerr := e.zc.Release(); err == nil {
+		err = zerr
 	}
 	if e.peers.av != nil {
 		e.peers.removeAll()

@@ -22,6 +22,11 @@ type Peer struct {
 // Valid reports whether p names a peer (it may have been removed since).
 func (p Peer) Valid() bool { return p.slot != 0 }
 
+// word packs p into the uint64 a table keeps per send; peerOf unpacks it.
+func (p Peer) word() uint64 { return uint64(p.slot)<<32 | uint64(p.gen) }
+
+func peerOf(w uint64) Peer { return Peer{slot: uint32(w >> 32), gen: uint32(w)} }
+
 // peerEntry is one slot of the peer table.
 type peerEntry struct {
 	addr fabric.Addr

@@ -5,7 +5,6 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
-	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/sendbuf"
 )
 
@@ -40,20 +39,16 @@ func (e *Endpoint) SendBuffer(buf *sendbuf.NetworkBuffer, size int, to Peer) net
 	if buf == nil || !e.bufs.Pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
 	}
-	ep, ok := e.c.Guard.Acquire()
-	if !ok {
-		return netio.Closed
+	ep, st := e.acquireFor(to)
+	if st != netio.OK {
+		return st
 	}
 	defer e.c.Guard.Release()
-	dest, ok := e.peers.lookup(to)
-	if !ok {
-		return netio.InvalidArgument
-	}
 	id := uint32(buf.ID())
 	if !e.bufs.Set.Leased(id) || e.bufs.Set.Holder(id) != e.holder {
 		return netio.InvalidArgument
 	}
-	e.dests[id] = dest // before MarkPosted publishes the slot to the poller
+	e.dests[id] = to // before MarkPosted publishes the slot to the poller
 	if !e.bufs.Set.MarkPosted(id, e.holder, buf.ID()) {
 		return netio.InvalidArgument
 	}
@@ -66,11 +61,19 @@ func (e *Endpoint) SendBuffer(buf *sendbuf.NetworkBuffer, size int, to Peer) net
 	return netio.OK
 }
 
-// postSend posts buffer key's first n bytes to its destination. It runs on
-// the caller's goroutine, or on the poller goroutine for a queued send.
-func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
-	buf := e.bufs.Pool.Lookup(uint64(key))
-	return ep.SendTo(buf.Addr(), n, buf.Desc(), e.dests[key], e.c.Owner.Context(key))
+// acquireFor takes the post guard for a send to peer to and returns the
+// endpoint: Closed after Close, InvalidArgument (the guard not held) for
+// an unknown or removed peer. On OK the caller releases the guard.
+func (e *Endpoint) acquireFor(to Peer) (*fabric.Endpoint, netio.Status) {
+	ep, ok := e.c.Guard.Acquire()
+	if !ok {
+		return nil, netio.Closed
+	}
+	if _, ok := e.peers.lookup(to); !ok {
+		e.c.Guard.Release()
+		return nil, netio.InvalidArgument
+	}
+	return ep, netio.OK
 }
 
 // ReleaseBuffer gives back a leased buffer that was not sent and returns
@@ -82,41 +85,6 @@ func (e *Endpoint) ReleaseBuffer(id uint64) (uint64, netio.Status) {
 	}
 	return id, netio.OK
 }
-
-// Inject sends data (at most InjectSize bytes) to peer at once: the
-// provider copies it before Inject returns and reports no completion, so
-// there is no key and no buffer. It returns OK, NoResources (retry),
-// InvalidArgument for data larger than InjectSize or an unknown peer,
-// Closed after Close, or Failed. It runs on the poller goroutine and waits
-// for it (see poller.go), which costs a wake-up when the poller sleeps and
-// an allocation.
-func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
-	if e.c.Ended() {
-		return netio.Closed
-	}
-	dest, ok := e.peers.lookup(to)
-	if !ok || len(data) > e.InjectSize() {
-		return netio.InvalidArgument
-	}
-	var errno fabric.Errno
-	err := e.onPoller(func() error { // one thread in the provider: poller.go
-		errno = e.c.Guard.Endpoint().InjectTo(data, dest)
-		return nil
-	})
-	if err != nil {
-		return netio.Closed
-	}
-	if errno != 0 {
-		return sendcore.PostStatus(errno)
-	}
-	e.c.Counters.Posted(len(data))
-	e.c.Counters.Finished(netio.OK, 1)
-	return netio.OK
-}
-
-// InjectSize returns the largest message Inject takes: the provider's
-// inject_size.
-func (e *Endpoint) InjectSize() int { return e.injectSize }
 
 // NumAvailableBuffers returns the fewest free send buffers seen since the
 // previous call (netio3's get_num_available_buffers).
