@@ -33,8 +33,16 @@ type Config struct {
 	// zero Peer when the provider cannot name it) and the data, which is
 	// valid only during the call: copy what you keep. The buffer is posted
 	// again when it returns. It runs on the poller goroutine and must not
-	// block. Required.
+	// block. Exactly one of OnData and OnMessage is required.
 	OnData func(e *Endpoint, from Peer, data []byte)
+	// OnMessage, instead of OnData, decodes every received message as a
+	// buffer in netio3's coalesced format (what a coalescing sender sends,
+	// CoalesceConfig) and is called once per message in it, in order, with
+	// the sender, the tag, the payload (valid only during the call) and
+	// the message's status. A malformed buffer delivers its valid prefix
+	// and is reported to OnReceiveError. It runs on the poller goroutine
+	// and must not block.
+	OnMessage func(e *Endpoint, from Peer, tag uint64, data []byte, status uint8)
 	// OnSendCompleted is called once per buffer handed to SendBuffer, with
 	// its key (the buffer's ID) and the outcome: OK when the provider
 	// completed the send, Failed for an error completion (a peer that died
@@ -52,6 +60,11 @@ type Config struct {
 	// that never completes a send to a dead peer then cannot hold the
 	// buffers forever. 0 disables it.
 	ProgressTimeout time.Duration
+	// Coalesce, when set, turns on small-message coalescing with one
+	// coalescing buffer per peer: SendMessage, SendMessageV,
+	// SendMessageStatus and Flush. The endpoint then owns its send
+	// buffers. See CoalesceConfig.
+	Coalesce *CoalesceConfig
 	// ZeroCopy, when set, gives the endpoint header slots for SendZeroCopy.
 	ZeroCopy *ZeroCopyConfig
 	// InjectQueue is the number of injects that may wait for the poller
@@ -69,8 +82,11 @@ func (c *Config) validate(mgr *domain.Manager) error {
 		return fmt.Errorf("%w: rdm: the domain serves %v endpoints; open it with Endpoints: domain.EndpointRDM",
 			netio.ErrInvalidArgument, mgr.Endpoints())
 	}
-	if c.OnData == nil {
-		return fmt.Errorf("%w: rdm: OnData is required", netio.ErrInvalidArgument)
+	if (c.OnData == nil) == (c.OnMessage == nil) {
+		return fmt.Errorf("%w: rdm: exactly one of OnData and OnMessage is required", netio.ErrInvalidArgument)
+	}
+	if err := c.Coalesce.validate(); err != nil {
+		return err
 	}
 	c.Send, c.Receive = c.Send.WithDefaults(), c.Receive.WithDefaults()
 	if err := c.Send.Validate(); err != nil {

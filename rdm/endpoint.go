@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
@@ -33,6 +34,7 @@ type Endpoint struct {
 	bufs  sendcore.Buffers
 	dests []Peer // by buffer ID: where a posted buffer goes
 	peers peers
+	cos   coalescers     // with Config.Coalesce: the peers' coalescers that ended
 	zc    zerocopy.Sends // header slots, when Config.ZeroCopy is set
 	inj   injects        // the inject queue
 
@@ -41,7 +43,8 @@ type Endpoint struct {
 	inOnData        bool            // poller goroutine only
 	freeAfterOnData bool            // poller goroutine only: Close ran inside OnData
 
-	received, receivedBytes, receiveErrors atomic.Uint64
+	dec                                             coalesce.Decoder // poller goroutine only: for OnMessage
+	received, receivedBytes, receiveErrors, decoded atomic.Uint64
 }
 
 // Open binds a connectionless endpoint to addr in mgr's domain, which must
@@ -133,6 +136,9 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 		return err
 	}
 	e.peers.init(av, mgr.Provider(), e.cfg.MaxPeers)
+	if e.cfg.Coalesce != nil {
+		e.peers.newCo = e.newCoalescer
+	}
 	ep, err := mgr.Domain().OpenEndpoint(e.info, e.c.Owner.EndpointContext())
 	e.c.Guard.Set(ep)
 	if err != nil {
@@ -220,13 +226,21 @@ func (e *Endpoint) onPoller(fn func() error) error {
 	return err
 }
 
-// RemovePeer forgets p and removes it from the address vector. Sends to it
-// still pending complete as the provider decides (Failed, usually), each
-// reported once; new sends to it are refused. A restarted peer needs
+// RemovePeer forgets p and removes it from the address vector. New sends
+// to it are refused; sends to it still queued for the poller fail, and
+// those the provider holds complete as it decides (Failed, usually), each
+// reported once; messages in its coalescing buffer that were not posted are
+// dropped, logged and counted (CoalesceStats.Dropped): Flush first and wait
+// for the completion to avoid that. A restarted peer needs
 // RemovePeer and AddPeer again. Unknown or removed peers are an error
 // matching netio.ErrInvalidArgument.
 func (e *Endpoint) RemovePeer(p Peer) error {
-	if err := e.onPoller(func() error { return e.peers.remove(p) }); err != nil {
+	err := e.onPoller(func() error {
+		co, err := e.peers.remove(p)
+		e.endCoalescer(co) // its unposted messages are dropped and counted
+		return err
+	})
+	if err != nil {
 		if errors.Is(err, netio.ErrClosed) {
 			return fmt.Errorf("rdm: remove peer: %w", err)
 		}
@@ -242,12 +256,14 @@ func (e *Endpoint) PeerAddr(p Peer) string { return e.peers.name(p) }
 // Peers returns the number of known peers.
 func (e *Endpoint) Peers() int { return e.peers.count() }
 
-// Close closes the endpoint: every pending key is reported with Canceled,
+// Close closes the endpoint: with Config.Coalesce every peer's buffer is
+// posted first (Flush), then every pending key is reported with Canceled,
 // every buffer goes back, the peers leave the address vector, and the
 // endpoint's own poller stops. It is idempotent and may be called from a
 // callback.
 func (e *Endpoint) Close() error {
 	return e.closer.Close(e.c.Poller, func() error {
+		e.flushAllOnClose()
 		return joinRelease(e.c.Close(), releasePoller(e.mgr))
 	})
 }

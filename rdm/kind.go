@@ -66,6 +66,7 @@ func (k *kind) ReleaseResources() error                    { return (*Endpoint)(
 // cancelPending ends coalescing first (a callback below finds it closed),
 // then reports every send in flight.
 func (e *Endpoint) cancelPending() {
+	e.endAllCoalescers()
 	e.c.CancelAll((*kind)(e))
 }
 

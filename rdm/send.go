@@ -12,14 +12,20 @@ import (
 // is free or the endpoint is closed. Fill buf.Bytes() and pass it to
 // SendBuffer, or give it back with ReleaseBuffer.
 func (e *Endpoint) GetBuffer() *sendbuf.NetworkBuffer {
-	if e.c.Ended() {
+	if e.cfg.Coalesce != nil || e.c.Ended() {
 		return nil
 	}
+	return e.take()
+}
+
+// take leases a free buffer to the endpoint, or returns nil. One that raced
+// the end goes back: Close reclaims only what it sees.
+func (e *Endpoint) take() *sendbuf.NetworkBuffer {
 	id, ok := e.bufs.Set.Take(e.holder)
 	if !ok {
 		return nil
 	}
-	if e.c.Ended() { // raced the end: Close reclaims only what it sees
+	if e.c.Ended() {
 		e.bufs.Set.Release(id, e.holder)
 		return nil
 	}
@@ -33,12 +39,17 @@ func (e *Endpoint) GetBuffer() *sendbuf.NetworkBuffer {
 // (a full queue, or ofi_rxm still connecting to the peer: retry); Closed
 // after Close; InvalidArgument, changing nothing, for a buffer not leased
 // from this endpoint, a size outside 0..buf.Size(), or an unknown or
-// removed peer; Failed when the provider refuses the post. It does not
-// allocate.
+// removed peer, or a coalescing endpoint (it owns its buffers); Failed
+// when the provider refuses the post. It does not allocate.
 func (e *Endpoint) SendBuffer(buf *sendbuf.NetworkBuffer, size int, to Peer) netio.Status {
-	if buf == nil || !e.bufs.Pool.Owns(buf) || size < 0 || size > buf.Size() {
+	if e.cfg.Coalesce != nil || buf == nil || !e.bufs.Pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
 	}
+	return e.post(buf, size, to)
+}
+
+// post sends buf's first size bytes to to, through the poller.
+func (e *Endpoint) post(buf *sendbuf.NetworkBuffer, size int, to Peer) netio.Status {
 	ep, st := e.acquireFor(to)
 	if st != netio.OK {
 		return st
@@ -78,9 +89,10 @@ func (e *Endpoint) acquireFor(to Peer) (*fabric.Endpoint, netio.Status) {
 
 // ReleaseBuffer gives back a leased buffer that was not sent and returns
 // its key (the buffer ID). It reports InvalidArgument, changing nothing,
-// for an unknown ID or a buffer not leased from this endpoint.
+// for an unknown ID, a buffer not leased from this endpoint, or on a
+// coalescing endpoint.
 func (e *Endpoint) ReleaseBuffer(id uint64) (uint64, netio.Status) {
-	if id > math.MaxUint32 || !e.bufs.Set.Release(uint32(id), e.holder) {
+	if e.cfg.Coalesce != nil || id > math.MaxUint32 || !e.bufs.Set.Release(uint32(id), e.holder) {
 		return id, netio.InvalidArgument
 	}
 	return id, netio.OK
@@ -109,9 +121,10 @@ type Stats struct {
 	Bytes         uint64 // bytes of them
 	Completed     uint64 // sends completed OK, injects included
 	Failed        uint64 // sends that completed with an error or were canceled
-	Received      uint64 // messages passed to OnData
+	Received      uint64 // messages received (passed to OnData, or decoded for OnMessage)
 	ReceivedBytes uint64 // bytes of them
-	ReceiveErrors uint64 // receives that failed (OnReceiveError)
+	ReceiveErrors uint64 // receives that failed, and malformed coalesced buffers (OnReceiveError)
+	Decoded       uint64 // messages decoded from coalesced buffers for OnMessage
 	Peers         int    // known peers now
 }
 
@@ -119,6 +132,6 @@ type Stats struct {
 func (e *Endpoint) Stats() Stats {
 	s := e.c.Counters.Read()
 	return Stats{Sent: s.Sent, Bytes: s.Bytes, Completed: s.Completed, Failed: s.Failed,
-		Received: e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(),
+		Received: e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(), Decoded: e.decoded.Load(),
 		Peers: e.peers.count()}
 }
