@@ -65,6 +65,12 @@ type Config struct {
 	// SendMessageStatus and Flush. The endpoint then owns its send
 	// buffers. See CoalesceConfig.
 	Coalesce *CoalesceConfig
+	// PeerTimeout is how long sends to one peer may wait for the provider
+	// to take them (ofi_rxm refuses every send to a peer whose process
+	// died, for ever) before they fail with Failed, each reported once;
+	// sends to the other peers go on meanwhile. 0 selects
+	// DefaultPeerTimeout.
+	PeerTimeout time.Duration
 	// ZeroCopy, when set, gives the endpoint header slots for SendZeroCopy.
 	ZeroCopy *ZeroCopyConfig
 	// InjectQueue is the number of injects that may wait for the poller
@@ -95,9 +101,12 @@ func (c *Config) validate(mgr *domain.Manager) error {
 	if err := c.Receive.Validate(); err != nil {
 		return err
 	}
-	if c.MaxPeers < 0 || c.ProgressTimeout < 0 || c.InjectQueue < 0 || c.InjectQueue > netio.MaxBufferCount {
-		return fmt.Errorf("%w: rdm: MaxPeers %d, ProgressTimeout %v or InjectQueue %d out of range",
-			netio.ErrInvalidArgument, c.MaxPeers, c.ProgressTimeout, c.InjectQueue)
+	if c.MaxPeers < 0 || c.ProgressTimeout < 0 || c.PeerTimeout < 0 || c.InjectQueue < 0 || c.InjectQueue > netio.MaxBufferCount {
+		return fmt.Errorf("%w: rdm: MaxPeers %d, ProgressTimeout %v, PeerTimeout %v or InjectQueue %d out of range",
+			netio.ErrInvalidArgument, c.MaxPeers, c.ProgressTimeout, c.PeerTimeout, c.InjectQueue)
+	}
+	if c.PeerTimeout == 0 {
+		c.PeerTimeout = DefaultPeerTimeout
 	}
 	if c.MaxPeers == 0 {
 		c.MaxPeers = DefaultMaxPeers

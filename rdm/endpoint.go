@@ -37,6 +37,7 @@ type Endpoint struct {
 	cos   coalescers     // with Config.Coalesce: the peers' coalescers that ended
 	zc    zerocopy.Sends // header slots, when Config.ZeroCopy is set
 	inj   injects        // the inject queue
+	park  parking        // sends the provider refused for now, by peer (poller goroutine only)
 
 	closer          sendcore.Closer // Close once, the shared poller released after
 	recv            *slots.Memory   // receive buffers, all posted while open
@@ -130,7 +131,9 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	e.injectSize = e.info.InjectSize()
 	e.inj.init(e.cfg.InjectQueue, e.injectSize)
 	// Every send is queued for the poller once at most: room for all.
-	e.c.InitHandOff(e.bufs.Pool.Len()+e.zc.Len()+e.inj.len(), e.postSend)
+	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
+	e.c.InitHandOff(sends, e.postSend)
+	e.park.init(e.cfg.MaxPeers, sends, e.retryParked, e.c.Poller)
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {
 		return err
@@ -237,6 +240,10 @@ func (e *Endpoint) onPoller(fn func() error) error {
 func (e *Endpoint) RemovePeer(p Peer) error {
 	err := e.onPoller(func() error {
 		co, err := e.peers.remove(p)
+		if err == nil {
+			e.failLane(p.slot, errRemoved) // before a new peer takes the slot
+			e.park.lanes[p.slot].unreachable = false
+		}
 		e.endCoalescer(co) // its unposted messages are dropped and counted
 		return err
 	})
@@ -289,6 +296,7 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 	}
 	h.e.c.Complete((*kind)(h.e), key, r)
 	h.e.c.AfterCompletion()
+	h.e.retryParked() // a completion may have made room for a parked send
 }
 
 // HandleEvent: connectionless endpoints have no connection events.

@@ -97,14 +97,10 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	return netio.OK
 }
 
-// postInject injects slot idx's n bytes to its peer, and on success frees
+// postInject injects slot idx's n bytes to dest, and on success frees
 // the slot and counts it: fi_inject has copied it and reports no
 // completion. It runs on the poller goroutine (postSend).
-func (e *Endpoint) postInject(ep *fabric.Endpoint, idx uint32, n int) fabric.Errno {
-	dest, ok := e.peers.lookup(e.inj.to[idx])
-	if !ok {
-		return errRemoved
-	}
+func (e *Endpoint) postInject(ep *fabric.Endpoint, idx uint32, n int, dest fabric.Addr) fabric.Errno {
 	errno := ep.InjectTo(e.inj.piece(idx, n), dest)
 	if errno == 0 {
 		e.c.Complete((*kind)(e), idx|injectKey, poll.Result{Status: netio.OK})

@@ -64,31 +64,38 @@ func (k *kind) Progress() (bool, uint64)                   { return k.c.Counters
 func (k *kind) ReleaseResources() error                    { return (*Endpoint)(k).releaseResources() }
 
 // cancelPending ends coalescing first (a callback below finds it closed),
-// then reports every send in flight.
+// forgets the parked sends, then reports every send in flight.
 func (e *Endpoint) cancelPending() {
 	e.endAllCoalescers()
+	e.park.reset()
 	e.c.CancelAll((*kind)(e))
 }
 
-// postSend posts the send with this key, n bytes or iovecs, to the peer it
-// was given for. It runs on the poller goroutine (every rdm send is handed
-// to it, see poller.go), as does RemovePeer: a peer removed since the send
-// was queued is never looked up as another peer that took its address.
-func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+// peerOfKey returns the peer a send was given for.
+func (e *Endpoint) peerOfKey(key uint32) Peer {
 	switch {
 	case key&zcMark != 0:
-		idx := key &^ zcMark
-		dest, ok := e.peers.lookup(peerOf(e.zc.Dest(idx)))
-		if !ok {
-			return errRemoved
-		}
-		return e.zc.PostTo(ep, idx, n, dest, e.c.Owner.Context(key))
+		return peerOf(e.zc.Dest(key &^ zcMark))
 	case key&injectKey != 0:
-		return e.postInject(ep, key&^injectKey, n)
+		return e.inj.to[key&^injectKey]
 	}
-	dest, ok := e.peers.lookup(e.dests[key])
+	return e.dests[key]
+}
+
+// postTo posts the send with this key, n bytes or iovecs, to peer to. It
+// runs on the poller goroutine (every rdm send is handed to it, see
+// poller.go), as does RemovePeer: a peer removed since the send was queued
+// is never looked up as another peer that took its address.
+func (e *Endpoint) postTo(ep *fabric.Endpoint, key uint32, n int, to Peer) fabric.Errno {
+	dest, ok := e.peers.lookup(to)
 	if !ok {
 		return errRemoved
+	}
+	switch {
+	case key&zcMark != 0:
+		return e.zc.PostTo(ep, key&^zcMark, n, dest, e.c.Owner.Context(key))
+	case key&injectKey != 0:
+		return e.postInject(ep, key&^injectKey, n, dest)
 	}
 	buf := e.bufs.Pool.Lookup(uint64(key))
 	return ep.SendTo(buf.Addr(), n, buf.Desc(), dest, e.c.Owner.Context(key))

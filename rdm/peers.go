@@ -229,6 +229,15 @@ func (ps *peers) name(p Peer) string {
 	return t.entries[p.slot].name
 }
 
+// nameOfSlot returns the address of the peer in slot, for logs.
+func (ps *peers) nameOfSlot(slot uint32) string {
+	t := ps.table.Load()
+	if int(slot) >= len(t.entries) {
+		return ""
+	}
+	return t.entries[slot].name
+}
+
 // count returns the live peers.
 func (ps *peers) count() int { return len(ps.table.Load().byAddr) }
 
