@@ -43,13 +43,16 @@ type Config struct {
 	// and is reported to OnReceiveError. It runs on the poller goroutine
 	// and must not block.
 	OnMessage func(e *Endpoint, from Peer, tag uint64, data []byte, status uint8)
-	// OnSendCompleted is called once per buffer handed to SendBuffer, with
-	// its key (the buffer's ID) and the outcome: OK when the provider
-	// completed the send, Failed for an error completion (a peer that died
-	// or was removed) or for a queued send the provider refused, Canceled
-	// when the endpoint closed first. The buffer is back in the pool when
-	// it runs. It runs on the poller goroutine and must not block. May be
-	// nil.
+	// OnSendCompleted is called once per buffer handed to SendBuffer (or
+	// posted by coalescing), with its key (the buffer's ID) and the
+	// outcome: OK when the provider completed the send; Failed for an
+	// error completion (a peer that died), a queued send the provider
+	// refused, one to a peer removed before the poller posted it, or one
+	// to a peer that took nothing for PeerTimeout (the log says which);
+	// Canceled when the endpoint closed first. The buffer is back in the
+	// pool when it runs. It runs on the poller goroutine and must not
+	// block. May be nil. Zero-copy sends report to
+	// ZeroCopyConfig.OnSendCompleted instead.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnReceiveError is called for a receive that failed (a message larger
 	// than the buffers, say); the buffer is posted again. It runs on the
