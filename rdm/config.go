@@ -71,7 +71,9 @@ type Config struct {
 	// PeerTimeout is how long sends to one peer may wait for the provider
 	// to take them (ofi_rxm refuses every send to a peer whose process
 	// died, for ever) before they fail with Failed, each reported once;
-	// sends to the other peers go on meanwhile. 0 selects
+	// sends to the other peers go on meanwhile. A receiver that stalls
+	// (back-pressure) makes the provider refuse sends too: set it well above
+	// the longest stall a healthy peer may impose. 0 selects
 	// DefaultPeerTimeout.
 	PeerTimeout time.Duration
 	// ZeroCopy, when set, gives the endpoint header slots for SendZeroCopy.
