@@ -109,6 +109,7 @@ func TestInjectToRemovedPeer(t *testing.T) {
 	}
 	require.Positive(t, queued)
 	require.NoError(t, tx.RemovePeer(dead))
+	assert.Equal(t, netio.InvalidArgument, tx.Inject([]byte("x"), dead), "a removed peer is refused")
 	var in inbox
 	rx := open(t, mgr, "127.0.0.1:0", rdm.Config{OnData: in.onData})
 	_, err = tx.AddPeer(rx.Addr()) // may take the removed peer's address
