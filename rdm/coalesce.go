@@ -21,6 +21,9 @@ import (
 // listener with endpoint.ListenConfig.OnMessage semantics, or a netio3
 // peer).
 //
+// Each peer's buffer has a flusher goroutine and a timer, made by AddPeer
+// and ended by RemovePeer and Close.
+//
 // A coalescing endpoint owns its send buffers: GetBuffer returns nil, and
 // SendBuffer and ReleaseBuffer return InvalidArgument. Buffers sent count
 // in Stats (one send each) and their completions are reported through

@@ -121,7 +121,7 @@ type Stats struct {
 	Bytes         uint64 // bytes of them
 	Completed     uint64 // sends completed OK, injects included
 	Failed        uint64 // sends that completed with an error or were canceled
-	Received      uint64 // messages received (passed to OnData, or decoded for OnMessage)
+	Received      uint64 // libfabric messages received: passed to OnData, or coalesced buffers decoded for OnMessage
 	ReceivedBytes uint64 // bytes of them
 	ReceiveErrors uint64 // receives that failed, and malformed coalesced buffers (OnReceiveError)
 	Decoded       uint64 // messages decoded from coalesced buffers for OnMessage
