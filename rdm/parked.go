@@ -76,8 +76,12 @@ func (pk *parking) push(slot uint32, idx int32, n int, now time.Time) {
 		pk.next[l.tail] = idx
 	}
 	l.tail = idx
-	pk.count++
-	pk.timer.Reset(parkRetry)
+	if pk.count++; pk.count == 1 {
+		// Armed by the first parked send only: pushes that keep coming must
+		// not keep postponing the retry. retryParked arms it again while
+		// sends stay parked.
+		pk.timer.Reset(parkRetry)
+	}
 }
 
 // pop takes the head of slot's lane off.
