@@ -16,9 +16,11 @@
 // Config.OnMessage); inject sends for small payloads through a queue that
 // never blocks (Inject); and receives into posted buffers, reposted at
 // once, with the sender named in OnData. Every key is reported exactly once
-// through OnSendCompleted, also for sends to a peer that died or was
-// removed (Failed; a dead peer holds up no other peer, see
-// Config.PeerTimeout), and Close reports what is pending as Canceled and
+// through OnSendCompleted, also for sends to a peer that was removed or,
+// on tcp;ofi_rxm and sockets, died (Failed; a dead peer holds up no other
+// peer, see Config.PeerTimeout; shm and udp;ofi_rxd keep such sends in
+// flight until Config.ProgressTimeout), and Close reports what is pending
+// as Canceled and
 // leaves no goroutine, descriptor, registration or address-vector entry
 // behind.
 //
