@@ -182,7 +182,9 @@ func Open(mgr *domain.Manager, cfg Config) (*Poller, error) {
 	cp := &Poller{mgr: mgr}
 	pc := cfg.internal()
 	pc.OnStopped = cp.stopped
-	pc.NoWaitObjects = quirks.For(mgr.Provider()).TryWaitCrashes
+	// A provider that leaves closed endpoints in its queues' wait sets gets
+	// a queue without one (quirks.Quirks.StaleWaitEntries).
+	pc.NoCQWait = quirks.For(mgr.Provider()).StaleWaitEntries
 	p, err := poll.Open(mgr.Fabric(), mgr.Domain(), pc)
 	if err != nil {
 		return nil, err

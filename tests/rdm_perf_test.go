@@ -19,7 +19,7 @@ var rdmProviders = []struct{ name, listen string }{
 // rdmServerArgs are netio-perf server --endpoint rdm's arguments. The
 // server's poller sleeps whenever its queue is empty (--poll block): on
 // tcp;ofi_rxm that is how libfabric 1.17 crashed every server in
-// fi_trywait (quirks.Quirks.TryWaitCrashes) until pollers of ofi_rxm
+// fi_trywait (quirks.Quirks.StaleWaitEntries) until pollers of ofi_rxm
 // domains stopped using the queues' wait descriptors.
 func rdmServerArgs(provider, listen string, count, size int) []string {
 	args := []string{"server", "--endpoint", "rdm", "--provider", provider, "--count", strconv.Itoa(count),

@@ -15,7 +15,7 @@ import (
 // with rdm); tests/rdm_perf_test.go runs them as processes on every rdm
 // provider. A server and its clients here are three domains, a poller
 // each: before pollers of ofi_rxm domains stopped sleeping on the queues'
-// wait descriptors (quirks.Quirks.TryWaitCrashes) about one run in a dozen
+// wait descriptors (quirks.Quirks.StaleWaitEntries) about one run in a dozen
 // crashed in fi_trywait (the same instruction, rxm_ep_trywait_cq, as the
 // processes' crash); 20 of 20 runs under -race at load 8-12 passed after.
 

@@ -69,12 +69,11 @@ type Config struct {
 	MaxBlock     time.Duration
 	Size         int
 	LockOSThread bool
-	// NoWaitObjects opens the queues without wait objects even in
-	// Adaptive mode: the provider's fi_trywait is unusable
-	// (quirks.Quirks.TryWaitCrashes), so the poller sleeps on its own
-	// wake descriptor a short while at a time instead.
-	NoWaitObjects bool
-	Logger        zerolog.Logger
+	Logger       zerolog.Logger
+	// NoCQWait opens the completion queue without a wait object whatever
+	// the mode (quirks.Quirks.StaleWaitEntries): the poller then sleeps at
+	// most 1 ms at a time, as for a provider without wait objects.
+	NoCQWait bool
 	// OnStopped, if set, runs on the poller goroutine after the queues are
 	// closed and Done is closed: the last thing the poller does.
 	OnStopped func()

@@ -94,17 +94,17 @@ func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
 		return nil, err
 	}
 	wait := cfg.Mode == Adaptive
-	objects := wait && !cfg.NoWaitObjects // the queues' own wait descriptors
 	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{})}
 	empty := map[uint32]Handler{}
 	p.owners.Store(&empty)
-	if p.cq, err = dom.OpenCQ(cfg.Size, objects); objects && errors.Is(err, fabric.ENOSYS) {
+	cqWait := wait && !cfg.NoCQWait
+	if p.cq, err = dom.OpenCQ(cfg.Size, cqWait); cqWait && errors.Is(err, fabric.ENOSYS) {
 		p.cq, err = dom.OpenCQ(cfg.Size, false) // shm: no wait objects
 	}
 	if err != nil {
 		return nil, openError(err)
 	}
-	if p.eq, err = fab.OpenEQ(DefaultEQSize, objects); objects && errors.Is(err, fabric.ENOSYS) {
+	if p.eq, err = fab.OpenEQ(DefaultEQSize, wait); wait && errors.Is(err, fabric.ENOSYS) {
 		p.eq, err = fab.OpenEQ(DefaultEQSize, false)
 	}
 	if err != nil {

@@ -62,18 +62,15 @@ type Quirks struct {
 	// libfabric 1.17 reports 0 for every sender): receives cannot name
 	// their sender, and the rdm endpoint reports the zero Peer.
 	NoSources bool
-	// TryWaitCrashes: fi_trywait on a completion queue with a wait file
-	// descriptor that an endpoint of this provider is bound to crashes the
-	// process (SIGSEGV in rxm_ep_trywait_cq, libfabric 1.17) once traffic
-	// has flowed: every netio-perf rdm server on tcp;ofi_rxm whose poller
-	// slept on the descriptor crashed (48 of 48, --poll block), none whose
-	// poller never slept (0 of 32, --poll busy). rxm also never removes
-	// its entries from the queue's wait set when an endpoint closes, so a
-	// plain C program crashes the same way at the next fi_trywait after
-	// closing one of two endpoints of a queue. Pollers of such a domain
-	// open their queues without wait objects and sleep on their own wake
-	// descriptor a millisecond at a time, as for shm.
-	TryWaitCrashes bool
+	// StaleWaitEntries: closing an endpoint leaves its internal queues in
+	// the wait set of the completion queue it was bound to (ofi_rxm in
+	// libfabric 1.17: rxm_ep_close closes them without ofi_wait_del_fid),
+	// and the next fi_trywait on that queue calls into the freed endpoint
+	// (SIGSEGV in fi_trywait, in some runs after an endpoint of a shared
+	// poller closed). Pollers of such a provider open their completion
+	// queue without a wait object, so that nothing is added to a wait set,
+	// and sleep on their wake-up descriptor at most 1 ms at a time.
+	StaleWaitEntries bool
 	// TruncationDrops: a message larger than the posted receive buffer
 	// ends the connection instead of completing with a truncation error;
 	// the receive endpoint names the truncation as the reason.
@@ -95,7 +92,7 @@ var table = map[string]Quirks{
 	"udp": {SoftwareRegistration: true},
 	"shm": {SoftwareRegistration: true, NamedAddresses: true, UnknownSourceIsZero: true},
 	// The utility layers register through the core provider beneath them.
-	"ofi_rxm": {SoftwareRegistration: true, TryWaitCrashes: true},
+	"ofi_rxm": {SoftwareRegistration: true, StaleWaitEntries: true},
 	"ofi_rxd": {SoftwareRegistration: true, NoSources: true},
 }
 
@@ -122,10 +119,10 @@ func For(provider string) Quirks {
 		q.MissesEarlyClose = q.MissesEarlyClose || l.MissesEarlyClose
 		q.PassiveCloseReadsFreed = q.PassiveCloseReadsFreed || l.PassiveCloseReadsFreed
 		q.TruncationDrops = q.TruncationDrops || l.TruncationDrops
-		q.TryWaitCrashes = q.TryWaitCrashes || l.TryWaitCrashes
 		q.NamedAddresses = q.NamedAddresses || l.NamedAddresses
 		q.UnknownSourceIsZero = q.UnknownSourceIsZero || l.UnknownSourceIsZero
 		q.NoSources = q.NoSources || l.NoSources
+		q.StaleWaitEntries = q.StaleWaitEntries || l.StaleWaitEntries
 	}
 	return q
 }
