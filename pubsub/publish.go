@@ -125,6 +125,9 @@ func unlockBlock(subs []*subscription) {
 func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][]byte) bool {
 	ss := s.sess
 	withSync := s.needSync || s.sinceSync >= ss.p.syncEvery
+	if withSync && !s.sendStart(ts, seq) {
+		return false
+	}
 	if withSync {
 		var rec [RecordLen]byte
 		putRecord(&rec, RecordSync, ts.tag, seq)
@@ -167,6 +170,7 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 
 // synced records that s's SYNC record was taken. ts.mu is held.
 func (s *subscription) synced(ts *tagState) {
+	s.fresh = false
 	if s.needSync {
 		s.needSync = false
 		ts.unsynced.Add(-1)
@@ -186,6 +190,29 @@ func (s *subscription) drop(ts *tagState) {
 	}
 }
 
+// sendStart sends, before the SYNC record of seq, the one that tells the
+// subscriber where a fresh subscription started, when copies were dropped
+// before any SYNC record of it got through: without it the subscriber
+// would take seq for its start and never learn of those copies. It
+// reports whether the message may go on; a copy that cannot is dropped
+// (Drop) or failed. Only Drop subscriptions can need it, since Block
+// takes every copy or none. ts.mu is held, and s.sess.mu for Block.
+func (s *subscription) sendStart(ts *tagState, seq uint64) bool {
+	if !s.fresh || seq == s.start {
+		return true
+	}
+	switch s.sendSyncRecord(ts.tag, s.start) {
+	case netio.OK:
+		s.fresh = false
+		return true
+	case netio.NoResources:
+		s.drop(ts)
+	default:
+		ts.failed++
+	}
+	return false
+}
+
 // sendSync sends the SYNC record owed to s, if its connection has room.
 // ts.mu is held.
 func (s *subscription) sendSync(ts *tagState) {
@@ -197,20 +224,31 @@ func (s *subscription) sendSync(ts *tagState) {
 			return
 		}
 	}
-	if ss.zep != nil {
-		var hdr [zcHeaderMax]byte
-		n := putSyncMessage(hdr[:], ts.tag, ts.seq)
-		if ss.zep.Send(hdr[:n], nil, zcNoKey) == netio.OK {
-			s.synced(ts)
+	if s.fresh && s.start != ts.seq {
+		if s.sendSyncRecord(ts.tag, s.start) != netio.OK {
+			return // nothing was dropped: try again next tick
 		}
-		return
+		s.fresh = false
+	}
+	if s.sendSyncRecord(ts.tag, ts.seq) == netio.OK {
+		s.synced(ts)
+	}
+}
+
+// sendSyncRecord sends a SYNC record of tag and seq alone on s's
+// connection, in any mode.
+func (s *subscription) sendSyncRecord(tag, seq uint64) netio.Status {
+	ss := s.sess
+	if ss.zep != nil {
+		var hdr [syncMessageLen]byte
+		putSyncMessage(hdr[:], tag, seq)
+		return ss.zep.Send(hdr[:], nil, zcNoKey)
 	}
 	var rec [RecordLen]byte
-	putRecord(&rec, RecordSync, ts.tag, ts.seq)
-	if ss.ep.SendMessageStatus(ControlTag, 0, rec[:]) == netio.OK {
-		s.synced(ts)
-		if ss.p.cfg.Mode == Immediate {
-			ss.ep.Flush()
-		}
+	putRecord(&rec, RecordSync, tag, seq)
+	st := ss.ep.SendMessageStatus(ControlTag, 0, rec[:])
+	if st == netio.OK && ss.p.cfg.Mode == Immediate {
+		ss.ep.Flush()
 	}
+	return st
 }

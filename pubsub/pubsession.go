@@ -301,8 +301,9 @@ func (ss *pubSession) subscribe(req Request) Response {
 		if dup {
 			continue
 		}
-		s := &subscription{sess: ss, needSync: true}
+		s := &subscription{sess: ss, needSync: true, fresh: true}
 		ts.mu.Lock()
+		s.start = ts.seq
 		i, _ := searchSession(ts.subs, ss.id)
 		ts.subs = insertAt(ts.subs, i, s)
 		ts.unsynced.Add(1)

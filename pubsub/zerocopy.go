@@ -179,6 +179,9 @@ func (p *Publisher) zcRelease(idx uint32) {
 func (s *subscription) deliverZC(ts *tagState, seq uint64, status uint8, data []byte, idx uint32) bool {
 	ss := s.sess
 	withSync := s.needSync || s.sinceSync >= ss.p.syncEvery
+	if withSync && !s.sendStart(ts, seq) {
+		return false
+	}
 	var hdr [zcHeaderMax]byte
 	n := putZCHeader(&hdr, withSync, ts.tag, seq, status, len(data))
 	switch ss.zep.Send(hdr[:n], data, uint64(idx)) {
