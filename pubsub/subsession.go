@@ -135,6 +135,7 @@ func (ss *subSession) setWant(t uint64, on bool) {
 		delete(ss.refused, t)
 	} else {
 		delete(ss.want, t)
+		ss.signalLocked() // a Subscribe waiting for t returns now
 	}
 	ss.mu.Unlock()
 	ss.poke()
@@ -457,11 +458,12 @@ func (ss *subSession) subscribed(resp Response) {
 	ss.mu.Unlock()
 	if len(refused) > 0 {
 		s.mu.Lock()
+		refused = ss.stillRefused(refused)
 		s.unwantLocked(ss, refused)
 		s.mu.Unlock()
-		if cb := s.cfg.OnRefused; cb != nil {
-			cb(ss.addr, refused)
-		}
+	}
+	if cb := s.cfg.OnRefused; cb != nil && len(refused) > 0 {
+		cb(ss.addr, refused)
 	}
 	if len(fresh) == 0 {
 		return
@@ -483,6 +485,15 @@ func (ss *subSession) subscribed(resp Response) {
 	if cb := s.cfg.OnSubscribed; cb != nil && len(subscribed) > 0 {
 		cb(ss.addr, subscribed)
 	}
+}
+
+// stillRefused returns the tags of refused that are refused still: a tag
+// wanted again since (a Subscribe after the publisher began to serve it)
+// is not refused any more, and its refusal must not withdraw it.
+func (ss *subSession) stillRefused(refused []uint64) []uint64 {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return slices.DeleteFunc(refused, func(t uint64) bool { return !ss.refused[t] })
 }
 
 // resolver looks up, every ResolveInterval, the tags that have no
