@@ -52,6 +52,7 @@ func FuzzParseResponse(f *testing.F) {
 	for _, s := range []string{
 		`{"v":1,"op":"ack","id":1,"instance":12,"policy":"block"}`,
 		`{"v":1,"op":"ack","id":2,"tags":[1],"refused":[3]}`,
+		`{"v":1,"op":"ack","id":2,"tags":[1,2],"next":[0,17],"refused":[3]}`,
 		`{"v":1,"op":"error","id":0,"error":"x"}`, "", "[]",
 	} {
 		f.Add([]byte(s))
@@ -80,6 +81,7 @@ func FuzzParseResponse(f *testing.F) {
 func FuzzParseRecord(f *testing.F) {
 	f.Add(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordHello, A: 1, B: 2}))
 	f.Add(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordSync, A: 42, B: 1000}))
+	f.Add(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordStart, A: 42, B: 1000}))
 	f.Add([]byte("NPS\x01"))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		r, err := pubsub.ParseRecord(p)

@@ -129,15 +129,16 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 		return false
 	}
 	if withSync {
+		kind := s.syncKind()
 		var rec [RecordLen]byte
-		putRecord(&rec, RecordSync, ts.tag, seq)
+		putRecord(&rec, kind, ts.tag, seq)
 		switch ss.ep.SendMessageStatus(ControlTag, 0, rec[:]) {
 		case netio.OK:
 			s.synced(ts)
 		case netio.NoResources:
 			if ss.policy == Block {
 				s.synced(ts) // the record goes with the message
-				ss.setPendingLocked(true, ts.tag, seq, status, parts)
+				ss.setPendingLocked(kind, ts.tag, seq, status, parts)
 				return true
 			}
 			s.drop(ts)
@@ -157,7 +158,7 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 	case netio.NoResources:
 		if ss.policy == Block {
 			s.sinceSync++
-			ss.setPendingLocked(false, ts.tag, seq, status, parts)
+			ss.setPendingLocked(0, ts.tag, seq, status, parts)
 			return true
 		}
 		s.drop(ts)
@@ -166,6 +167,15 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 		ts.failed++
 		return false
 	}
+}
+
+// syncKind returns the kind of the SYNC record s is owed: RecordStart
+// for the first of its subscription. ts.mu is held.
+func (s *subscription) syncKind() RecordKind {
+	if s.fresh {
+		return RecordStart
+	}
+	return RecordSync
 }
 
 // synced records that s's SYNC record was taken. ts.mu is held.
@@ -201,7 +211,7 @@ func (s *subscription) sendStart(ts *tagState, seq uint64) bool {
 	if !s.fresh || seq == s.start {
 		return true
 	}
-	switch s.sendSyncRecord(ts.tag, s.start) {
+	switch s.sendSyncRecord(RecordStart, ts.tag, s.start) {
 	case netio.OK:
 		s.fresh = false
 		return true
@@ -225,27 +235,27 @@ func (s *subscription) sendSync(ts *tagState) {
 		}
 	}
 	if s.fresh && s.start != ts.seq {
-		if s.sendSyncRecord(ts.tag, s.start) != netio.OK {
+		if s.sendSyncRecord(RecordStart, ts.tag, s.start) != netio.OK {
 			return // nothing was dropped: try again next tick
 		}
 		s.fresh = false
 	}
-	if s.sendSyncRecord(ts.tag, ts.seq) == netio.OK {
+	if s.sendSyncRecord(s.syncKind(), ts.tag, ts.seq) == netio.OK {
 		s.synced(ts)
 	}
 }
 
-// sendSyncRecord sends a SYNC record of tag and seq alone on s's
-// connection, in any mode.
-func (s *subscription) sendSyncRecord(tag, seq uint64) netio.Status {
+// sendSyncRecord sends a SYNC (or START) record of tag and seq alone on
+// s's connection, in any mode.
+func (s *subscription) sendSyncRecord(kind RecordKind, tag, seq uint64) netio.Status {
 	ss := s.sess
 	if ss.zep != nil {
 		var hdr [syncMessageLen]byte
-		putSyncMessage(hdr[:], tag, seq)
+		putSyncMessage(hdr[:], kind, tag, seq)
 		return ss.zep.Send(hdr[:], nil, zcNoKey)
 	}
 	var rec [RecordLen]byte
-	putRecord(&rec, RecordSync, tag, seq)
+	putRecord(&rec, kind, tag, seq)
 	st := ss.ep.SendMessageStatus(ControlTag, 0, rec[:])
 	if st == netio.OK && ss.p.cfg.Mode == Immediate {
 		ss.ep.Flush()

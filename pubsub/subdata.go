@@ -110,23 +110,34 @@ func (s *Subscriber) record(ep *endpoint.ReceiveEndpoint, dc *dataConn, p []byte
 		s.conns[ep] = dc
 		s.lastEP, s.lastConn = ep, dc
 		return dc
-	case RecordSync:
+	case RecordSync, RecordStart:
 		if dc == nil {
 			s.strayConn(ep)
 			return nil
 		}
-		s.sync(dc, r.A, r.B)
+		s.sync(dc, r.A, r.B, r.Kind == RecordStart)
 	}
 	return dc
 }
 
 // sync applies a SYNC record: seq is the number of the tag's next
 // message on this connection. Behind the count it is reported as a gap;
-// on the tag's first SYNC on a new connection it may also be a reset.
-func (s *Subscriber) sync(dc *dataConn, tag, seq uint64) {
+// on the tag's first SYNC on a new connection it may also be a reset. A
+// START record on the connection the tag is counted on already begins a
+// new subscription there (the tag was unsubscribed and subscribed again,
+// and the records before were its earlier subscription's): the count
+// starts afresh.
+func (s *Subscriber) sync(dc *dataConn, tag, seq uint64, start bool) {
 	rt := s.lookup(tag)
 	if rt == nil || dc.gen < rt.gen {
 		return // not subscribed, or an older connection than the tag's
+	}
+	if !rt.synced && !s.ackedStart(rt, dc, seq) {
+		return // a record of the tag's earlier subscription on this connection
+	}
+	if start && dc.gen == rt.gen {
+		rt.expect.Store(seq)
+		return
 	}
 	exp := rt.expect.Load()
 	if dc.gen > rt.gen { // the tag's first SYNC on this connection
@@ -154,6 +165,27 @@ func (s *Subscriber) sync(dc *dataConn, tag, seq uint64) {
 		s.st.outOfSeq.Add(1)
 	}
 	rt.expect.Store(seq)
+}
+
+// ackedStart starts the count of a tag that no record synced yet from
+// its subscribe ack, if that came: on the ack's connection a record
+// numbered before the subscription's first message belongs to an earlier
+// subscription of the tag (unsubscribed since) and is ignored (false);
+// otherwise the count starts at the ack's number, so that a record on a
+// later connection (the first was lost before any record came) reports
+// what was missed as a gap.
+func (s *Subscriber) ackedStart(rt *recvTag, dc *dataConn, seq uint64) bool {
+	gen := rt.ackGen.Load()
+	if gen == 0 || dc.gen < gen {
+		return true
+	}
+	first := rt.ackStart.Load()
+	if dc.gen == gen && seq < first {
+		return false
+	}
+	rt.gen, rt.synced = gen, true
+	rt.expect.Store(first)
+	return true
 }
 
 // gap reports count messages of rt missed from first on.

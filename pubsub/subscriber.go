@@ -196,6 +196,11 @@ type recvTag struct {
 	gen    uint64 // the data connection carrying the tag (0: none yet)
 	synced bool   // expect is known
 	expect atomic.Uint64
+	// ackGen and ackStart are set once, by the control goroutine, from the
+	// first subscribe ack of the tag's subscription (its connection's
+	// generation, and the number of its first message), for the poller to
+	// count from when no record set expect yet (ackedStart).
+	ackGen, ackStart atomic.Uint64
 
 	messages, bytes, gaps, missed, resets, outOfSeq, flagged atomic.Uint64
 	bits                                                     [8]atomic.Uint64
@@ -492,4 +497,18 @@ func checkTags(tags []uint64) error {
 		return fmt.Errorf("%w: pubsub: tag %#x is reserved (ControlTag)", netio.ErrInvalidArgument, ControlTag)
 	}
 	return nil
+}
+
+// ackedAt records, once, the subscribe ack of the tag's subscription:
+// the generation of the connection it came on and the number of the
+// subscription's first message. Later acks (after a reconnection) leave
+// it, so that the count goes on from the first subscription. The
+// numbers are written before the generation, which the poller reads
+// first.
+func (rt *recvTag) ackedAt(gen, first uint64) {
+	if rt.ackGen.Load() != 0 {
+		return
+	}
+	rt.ackStart.Store(first)
+	rt.ackGen.Store(gen)
 }

@@ -442,9 +442,13 @@ func (ss *subSession) subscribed(resp Response) {
 	s := ss.s
 	ss.mu.Lock()
 	var fresh, refused []uint64
-	for _, t := range resp.Tags {
+	tags := *s.tags.Load()
+	for i, t := range resp.Tags {
 		if !ss.acked[t] && ss.want[t] {
 			fresh = append(fresh, t)
+			if rt := tags[t]; rt != nil && resp.Next != nil {
+				rt.ackedAt(ss.gen, resp.Next[i])
+			}
 		}
 		ss.acked[t] = true
 	}
