@@ -32,6 +32,7 @@ type subscribeOptions struct {
 	verify  bool
 	log     bool
 	timeout time.Duration
+	subscribeFaults
 }
 
 // parseTagList parses "1,2,5-9".
@@ -81,10 +82,14 @@ func parseSubscribeFlags(args []string, stderr io.Writer) (subscribeOptions, err
 	fs.BoolVar(&o.verify, "verify", false, "check every message's number, tag and bytes (publish --verify)")
 	fs.BoolVar(&o.log, "log", false, "log connection and subscription events to stderr")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none; without --count the default is none)")
+	o.registerFaults(fs)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
 	var err error
+	if err := o.subscribeFaults.check(); err != nil {
+		return o, fs.fail(err)
+	}
 	if *connect == "" || *tags == "" {
 		return o, fs.fail(errors.New("--connect and --tags are required"))
 	}
@@ -125,6 +130,8 @@ type subReport struct {
 	MBPerS       float64 `json:"mb_per_s"`
 	Verify       bool    `json:"verify"`
 	VerifyErrors uint64  `json:"verify_errors"`
+	// Churn is what --churn did, and where it left the subscriber.
+	Churn *churnReport `json:"churn,omitempty"`
 }
 
 // runSubscribe is the subscribe mode: it subscribes, receives until
@@ -159,6 +166,7 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		}
 	}
 	pat := verifyPattern(o.bufSize) // no message is larger than a receive buffer
+	stall := o.staller()
 	cfg := pubsub.SubscriberConfig{
 		Bus:     pubsub.Fixed(o.connect.String()),
 		Receive: netio.ReceiveParams{BufferSize: o.bufSize, BufferCount: o.bufs},
@@ -170,7 +178,7 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 			if o.verify && pat.Check(m.Data, m.Tag, m.Seq) != nil {
 				verifyErrors.Add(1)
 			}
-			received.Add(1)
+			stall(received.Add(1))
 			check()
 		},
 		OnGap: func(g pubsub.Gap) {
@@ -193,23 +201,29 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		return err
 	}
 	defer sub.Close()
+	base := takeBaseline(mgr)
 	if err := sub.Subscribe(ctx, o.tags...); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "subscribed to %d tags of %s\n", len(o.tags), o.connect)
 	var waitErr error
-	select {
-	case <-reached:
-	case <-ctx.Done(): // a signal ends the run cleanly, the timeout does not
-		if context.Cause(ctx) == errTimedOut {
-			waitErr = fmt.Errorf("%w: received %d, missed %d of --count %d", errTimedOut, received.Load(), missed.Load(), o.count)
+	var churn *churnReport
+	if o.churn > 0 {
+		churn, waitErr = runChurn(ctx, sub, mgr, o.tags, o.churn, base)
+	} else {
+		select {
+		case <-reached:
+		case <-ctx.Done(): // a signal ends the run cleanly, the timeout does not
+			if context.Cause(ctx) == errTimedOut {
+				waitErr = fmt.Errorf("%w: received %d, missed %d of --count %d", errTimedOut, received.Load(), missed.Load(), o.count)
+			}
 		}
 	}
 	st := sub.Stats()
 	closeErr := sub.Close()
 	r := subReport{Role: "subscribe", Provider: o.provider, Publisher: o.connect.String(), Tags: len(o.tags),
 		Messages: st.Messages, Bytes: st.Bytes, Gaps: st.Gaps, Missed: st.Missed, Resets: st.Resets,
-		Verify: o.verify, VerifyErrors: verifyErrors.Load()}
+		Verify: o.verify, VerifyErrors: verifyErrors.Load(), Churn: churn}
 	if f, l := first.Load(), last.Load(); l > f {
 		el := time.Duration(l - f)
 		r.Seconds = el.Seconds()
