@@ -165,6 +165,7 @@ type Subscriber struct {
 	lastConn *dataConn
 	lastTag  *recvTag
 	lastVer  uint64
+	dirty    *recvTag // counted messages not yet in its counters (flushCounts)
 	dec      coalesce.Decoder
 
 	stop      chan struct{}
@@ -194,12 +195,19 @@ type dataConn struct {
 type recvTag struct {
 	tag    uint64
 	gen    uint64 // the data connection carrying the tag (0: none yet)
-	synced bool   // expect is known
-	expect atomic.Uint64
+	synced bool   // next is known
+	// next is the number of the tag's next message, counted by the poller;
+	// expect is its copy for TagStats, and pendMsgs and pendBytes the
+	// messages counted since messages and bytes were last brought up to
+	// date. The poller publishes them once per run of a tag's messages in
+	// a buffer (flushCounts), not per message.
+	next                uint64
+	expect              atomic.Uint64
+	pendMsgs, pendBytes uint64
 	// ackGen and ackStart are set once, by the control goroutine, from the
 	// first subscribe ack of the tag's subscription (its connection's
 	// generation, and the number of its first message), for the poller to
-	// count from when no record set expect yet (ackedStart).
+	// count from when no record set next yet (ackedStart).
 	ackGen, ackStart atomic.Uint64
 
 	messages, bytes, gaps, missed, resets, outOfSeq, flagged atomic.Uint64
@@ -209,7 +217,7 @@ type recvTag struct {
 type subStats struct {
 	buffers, malformed, badRecords, unsolicited, stray atomic.Uint64
 	outOfSeq, gaps, missed, resets, reconnects         atomic.Uint64
-	controlErrors, retiredMessages, retiredBytes       atomic.Uint64
+	controlErrors, messages, bytes                     atomic.Uint64
 }
 
 // NewSubscriber starts a subscriber: it listens for publishers' data
@@ -440,7 +448,9 @@ type TagStats struct {
 }
 
 // TagStats returns the counters of tag, and false when it is not
-// subscribed (wanted). It may be called at any time, from any goroutine.
+// subscribed (wanted). It may be called at any time, from any goroutine;
+// Messages, Bytes and NextSeq count the buffers received so far whole
+// (the poller brings them up to date once per buffer, not per message).
 func (s *Subscriber) TagStats(tag uint64) (TagStats, bool) {
 	rt := (*s.tags.Load())[tag]
 	if rt == nil {
@@ -476,12 +486,7 @@ type SubscriberStats struct {
 // Stats returns the subscriber's counters.
 func (s *Subscriber) Stats() SubscriberStats {
 	st := &s.st
-	msgs, bytes := st.retiredMessages.Load(), st.retiredBytes.Load()
-	for _, rt := range *s.tags.Load() {
-		msgs += rt.messages.Load()
-		bytes += rt.bytes.Load()
-	}
-	return SubscriberStats{Buffers: st.buffers.Load(), Messages: msgs, Bytes: bytes,
+	return SubscriberStats{Buffers: st.buffers.Load(), Messages: st.messages.Load(), Bytes: st.bytes.Load(),
 		Malformed: st.malformed.Load(), BadRecords: st.badRecords.Load(), Unsolicited: st.unsolicited.Load(),
 		StrayConns: st.stray.Load(), OutOfSequence: st.outOfSeq.Load(), Gaps: st.gaps.Load(),
 		Missed: st.missed.Load(), Resets: st.resets.Load(), Reconnects: st.reconnects.Load(),

@@ -122,8 +122,6 @@ func (s *Subscriber) dropTagLocked(t uint64) {
 	delete(m, t)
 	s.tags.Store(&m)
 	s.tagsVer.Add(1)
-	s.st.retiredMessages.Add(rt.messages.Load())
-	s.st.retiredBytes.Add(rt.bytes.Load())
 }
 
 // setWant adds or removes t from the tags ss should carry, and wakes its

@@ -51,10 +51,11 @@ func (f *subscribeFaults) check() error {
 }
 
 // staller returns the function OnMessage calls with the number of
-// messages received so far: it blocks once, at --stall-after.
+// messages received so far, which blocks once, at --stall-after; nil
+// without --stall-after.
 func (f *subscribeFaults) staller() func(received uint64) {
 	if f.stallAfter == 0 {
-		return func(uint64) {}
+		return nil
 	}
 	return func(received uint64) {
 		if received == f.stallAfter {
