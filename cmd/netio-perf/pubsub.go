@@ -146,6 +146,7 @@ type pubReport struct {
 	Seconds         float64         `json:"seconds"`
 	MsgsPerS        float64         `json:"msgs_per_s"`
 	MBPerS          float64         `json:"mb_per_s"`
+	CPUSeconds      float64         `json:"cpu_seconds"` // this process, user+sys, while publishing
 	Subscribers     []pubSubscriber `json:"subscribers"`
 	// Dropped counts the copies dropped over all tags and subscribers,
 	// those that left before the end included.
@@ -221,9 +222,10 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	if o.immediate {
 		r.Mode = "immediate"
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	err = publishLoop(ctx, p, o, &r)
 	elapsed := time.Since(start)
+	r.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	for _, s := range p.Subscribers() {
 		r.Subscribers = append(r.Subscribers, pubSubscriber{Peer: s.Peer, Policy: s.Policy.String(), Tags: len(s.Tags),
 			Delivered: s.Delivered, Dropped: s.Dropped})

@@ -128,6 +128,7 @@ type subReport struct {
 	Seconds      float64 `json:"seconds"` // first message to last
 	MsgsPerS     float64 `json:"msgs_per_s"`
 	MBPerS       float64 `json:"mb_per_s"`
+	CPUSeconds   float64 `json:"cpu_seconds"` // this process, user+sys, from Subscribe to the end
 	Verify       bool    `json:"verify"`
 	VerifyErrors uint64  `json:"verify_errors"`
 	// Churn is what --churn did, and where it left the subscriber.
@@ -220,6 +221,7 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		return err
 	}
 	fmt.Fprintf(stderr, "subscribed to %d tags of %s\n", len(o.tags), o.connect)
+	cpu0 := cpuTime()
 	var waitErr error
 	var churn *churnReport
 	if o.churn > 0 {
@@ -233,11 +235,12 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 			}
 		}
 	}
-	st := sub.Stats()
+	cpu := cpuTime() - cpu0
 	closeErr := sub.Close()
+	st := sub.Stats() // after Close: the buffer that reached --count is counted whole
 	r := subReport{Role: "subscribe", Provider: o.provider, Publisher: o.connect.String(), Tags: len(o.tags),
 		Messages: st.Messages, Bytes: st.Bytes, Gaps: st.Gaps, Missed: st.Missed, Resets: st.Resets,
-		Verify: o.verify, VerifyErrors: verifyErrors.Load(), Churn: churn}
+		CPUSeconds: cpu.Seconds(), Verify: o.verify, VerifyErrors: verifyErrors.Load(), Churn: churn}
 	if f, l := first.Load(), last.Load(); l > f {
 		el := time.Duration(l - f)
 		r.Seconds = el.Seconds()
