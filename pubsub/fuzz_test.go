@@ -96,3 +96,37 @@ func FuzzParseRecord(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseDirectoryEntry feeds arbitrary file contents to the directory
+// bus's parser (the files come from other hosts): it never panics, every
+// error matches ErrMalformed, and an entry it accepts survives a round
+// trip through its own JSON.
+func FuzzParseDirectoryEntry(f *testing.F) {
+	for _, s := range []string{
+		`{"v":1,"id":"ros-17-4242-7001","addr":"10.0.0.1:7001","tags":[1,2,3],"host":"ros-17","pid":4242,"started":"2026-11-30T10:00:00.123Z"}`,
+		`{"v":1,"id":"ros-17-4242-7001","addr":"10.0.0.1","tags":[1]}`, `{"v":2}`, "", "[]", "null",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		const id = "ros-17-4242-7001"
+		e, err := pubsub.ParseDirectoryEntry(id, b)
+		if err != nil {
+			if !errors.Is(err, pubsub.ErrMalformed) {
+				t.Fatalf("error %v does not match ErrMalformed", err)
+			}
+			return
+		}
+		j, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2, err := pubsub.ParseDirectoryEntry(id, j)
+		if err == nil && e2.Started.Equal(e.Started) {
+			e2.Started = e.Started // the same instant; a fixed zone is a new *Location each parse
+		}
+		if err != nil || !reflect.DeepEqual(e, e2) {
+			t.Fatalf("round trip of %+v: %+v, %v", e, e2, err)
+		}
+	})
+}
