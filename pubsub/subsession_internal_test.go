@@ -52,12 +52,16 @@ func TestStaleRefusalKeepsNewSubscribe(t *testing.T) {
 	defer func() { assert.NoError(t, s.Close()) }()
 	require.NoError(t, s.Subscribe(context.Background(), 1))
 
-	// The session's goroutine records the refusal of 4, then needs s.mu
-	// to withdraw it: it waits while this test holds s.mu.
-	require.NoError(t, s.SubscribeAsync(4))
+	// Want 4 (what SubscribeAsync(4) does) and keep s.mu: the session's
+	// goroutine subscribes, records the publisher's refusal of 4, then
+	// needs s.mu to withdraw it, and waits for this test.
 	s.mu.Lock()
 	ss := s.sessions[p.Addr()]
-	require.NotNil(t, ss)
+	if ss == nil {
+		s.mu.Unlock()
+		t.Fatal("no session with the publisher")
+	}
+	s.wantLocked(ss, []uint64{4})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ss.mu.Lock()
@@ -72,14 +76,14 @@ func TestStaleRefusalKeepsNewSubscribe(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	require.Equal(t, ss, s.owner[4], "the refusal was applied before the test held s.mu")
 	// Meanwhile a Subscribe(4) that saw the refusal withdrew the tag, the
 	// publisher began to serve it, and another Subscribe(4) wants it again:
 	// what they do under s.mu.
 	s.unwantLocked(ss, []uint64{4})
-	require.NoError(t, p.AddTags(4))
+	addErr := p.AddTags(4)
 	s.wantLocked(ss, []uint64{4})
-	s.mu.Unlock()
+	s.mu.Unlock() // before any require: a deferred Close needs s.mu
+	require.NoError(t, addErr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
