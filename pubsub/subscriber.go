@@ -345,6 +345,7 @@ func (s *Subscriber) SubscribeAsync(tags ...uint64) error {
 	if s.closed {
 		return fmt.Errorf("pubsub: subscribe: %w", netio.ErrClosed)
 	}
+	s.ensureTagsLocked(tags)
 	for _, t := range tags {
 		addr, err := s.cfg.Bus.Lookup(t)
 		if err != nil {
@@ -352,7 +353,6 @@ func (s *Subscriber) SubscribeAsync(tags ...uint64) error {
 				s.log.Warn().Err(err).Uint64("tag", t).Msg("pubsub: bus lookup failed; retrying")
 			}
 			s.unresolved[t] = true
-			s.ensureTagLocked(t)
 			continue
 		}
 		s.wantLocked(s.sessionLocked(addr), []uint64{t})
@@ -367,17 +367,21 @@ func (s *Subscriber) SubscribeAsync(tags ...uint64) error {
 // do not call it from a callback.
 func (s *Subscriber) Unsubscribe(ctx context.Context, tags ...uint64) error {
 	touched := map[*subSession][]uint64{}
+	var unowned []uint64
 	s.mu.Lock()
 	for _, t := range tags {
 		delete(s.unresolved, t)
 		delete(s.lost, t)
 		if ss := s.ownerLocked(t); ss != nil {
 			touched[ss] = append(touched[ss], t)
-			s.unwantLocked(ss, []uint64{t})
 		} else {
-			s.dropTagLocked(t)
+			unowned = append(unowned, t)
 		}
 	}
+	for ss, ts := range touched {
+		s.unwantLocked(ss, ts)
+	}
+	s.dropTagsLocked(unowned)
 	s.mu.Unlock()
 	for ss, ts := range touched {
 		if err := ss.waitGone(ctx, ts); err != nil {

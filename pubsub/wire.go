@@ -26,8 +26,11 @@ const (
 	// is refused as malformed.
 	MaxLineBytes = 1 << 20
 	// MaxTagsPerRequest bounds the tags of one subscribe or unsubscribe
-	// request.
-	MaxTagsPerRequest = 65536
+	// request, so that the request and its ack fit in MaxLineBytes with
+	// every number at its longest (20 digits): the ack of a subscribe
+	// carries two numbers per tag (tags and next), 42 bytes at most. A
+	// Subscriber sends more tags in several requests.
+	MaxTagsPerRequest = 16384
 	// ControlTag is the tag reserved for control records on the data
 	// connection (HELLO, SYNC). A publisher refuses to serve it. A reader of
 	// the plain coalesced format sees control records as messages of this

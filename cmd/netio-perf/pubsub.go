@@ -116,8 +116,8 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 		return o, fs.fail(err)
 	}
 	switch {
-	case o.tags < 1 || o.tags > pubsub.MaxTagsPerRequest:
-		return o, fs.fail(fmt.Errorf("--tags must be in 1..%d", pubsub.MaxTagsPerRequest))
+	case o.tags < 1 || o.tags > maxTagList:
+		return o, fs.fail(fmt.Errorf("--tags must be in 1..%d", maxTagList))
 	case o.tagBase+uint64(o.tags)-1 < o.tagBase || o.tagBase+uint64(o.tags)-1 == pubsub.ControlTag:
 		return o, fs.fail(errors.New("--tag-base + --tags reaches the reserved tag 2^64-1"))
 	case o.count == 0 && o.duration == 0:

@@ -35,6 +35,10 @@ type subscribeOptions struct {
 	subscribeFaults
 }
 
+// maxTagList bounds --tags of publish and subscribe (a subscriber sends
+// them in requests of pubsub.MaxTagsPerRequest at most).
+const maxTagList = 1 << 16
+
 // parseTagList parses "1,2,5-9".
 func parseTagList(s string) ([]uint64, error) {
 	var out []uint64
@@ -51,8 +55,8 @@ func parseTagList(s string) ([]uint64, error) {
 				return nil, fmt.Errorf("bad tag range %q", part)
 			}
 		}
-		if b-a >= pubsub.MaxTagsPerRequest || len(out)+int(b-a) >= pubsub.MaxTagsPerRequest {
-			return nil, fmt.Errorf("more than %d tags", pubsub.MaxTagsPerRequest)
+		if b-a >= maxTagList || len(out)+int(b-a) >= maxTagList {
+			return nil, fmt.Errorf("more than %d tags", maxTagList)
 		}
 		for t := a; ; t++ {
 			if t != pubsub.ControlTag {
