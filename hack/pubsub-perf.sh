@@ -34,6 +34,7 @@ go build -o "${dir}/netio-perf" ./cmd/netio-perf
 # JSON reports in ${dir}/rR-nN-{pub,subI}.json.
 run() {
 	local n=$1 r=$2 out="${dir}/r$2-n$1"
+	: >"${out}-pub.out" # exists before the publisher writes it, for sed below
 	"${dir}/netio-perf" publish --listen 127.0.0.1:0 --tags 1 --size 64 --count "${count}" \
 		--subscribers "${n}" --json >"${out}-pub.out" 2>"${out}-pub.err" &
 	local pub=$!
