@@ -50,3 +50,28 @@ func TestCloseLeavesNoFD(t *testing.T) {
 		})
 	}
 }
+
+// TestSubscribersCountsEndedSubscriptions: a subscriber's Delivered in
+// Publisher.Subscribers counts the copies of the subscriptions it ended
+// too, as Dropped does, so that a report taken while a subscriber leaves
+// (netio-perf publish's) does not read 0.
+func TestSubscribersCountsEndedSubscriptions(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	p := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{1, 2}})
+	col := newCollector()
+	sub := newSubscriber(t, mgr, col.config(p.Addr()))
+	require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 1, 2))
+	buf := make([]byte, 64)
+	deadline := time.Now().Add(10 * time.Second)
+	for seq := range uint64(10) {
+		for _, tag := range []uint64{1, 2} {
+			require.Equal(t, pubsub.OK, publishAll(t, p, tag, buf, seq, deadline))
+		}
+	}
+	waitFor(t, 10*time.Second, func() bool { return col.count.Load() == 20 }, "20 messages")
+	require.NoError(t, sub.Unsubscribe(ctxT(t, 10*time.Second), 1))
+	infos := p.Subscribers()
+	require.Len(t, infos, 1)
+	assert.Equal(t, []uint64{2}, infos[0].Tags)
+	assert.Equal(t, uint64(20), infos[0].Delivered, "the ended subscription's 10 copies count")
+}

@@ -33,6 +33,10 @@ type pubSession struct {
 
 	subsMu sync.Mutex // guards subs for Subscribers; only serve changes it
 	subs   map[uint64]*subscription
+	// ended counts the copies delivered over the subscriptions that ended
+	// (guarded by subsMu), so that Subscribers reports them while the
+	// session is still listed.
+	ended uint64
 
 	// mu orders the deliveries to a Block subscriber and guards its pending
 	// slot: the one message (and the SYNC record before it, if any) that
@@ -339,8 +343,8 @@ func (ss *pubSession) remove(t uint64) {
 	ss.subsMu.Lock()
 	s := ss.subs[t]
 	delete(ss.subs, t)
-	ss.subsMu.Unlock()
 	if s == nil {
+		ss.subsMu.Unlock()
 		return
 	}
 	if ts := (*ss.p.tags.Load())[t]; ts != nil {
@@ -351,8 +355,10 @@ func (ss *pubSession) remove(t uint64) {
 		if s.needSync {
 			ts.unsynced.Add(-1)
 		}
+		ss.ended += s.delivered // final: Publish no longer sees s
 		ts.mu.Unlock()
 	}
+	ss.subsMu.Unlock()
 	if cb := ss.p.cfg.OnUnsubscribe; cb != nil {
 		cb(t, ss.peer)
 	}
