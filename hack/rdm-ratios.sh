@@ -13,7 +13,8 @@
 #   - shm 64 B one-way latency: the netio-perf rdm sweep's ping-pong (two
 #     endpoints in two domains of one process, a poller thread each)
 #     against cbaseline pingpong --endpoint rdm (two threads of one
-#     process; target netio/C <= 1.15);
+#     process; target netio/C <= 1.15), with the default poller and with
+#     --poll busy (BusyPoll, what docs/providers.md names for latency);
 #   - 64 B inject on tcp;ofi_rxm: netio-perf client --inject into a server
 #     (two processes, msg/s at the server) against cbaseline inject (target
 #     >= 0.9).
@@ -96,16 +97,17 @@ one() {
 	echo "${key} ${value}" >>"${dir}/results"
 }
 
-# sweep64 KEY: the netio-perf sweep's 64 B one-way latency p50 on shm.
+# sweep64 KEY [FLAGS]: the netio-perf sweep's 64 B one-way latency p50 on shm.
 sweep64() {
-	local value=fail
-	if "${np}" --endpoint rdm --provider shm --sizes 64 --duration 500ms --json \
+	local key=$1 value=fail
+	shift
+	if "${np}" --endpoint rdm --provider shm --sizes 64 --duration 500ms --json "$@" \
 		>"${dir}/sweep.out" 2>"${dir}/sweep.err"; then
 		value=$(tail -n 1 "${dir}/sweep.out" | python3 -c 'import json, sys; print(json.load(sys.stdin)["rows"][0]["latency_p50_us"])')
 	else
-		echo "$1: failed: $(tail -n 2 "${dir}/sweep.err")" >&2
+		echo "${key}: failed: $(tail -n 2 "${dir}/sweep.err")" >&2
 	fi
-	echo "$1 ${value}" >>"${dir}/results"
+	echo "${key} ${value}" >>"${dir}/results"
 }
 
 rxm="tcp;ofi_rxm"
@@ -131,6 +133,7 @@ for round in $(seq "${rounds}"); do
 			--seconds 1 --timeout 60
 	done
 	sweep64 shmlat.netio
+	sweep64 shmlat.busy --poll busy
 	one shmlat.cbaseline latency_p50_us "${dir}/cbaseline" pingpong --endpoint rdm --provider shm --size 64 \
 		--seconds 1 --timeout 60
 	pair inject64.netio msgs_per_s "${nserver[@]}" --provider "${rxm}" --listen 127.0.0.1:0 --buf-size 64 \
@@ -179,6 +182,8 @@ for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
 n, _ = stat("shmlat.netio", unit=" us")
 c, _ = stat("shmlat.cbaseline", unit=" us")
 print("shm 64 B one-way p50: netio %s | C %s: %s (target <= 1.15)" % (n, c, ratios("shmlat.netio", "shmlat.cbaseline")))
+n, _ = stat("shmlat.busy", unit=" us")
+print("shm 64 B one-way p50, --poll busy: netio %s: %s" % (n, ratios("shmlat.busy", "shmlat.cbaseline")))
 n, _ = stat("inject64.netio", 1e3, " k msg/s")
 c, _ = stat("inject64.cbaseline", 1e3, " k msg/s")
 print("tcp;ofi_rxm 64 B inject: netio %s | C %s: %s (target >= 0.9)" % (n, c, ratios("inject64.netio", "inject64.cbaseline")))
