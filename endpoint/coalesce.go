@@ -3,6 +3,7 @@ package endpoint
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/netio-go/netio"
@@ -97,6 +98,9 @@ type coalescer struct {
 	bytes   uint64
 	flushes [numFlushCauses]uint64
 	dropped uint64
+	// The same counts per buffer, for snapshots (package stats): written
+	// under mu once per posted or dropped buffer, read without it.
+	sentMsgs, sentBufs, droppedMsgs atomic.Uint64
 
 	timer    *time.Timer
 	stop     chan struct{}
@@ -252,6 +256,8 @@ func (co *coalescer) post(cause flushCause) netio.Status {
 	if st := co.s.post(co.cur, co.enc.Len(), co.cur.ID()); st != netio.OK {
 		return st
 	}
+	co.sentMsgs.Add(uint64(co.enc.Count()))
+	co.sentBufs.Add(1)
 	co.cur = nil
 	co.enc.Reset(nil)
 	co.flushes[cause]++
@@ -339,6 +345,7 @@ func (co *coalescer) dropCurrent() {
 	}
 	n := co.enc.Count()
 	co.dropped += uint64(n)
+	co.droppedMsgs.Add(uint64(n))
 	co.s.c.Log.Warn().Str("peer", co.s.c.addr).Int("messages", n).Int("bytes", co.enc.Len()).
 		Msg("coalesced messages dropped: the connection ended before they were posted")
 	co.s.set.Release(uint32(co.cur.ID()), co.s.holder)

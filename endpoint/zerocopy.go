@@ -17,6 +17,7 @@ import (
 	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
+	"github.com/netio-go/netio/stats"
 )
 
 // Defaults for ZeroCopyConfig.
@@ -128,7 +129,7 @@ func DialZeroCopy(ctx context.Context, mgr *domain.Manager, addr string, cfg Zer
 	z.c.addr = addr
 	opts := connOptions{Options: sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
 		OnClosed: cfg.OnConnectionClosed, OnSendCompleted: cfg.OnSendCompleted},
-		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout}
+		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout, statsKind: stats.KindZeroCopy}
 	if err := z.c.dial(ctx, mgr, (*zeroCopyKind)(z), host, port, opts, z.prepare); err != nil {
 		return nil, err
 	}
@@ -360,6 +361,12 @@ func (k *zeroCopyKind) Pending(dst []uint32) []uint32 {
 func (k *zeroCopyKind) HandleCompletion(idx uint32, r poll.Result) { k.c.Complete(k, idx, r) }
 func (k *zeroCopyKind) CancelPending(error)                        { k.c.CancelAll(k) }
 func (k *zeroCopyKind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
+
+// FillStats adds the header slots: a zero-copy send holds one in flight.
+func (k *zeroCopyKind) FillStats(e *stats.Endpoint) {
+	e.Buffers = k.inFlight.Len()
+	e.FreeBuffers, e.MinFreeBuffers = k.inFlight.ReadFree()
+}
 
 // ReleaseResources frees the header slots, the endpoint's own cache and
 // region; the endpoint is closed and every slot detached.

@@ -14,6 +14,7 @@ import (
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
 	"github.com/netio-go/netio/sendbuf"
+	"github.com/netio-go/netio/stats"
 )
 
 // recvKey marks a receive's key; send keys are buffer IDs, far below it.
@@ -69,6 +70,7 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 		err = joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
 		return nil, joinRelease(err, releasePoller(mgr))
 	}
+	e.c.Register(stats.KindRDM)
 	if cfg.ProgressTimeout > 0 {
 		e.c.WatchProgress(cfg.ProgressTimeout)
 	}
@@ -281,8 +283,16 @@ func (k *kind) HandleCompletion(key uint32, r poll.Result) { k.c.Complete(k, key
 func (k *kind) CancelPending(error)                        { k.c.CancelAll(k) }
 func (k *kind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
 func (k *kind) ReleaseResources() error                    { return (*Endpoint)(k).releaseResources() }
-func (e *Endpoint) pool() *sendbuf.Pool                    { return e.bufs.Pool }
-func (e *Endpoint) set() *slots.Set                        { return e.bufs.Set }
+
+// FillStats adds the send buffers, what was received and the peers.
+func (k *kind) FillStats(s *stats.Endpoint) {
+	s.Buffers = k.bufs.Set.Len()
+	s.FreeBuffers, s.MinFreeBuffers = k.bufs.Set.ReadFree()
+	s.MessagesReceived, s.BytesReceived, s.ReceiveErrors = k.received.Load(), k.receivedBytes.Load(), k.receiveErrors.Load()
+	s.Peers = k.peers.count()
+}
+func (e *Endpoint) pool() *sendbuf.Pool { return e.bufs.Pool }
+func (e *Endpoint) set() *slots.Set     { return e.bufs.Set }
 func (e *Endpoint) lookupBuffer(id uint32) *sendbuf.NetworkBuffer {
 	return e.bufs.Pool.Lookup(uint64(id))
 }
