@@ -25,8 +25,11 @@ func (m *Manager) Registry() *stats.Registry {
 // counters the parts keep (atomics) and never takes a lock their data
 // path takes; closed endpoints' counters are in the per-kind totals. It
 // allocates: take it for a scrape or a report, not per message. It works
-// after Close too (the totals stay).
+// after Close too (the totals stay); a nil Manager gives a zero Snapshot.
 func (m *Manager) Snapshot() stats.Snapshot {
+	if m == nil {
+		return stats.Snapshot{}
+	}
 	st := m.Stats()
 	s := stats.Snapshot{Provider: m.prov, Address: m.addr, Taken: time.Now(),
 		Registrations: stats.Registrations{Count: st.Registrations, Bytes: st.RegisteredBytes,

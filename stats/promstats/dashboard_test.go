@@ -50,8 +50,8 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 			List []struct{ Name string } `json:"list"`
 		} `json:"templating"`
 		Panels []struct {
-			Title   string `json:"title"`
-			Type    string `json:"type"`
+			Title   string             `json:"title"`
+			Type    string             `json:"type"`
 			GridPos struct{ W, H int } `json:"gridPos"`
 			Targets []struct {
 				Expr  string `json:"expr"`

@@ -37,7 +37,8 @@ type Collector struct {
 	src Source
 }
 
-// New returns a Collector that exports src's snapshots.
+// New returns a Collector that exports src's snapshots. A nil src exports
+// nothing (a nil *domain.Manager exports zeros).
 func New(src Source) *Collector { return &Collector{src: src} }
 
 // Describe sends the descriptor of every metric the Collector exports.
@@ -49,6 +50,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect takes a snapshot and sends every metric of it.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c == nil || c.src == nil {
+		return
+	}
 	s := c.src.Snapshot()
 	for _, m := range metrics {
 		m.collect(&s, func(v float64, labels ...string) {
