@@ -23,7 +23,7 @@ type tier struct {
 	_                      [cacheLine]byte
 }
 
-// noMin is readMin when nothing was taken since the last readFree.
+// noMin is readMin before the first readFree.
 const noMin = math.MaxInt64
 
 // publish makes the counts readable without t.mu. Call with t.mu held,
@@ -31,7 +31,9 @@ const noMin = math.MaxInt64
 func (t *tier) publish() {
 	f := int64(len(t.free) + len(t.extra))
 	t.nFree.Store(f)
-	t.nCount.Store(int64(t.count))
+	if c := int64(t.count); c != t.nCount.Load() { // rarely: a grow or a shrink
+		t.nCount.Store(c)
+	}
 	if f < t.readMin.Load() {
 		t.readMin.Store(f)
 	}
@@ -41,7 +43,7 @@ func (t *tier) publish() {
 // free since the previous readFree, without t.mu.
 func (t *tier) readFree() (count, free, minFree int) {
 	f := t.nFree.Load()
-	m := min(t.readMin.Swap(noMin), f)
+	m := min(t.readMin.Swap(f), f) // the next interval starts here
 	return int(t.nCount.Load()), int(f), int(m)
 }
 

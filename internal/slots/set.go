@@ -70,8 +70,8 @@ type Set struct {
 	mu      sync.Mutex
 	free    []uint32 // stack of free slots, low numbers on top at first
 	minFree int      // fewest free since the last NumAvailable
-	// readMin is the fewest free since the last ReadFree (noMin: none
-	// taken since): written under mu, read without it by snapshots.
+	// readMin is the fewest free since the last ReadFree (noMin before
+	// the first): written under mu, read without it by snapshots.
 	readMin atomic.Int64
 	closed  bool
 	// shut is set while Close decides: MarkPosted, which does not lock,
@@ -289,7 +289,7 @@ func (s *Set) Free() int {
 	return len(s.free)
 }
 
-// noMin is readMin when no slot was taken since the last ReadFree.
+// noMin is readMin before the first ReadFree.
 const noMin = math.MaxInt64
 
 // ReadFree returns the number of free slots now and the fewest free since
@@ -300,11 +300,8 @@ const noMin = math.MaxInt64
 func (s *Set) ReadFree() (free, minFree int) {
 	nLeased, nPosted := s.Count()
 	free = len(s.slots) - nLeased - nPosted
-	m := s.readMin.Swap(noMin)
-	if m >= int64(free) {
-		return free, free
-	}
-	return free, int(m)
+	m := s.readMin.Swap(int64(free)) // the next interval starts here
+	return free, int(min(m, int64(free)))
 }
 
 // Count reports how many slots are leased and how many posted now.
