@@ -100,7 +100,7 @@ type Poller struct {
 	Blocks      uint64    `json:"blocks"`       // count: waits on the queues' descriptors
 	WakeUps     uint64    `json:"wake_ups"`     // count: waits ended by a ready descriptor
 	Timeouts    uint64    `json:"timeouts"`     // count: waits ended by MaxBlock
-	Callbacks   Histogram `json:"callbacks"`    // time in the callbacks of one batch of completions
+	Callbacks   Histogram `json:"callbacks"`    // time in the callbacks of one batch of completions, one batch in 16 timed
 }
 
 // Histogram is a distribution of durations in fixed buckets.

@@ -156,7 +156,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 			return total
 		}
 		owners := *p.owners.Load()
-		start := since()
+		start := p.batchStart()
 		for i := range n {
 			c := p.cq.Entry(i)
 			h, ok := owners[uint32(c.Context>>32)]
@@ -166,7 +166,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 			}
 			h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len), Source: c.Source})
 		}
-		p.callbacks.observe(since() - start)
+		p.batchEnd(start)
 		p.completions.Add(uint64(n))
 		total += n
 		if n < fabric.MaxBatch {

@@ -46,8 +46,9 @@ type Stats struct {
 	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
 	WakeUps     uint64 // blocks ended by a ready descriptor (traffic, or work handed over)
 	Timeouts    uint64 // blocks ended by MaxBlock
-	// CallbackTime is the time spent delivering each batch of completions
-	// to their owners: the callbacks that run on the poller goroutine.
+	// CallbackTime is the time spent delivering a batch of completions
+	// to their owners (the callbacks that run on the poller goroutine),
+	// for one batch in CallbackSample.
 	CallbackTime Histogram
 }
 
@@ -86,6 +87,7 @@ type Poller struct {
 	completions, errs, events, dropped, sleeps, empty atomic.Uint64
 	wakeups, timeouts                                 atomic.Uint64
 	callbacks                                         histogram
+	batches                                           uint32 // poller goroutine only: batches delivered, for sampling
 }
 
 // Open opens a completion queue and an event queue on the domain and starts

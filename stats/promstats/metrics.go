@@ -155,7 +155,7 @@ var pollerMetrics = []metric{
 		perPoller(func(p *stats.Poller) float64 { return u(p.WakeUps) })),
 	counter("netio_poller_timeouts_total", "Blocks ended by MaxBlock.", pollerL,
 		perPoller(func(p *stats.Poller) float64 { return u(p.Timeouts) })),
-	{desc: prometheus.NewDesc("netio_poller_callback_seconds", "Time a poller spent in the callbacks of one batch of completions.",
+	{desc: prometheus.NewDesc("netio_poller_callback_seconds", "Time a poller spent in the callbacks of one batch of completions (one batch in 16 is timed).",
 		[]string{"provider", "poller"}, nil), collect: func(*stats.Snapshot, emit) {}, histogram: true},
 }
 
