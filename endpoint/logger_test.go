@@ -1,10 +1,8 @@
 package endpoint_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +15,11 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-// logBuffer is an io.Writer safe for the pollers' goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // connectionLog runs a connection that carries n messages on a manager
 // whose logger writes to the returned buffer, and closes it.
 func connectionLog(t *testing.T, n int) string {
 	t.Helper()
-	var out logBuffer
+	var out syncBuffer // coalesce_test.go
 	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1",
 		Logger: zerolog.New(&out).Level(zerolog.DebugLevel)})
 	require.NoError(t, err)
