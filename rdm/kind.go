@@ -64,9 +64,10 @@ func (k *kind) CancelPending(error)                        { (*Endpoint)(k).canc
 func (k *kind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
 func (k *kind) ReleaseResources() error                    { return (*Endpoint)(k).releaseResources() }
 
-// FillStats adds the send buffers, what was received and decoded, and the
-// peers. (The per-peer coalescers' counts are not in the snapshot yet.)
+// FillStats adds the send buffers, what every peer's coalescer posted and
+// dropped, what was received and decoded, and the peers.
 func (k *kind) FillStats(s *stats.Endpoint) {
+	s.CoalescedMessages, s.CoalescedBuffers, s.CoalesceDropped = k.cos.counts.Read()
 	s.Buffers = k.bufs.Set.Len()
 	s.FreeBuffers, s.MinFreeBuffers = k.bufs.Set.ReadFree()
 	s.MessagesReceived, s.BytesReceived, s.ReceiveErrors = k.received.Load(), k.receivedBytes.Load(), k.receiveErrors.Load()

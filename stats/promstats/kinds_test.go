@@ -132,6 +132,28 @@ func TestSnapshotRDMAndPubSub(t *testing.T) {
 		assert.Equal(t, uint64(1), k.MessagesSent)
 		assert.Equal(t, uint64(n), k.BytesSent)
 		assert.Equal(t, uint64(1), k.MessagesReceived)
+
+		// Coalesced messages to a peer: three in one buffer, decoded there.
+		var decoded atomic.Int64
+		crx, err := rdm.Open(mgr, "127.0.0.1:0", rdm.Config{
+			OnMessage: func(*rdm.Endpoint, rdm.Peer, uint64, []byte, uint8) { decoded.Add(1) }})
+		require.NoError(t, err)
+		defer crx.Close()
+		ctx, err := rdm.Open(mgr, "127.0.0.1:0", rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) {},
+			Coalesce: &rdm.CoalesceConfig{FlushInterval: time.Hour}})
+		require.NoError(t, err)
+		defer ctx.Close()
+		cpeer, err := ctx.AddPeer(crx.Addr())
+		require.NoError(t, err)
+		for tag := range uint64(3) {
+			require.Equal(t, netio.OK, ctx.SendMessage(tag, []byte("small"), cpeer))
+		}
+		require.Eventually(t, func() bool { return ctx.Flush(cpeer) == netio.OK }, waitFor, time.Millisecond)
+		require.Eventually(t, func() bool { return decoded.Load() == 3 }, waitFor, time.Millisecond)
+		k, _ = kind(mgr.Snapshot(), stats.KindRDM)
+		assert.Equal(t, uint64(3), k.CoalescedMessages)
+		assert.Equal(t, uint64(1), k.CoalescedBuffers)
+		assert.Equal(t, uint64(3), k.DecodedMessages)
 	})
 	t.Run("pubsub", func(t *testing.T) {
 		mgr := openDomain(t)
