@@ -8,11 +8,10 @@ import (
 	"net"
 	"time"
 
-	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
+const clientSynopsis = "netio-perf client [--provider P] [--mode send|pingpong] --connect IP:PORT [--size S] [--count|--iterations N] [--bufs|--window N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -20,6 +19,7 @@ const defaultTimeout = 120 * time.Second
 // clientOptions are the client's flags.
 type clientOptions struct {
 	commonFlags
+	peerFlags
 	connect  hostPort
 	local    string
 	size     int
@@ -39,7 +39,7 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	// take the provider's buffered-receive path, which livelocks under load.
 	o := clientOptions{size: 4096, count: 100000, bufs: 64}
 	fs := newCmdLine("client", clientSynopsis, stderr)
-	o.register(fs.FlagSet)
+	o.commonFlags.register(fs.FlagSet)
 	connect := fs.String("connect", "", "server address, IP:PORT (required)")
 	fs.StringVar(&o.local, "local", "", "local IP address to open the domain on (default: 127.0.0.1 for a loopback server, else the address routed to it)")
 	fs.Var(sizeFlag{&o.size}, "size", "message size in bytes, e.g. 4096 or 64K")
@@ -50,6 +50,7 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs.BoolVar(&o.coalesce, "coalesce", false, "pack messages into coalescing buffers with SendMessage (netio3's format; the server needs --coalesce): --size defaults to 64, --bufs counts coalescing buffers, and with --verify message k has tag k")
 	o.coal.register(fs, "with --coalesce")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
+	o.peerFlags.register(fs.FlagSet, &o.bufs, &o.count)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
@@ -68,6 +69,12 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	}
 	if o.timeout < 0 {
 		return o, fs.fail(errors.New("--timeout must not be negative"))
+	}
+	if err := o.peerFlags.check(o.count); err != nil {
+		return o, fs.fail(err)
+	}
+	if o.mode == modePingPong && (o.verify || o.zeroCopy || o.coalesce) {
+		return o, fs.fail(errors.New("--mode pingpong takes no --verify, --zero-copy or --coalesce"))
 	}
 	if o.coalesce && o.zeroCopy {
 		return o, fs.fail(errors.New("--zero-copy and --coalesce exclude each other"))
@@ -99,19 +106,12 @@ func localFor(server hostPort) (string, error) {
 // runClient is the client mode: it sends --count messages, waits for every
 // completion and closes.
 func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
-		defer cancel()
+	if o.mode == modePingPong {
+		return runPingPongClient(ctx, o, stdout)
 	}
-	local := o.local
-	if local == "" {
-		var err error
-		if local, err = localFor(o.connect); err != nil {
-			return err
-		}
-	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local})
+	ctx, cancel := withTimeout(ctx, o.timeout)
+	defer cancel()
+	mgr, err := openToward(o.provider, o.connect, o.local)
 	if err != nil {
 		return err
 	}

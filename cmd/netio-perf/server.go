@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D]"
+const serverSynopsis = "netio-perf server [--provider P] [--mode send|pingpong] [--listen IP:PORT] [--buf-size B] [--bufs|--window N] [--count|--iterations N] [--verify] [--coalesce] [--json] [--timeout D]"
 
 // closeGrace is how long a server that received its --count messages waits
 // for the clients to close their connections before it closes them itself:
@@ -23,6 +23,7 @@ const closeGrace = time.Second
 // serverOptions are the server's flags.
 type serverOptions struct {
 	commonFlags
+	peerFlags
 	listen   hostPort
 	bufSize  int
 	bufs     int
@@ -36,7 +37,7 @@ type serverOptions struct {
 func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	o := serverOptions{bufSize: mib, bufs: 64}
 	fs := newCmdLine("server", serverSynopsis, stderr)
-	o.register(fs.FlagSet)
+	o.commonFlags.register(fs.FlagSet)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on, IP:PORT (port 0 picks a free port)")
 	fs.Var(sizeFlag{&o.bufSize}, "buf-size", "size of each receive buffer: the largest message")
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "receive buffers kept posted per connection")
@@ -44,6 +45,7 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	fs.BoolVar(&o.verify, "verify", false, "check that byte i of message k of each connection is (k+i)%251 (and with --coalesce that its tag is k)")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "decode each buffer received as coalesced messages (from client --coalesce) and count those; --buf-size must hold the client's coalescing buffers")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long; 0: never (without --count the default is never)")
+	o.peerFlags.register(fs.FlagSet, &o.bufs, &o.count)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
@@ -60,12 +62,18 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	if o.count == 0 && !fs.isSet("timeout") {
 		o.timeout = 0 // a server without --count runs until a signal
 	}
+	if o.mode == modePingPong && (o.verify || o.coalesce || fs.isSet("count") || fs.isSet("iterations")) {
+		return o, fs.fail(errors.New("--mode pingpong takes no --verify, --coalesce or --count (the client sets the round trips)"))
+	}
 	return o, nil
 }
 
 // runServer is the server mode: it receives until --count messages arrived,
 // the context ends (a signal: a clean exit) or the timeout passes (exit 1).
 func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
+	if o.mode == modePingPong {
+		return runPingPongServer(ctx, o, stdout, stderr)
+	}
 	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
 	if err != nil {
 		return err
