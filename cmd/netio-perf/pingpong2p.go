@@ -14,6 +14,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/latency"
 )
 
 // The two-process ping-pong (server and client --mode pingpong), in the
@@ -114,18 +115,6 @@ func (r pingPongReport) print(w io.Writer, asJSON bool) error {
 	_, err := fmt.Fprintf(w, "client (%s): pingpong %s, %d round trips in %.3f s: one-way latency p50 %.2f µs, p99 %.2f µs, mean %.2f µs\n",
 		r.Provider, formatSize(r.Size), r.RoundTrips, r.Seconds, r.LatP50us, r.LatP99us, r.LatMeanus)
 	return err
-}
-
-// oneWayMean returns the mean one-way latency (half the round trip) in µs.
-func oneWayMean(rtts []time.Duration) float64 {
-	if len(rtts) == 0 {
-		return 0
-	}
-	var sum time.Duration
-	for _, d := range rtts {
-		sum += d
-	}
-	return float64(sum) / float64(len(rtts)) / 2 / float64(time.Microsecond)
 }
 
 // echoer is the server side: it learns the client's address from the hello
@@ -305,7 +294,7 @@ func runPingPongClient(ctx context.Context, o clientOptions, stdout io.Writer) e
 		return err
 	}
 	r := pingPongReport{Role: "client", Provider: o.provider, Mode: modePingPong, Size: o.size,
-		RoundTrips: len(c.p.rtts), Seconds: time.Since(start).Seconds(), LatMeanus: oneWayMean(c.p.rtts)}
+		RoundTrips: len(c.p.rtts), Seconds: time.Since(start).Seconds(), LatMeanus: latency.OneWayMean(c.p.rtts)}
 	r.LatP50us, r.LatP99us = oneWayPercentiles(c.p.rtts)
 	return r.print(stdout, o.json)
 }

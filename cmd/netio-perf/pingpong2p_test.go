@@ -135,8 +135,3 @@ func TestPingPongUsageErrors(t *testing.T) {
 		assert.Empty(t, out.String(), "%q", args)
 	}
 }
-
-func TestOneWayMean(t *testing.T) {
-	assert.Zero(t, oneWayMean(nil))
-	assert.InDelta(t, 2.0, oneWayMean([]time.Duration{2 * time.Microsecond, 6 * time.Microsecond}), 1e-9)
-}

@@ -834,6 +834,8 @@ static void *bw_server(void *arg)
 		}
 		received += (uint64_t)n;
 		last_receive = now_sec();
+		if (two_proc() && received >= o.max_count)
+			break; /* the client's close may cancel what is posted */
 	}
 	server_received = received;
 	atomic_store(&server_done, 1);
