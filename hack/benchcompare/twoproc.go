@@ -80,11 +80,13 @@ func bwCount2p(size int, d time.Duration) int {
 }
 
 // ppCount2p is how many timed round trips a two-process ping-pong makes at
-// size: about d at a round trip of 2 × (4 µs + size at 2 GB/s), 1000 to
-// 100000.
+// size: about d/4 at a round trip of 2 × (4 µs + size at 2 GB/s), 500 to
+// 20000. fabtests end by count only, and a spinning program on a busy
+// machine takes milliseconds a round trip: the count keeps such a run
+// within the per-process timeout.
 func ppCount2p(size int, d time.Duration) int {
 	rtt := 2 * (4e-6 + float64(size)/2e9)
-	return min(100000, max(1000, int(d.Seconds()/rtt)))
+	return min(20000, max(500, int(d.Seconds()/4/rtt)))
 }
 
 // setupCount2p is the messages of the set-up pair whose CPU time is taken

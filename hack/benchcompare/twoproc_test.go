@@ -61,8 +61,9 @@ func TestCounts2p(t *testing.T) {
 	assert.Equal(t, 250000, bwCount2p(64, time.Second))
 	assert.Equal(t, 76293, bwCount2p(64<<10, time.Second))
 	assert.Equal(t, 8*window2p, bwCount2p(1<<20, 10*time.Millisecond), "at least eight windows")
-	assert.Equal(t, 100000, ppCount2p(64, 10*time.Second))
-	assert.Equal(t, 1000, ppCount2p(1<<20, 10*time.Millisecond))
+	assert.Equal(t, 20000, ppCount2p(64, 10*time.Second))
+	assert.Equal(t, 500, ppCount2p(1<<20, 10*time.Millisecond))
+	assert.Equal(t, 946, ppCount2p(1<<20, 4*time.Second))
 }
 
 // Loopback TCP's modes are read off the reference's rounds: two groups
