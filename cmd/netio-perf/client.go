@@ -8,10 +8,11 @@ import (
 	"net"
 	"time"
 
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const clientSynopsis = "netio-perf client [--provider P] [--mode send|pingpong] --connect IP:PORT [--size S] [--count|--iterations N] [--bufs|--window N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
+const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -39,7 +40,7 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	// take the provider's buffered-receive path, which livelocks under load.
 	o := clientOptions{size: 4096, count: 100000, bufs: 64}
 	fs := newCmdLine("client", clientSynopsis, stderr)
-	o.commonFlags.register(fs.FlagSet)
+	o.register(fs.FlagSet)
 	connect := fs.String("connect", "", "server address, IP:PORT (required)")
 	fs.StringVar(&o.local, "local", "", "local IP address to open the domain on (default: 127.0.0.1 for a loopback server, else the address routed to it)")
 	fs.Var(sizeFlag{&o.size}, "size", "message size in bytes, e.g. 4096 or 64K")
@@ -50,7 +51,7 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs.BoolVar(&o.coalesce, "coalesce", false, "pack messages into coalescing buffers with SendMessage (netio3's format; the server needs --coalesce): --size defaults to 64, --bufs counts coalescing buffers, and with --verify message k has tag k")
 	o.coal.register(fs, "with --coalesce")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
-	o.peerFlags.register(fs.FlagSet, &o.bufs, &o.count)
+	o.registerPeer(fs.FlagSet, &o.bufs, &o.count)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
@@ -109,9 +110,19 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 	if o.mode == modePingPong {
 		return runPingPongClient(ctx, o, stdout)
 	}
-	ctx, cancel := withTimeout(ctx, o.timeout)
-	defer cancel()
-	mgr, err := openToward(o.provider, o.connect, o.local)
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
+		defer cancel()
+	}
+	local := o.local
+	if local == "" {
+		var err error
+		if local, err = localFor(o.connect); err != nil {
+			return err
+		}
+	}
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local})
 	if err != nil {
 		return err
 	}

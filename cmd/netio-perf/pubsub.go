@@ -168,8 +168,11 @@ func verifyPattern(maxLen int) *testpattern.Pattern {
 // --subscribers, publishes, waits for the subscribers to leave (at most
 // pubsubLinger) and reports.
 func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer) error {
-	ctx, cancel := withTimeout(ctx, o.timeout)
-	defer cancel()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
+		defer cancel()
+	}
 	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const serverSynopsis = "netio-perf server [--provider P] [--mode send|pingpong] [--listen IP:PORT] [--buf-size B] [--bufs|--window N] [--count|--iterations N] [--verify] [--coalesce] [--json] [--timeout D]"
+const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D]"
 
 // closeGrace is how long a server that received its --count messages waits
 // for the clients to close their connections before it closes them itself:
@@ -37,7 +37,7 @@ type serverOptions struct {
 func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	o := serverOptions{bufSize: mib, bufs: 64}
 	fs := newCmdLine("server", serverSynopsis, stderr)
-	o.commonFlags.register(fs.FlagSet)
+	o.register(fs.FlagSet)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on, IP:PORT (port 0 picks a free port)")
 	fs.Var(sizeFlag{&o.bufSize}, "buf-size", "size of each receive buffer: the largest message")
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "receive buffers kept posted per connection")
@@ -45,7 +45,7 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	fs.BoolVar(&o.verify, "verify", false, "check that byte i of message k of each connection is (k+i)%251 (and with --coalesce that its tag is k)")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "decode each buffer received as coalesced messages (from client --coalesce) and count those; --buf-size must hold the client's coalescing buffers")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long; 0: never (without --count the default is never)")
-	o.peerFlags.register(fs.FlagSet, &o.bufs, &o.count)
+	o.registerPeer(fs.FlagSet, &o.bufs, &o.count)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/pubsub"
 )
 
@@ -136,7 +137,14 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, errTimedOut)
 		defer cancel()
 	}
-	mgr, err := openToward(o.provider, o.connect, o.local)
+	local := o.local
+	if local == "" {
+		var err error
+		if local, err = localFor(o.connect); err != nil {
+			return err
+		}
+	}
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local})
 	if err != nil {
 		return err
 	}
