@@ -20,9 +20,9 @@ const defaultTimeout = 120 * time.Second
 // clientOptions are the client's flags.
 type clientOptions struct {
 	commonFlags
-	peerFlags
 	connect  hostPort
 	local    string
+	peer     peerFlags // --mode, --window, --iterations (pingpong2p.go)
 	size     int
 	count    uint64
 	bufs     int
@@ -42,6 +42,7 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs := newCmdLine("client", clientSynopsis, stderr)
 	o.register(fs.FlagSet)
 	connect := fs.String("connect", "", "server address, IP:PORT (required)")
+	o.peer.register(fs.FlagSet, &o.bufs, &o.count)
 	fs.StringVar(&o.local, "local", "", "local IP address to open the domain on (default: 127.0.0.1 for a loopback server, else the address routed to it)")
 	fs.Var(sizeFlag{&o.size}, "size", "message size in bytes, e.g. 4096 or 64K")
 	fs.Uint64Var(&o.count, "count", o.count, "messages to send")
@@ -51,7 +52,6 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs.BoolVar(&o.coalesce, "coalesce", false, "pack messages into coalescing buffers with SendMessage (netio3's format; the server needs --coalesce): --size defaults to 64, --bufs counts coalescing buffers, and with --verify message k has tag k")
 	o.coal.register(fs, "with --coalesce")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
-	o.registerPeer(fs.FlagSet, &o.bufs, &o.count)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
@@ -71,10 +71,10 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	if o.timeout < 0 {
 		return o, fs.fail(errors.New("--timeout must not be negative"))
 	}
-	if err := o.peerFlags.check(o.count); err != nil {
+	if err := o.peer.check(o.count); err != nil {
 		return o, fs.fail(err)
 	}
-	if o.mode == modePingPong && (o.verify || o.zeroCopy || o.coalesce) {
+	if o.peer.mode == modePingPong && (o.verify || o.zeroCopy || o.coalesce) {
 		return o, fs.fail(errors.New("--mode pingpong takes no --verify, --zero-copy or --coalesce"))
 	}
 	if o.coalesce && o.zeroCopy {
@@ -107,7 +107,7 @@ func localFor(server hostPort) (string, error) {
 // runClient is the client mode: it sends --count messages, waits for every
 // completion and closes.
 func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
-	if o.mode == modePingPong {
+	if o.peer.mode == modePingPong {
 		return runPingPongClient(ctx, o, stdout)
 	}
 	if o.timeout > 0 {

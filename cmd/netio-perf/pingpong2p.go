@@ -66,9 +66,9 @@ type peerFlags struct {
 	mode string
 }
 
-// registerPeer adds --mode and the aliases --window (for --bufs) and
+// register adds --mode and the aliases --window (for --bufs) and
 // --iterations (for --count), so that a fabtests user's habits work.
-func (p *peerFlags) registerPeer(fs *flag.FlagSet, bufs *int, count *uint64) {
+func (p *peerFlags) register(fs *flag.FlagSet, bufs *int, count *uint64) {
 	p.mode = modeSend
 	fs.Func("mode", "send (stream messages one way, the default) or pingpong (bounce one message, print one-way latency p50/p99/mean like fi_msg_pingpong; the server serves one client, then exits)", func(s string) error {
 		if s != modeSend && s != modePingPong {

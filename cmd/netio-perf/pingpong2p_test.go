@@ -108,14 +108,14 @@ func TestPeerFlagAliases(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, c.bufs)
 	assert.Equal(t, uint64(123), c.count)
-	assert.Equal(t, modeSend, c.mode)
+	assert.Equal(t, modeSend, c.peer.mode)
 	s, err := parseServerFlags([]string{"--window", "9", "--iterations", "55"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 9, s.bufs)
 	assert.Equal(t, uint64(55), s.count)
 	c, err = parseClientFlags([]string{"--connect", "127.0.0.1:1", "--mode", "pingpong"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, modePingPong, c.mode)
+	assert.Equal(t, modePingPong, c.peer.mode)
 }
 
 func TestPingPongUsageErrors(t *testing.T) {
