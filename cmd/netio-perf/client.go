@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/netio-go/netio/domain"
@@ -127,6 +128,11 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		return err
 	}
 	defer mgr.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	var pat *testpattern.Pattern
 	if o.verify {
 		pat = testpattern.New(o.size)
