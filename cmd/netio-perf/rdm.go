@@ -186,6 +186,11 @@ func runRDMServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer
 		return err
 	}
 	defer mgr.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	s := newSink(nil, o.count)
 	if o.verify {
 		s.unordered = &testpattern.Unordered{Pattern: testpattern.New(o.bufSize)}

@@ -52,6 +52,8 @@ func TestRDMFlagErrors(t *testing.T) {
 		"sweep other mode":     {"--endpoint", "rdm", "--mode", "scale"},
 		"rdm connect not addr": {"client", "--endpoint", "rdm", "--connect", "nowhere"},
 		"inject without rdm":   {"client", "--inject", "--connect", "127.0.0.1:1"},
+		"rdm server pingpong":  {"server", "--endpoint", "rdm", "--mode", "pingpong"},
+		"rdm client pingpong":  {"client", "--endpoint", "rdm", "--mode", "pingpong", "--connect", "127.0.0.1:1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var errOut bytes.Buffer

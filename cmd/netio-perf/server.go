@@ -25,6 +25,7 @@ type serverOptions struct {
 	commonFlags
 	endpointFlags
 	listen   hostPort
+	peer     peerFlags // --mode, --window, --iterations (pingpong2p.go)
 	bufSize  int
 	bufs     int
 	count    uint64
@@ -39,6 +40,7 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	fs := newCmdLine("server", serverSynopsis, stderr)
 	o.register(fs.FlagSet)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on, IP:PORT (port 0 picks a free port)")
+	o.peer.register(fs.FlagSet, &o.bufs, &o.count)
 	fs.Var(sizeFlag{&o.bufSize}, "buf-size", "size of each receive buffer: the largest message")
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "receive buffers kept posted per connection")
 	fs.Uint64Var(&o.count, "count", 0, "exit after this many messages over all connections (0: run until SIGINT/SIGTERM)")
@@ -58,8 +60,8 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 			return o, fs.fail(fmt.Errorf("--listen: %w", err))
 		}
 	}
-	if o.rdm() && o.coalesce {
-		return o, fs.fail(errors.New("--coalesce needs --endpoint msg"))
+	if o.rdm() && (o.coalesce || o.peer.mode == modePingPong) {
+		return o, fs.fail(errors.New("--coalesce and --mode pingpong need --endpoint msg"))
 	}
 	if o.bufs < 1 {
 		return o, fs.fail(errors.New("--bufs must be at least 1"))
@@ -70,6 +72,9 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	if o.count == 0 && !fs.isSet("timeout") {
 		o.timeout = 0 // a server without --count runs until a signal
 	}
+	if o.peer.mode == modePingPong && (o.verify || o.coalesce || fs.isSet("count") || fs.isSet("iterations")) {
+		return o, fs.fail(errors.New("--mode pingpong takes no --verify, --coalesce or --count (the client sets the round trips)"))
+	}
 	return o, nil
 }
 
@@ -79,11 +84,19 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 	if o.rdm() {
 		return runRDMServer(ctx, o, stdout, stderr)
 	}
+	if o.peer.mode == modePingPong {
+		return runPingPongServer(ctx, o, stdout, stderr)
+	}
 	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
 	if err != nil {
 		return err
 	}
 	defer mgr.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	var pat *testpattern.Pattern
 	if o.verify {
 		pat = testpattern.New(o.bufSize)
