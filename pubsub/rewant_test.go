@@ -150,7 +150,7 @@ func TestSubscribeDuringUnsubscribeAck(t *testing.T) {
 	require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), tag))
 	assert.Equal(t, pubsub.OK, publishAll(t, p, tag, buf, 1, dl), "published after Subscribe returned")
 	require.NoError(t, <-unsubDone)
-	waitFor(t, 5*time.Second, func() bool { return col.accounted(tag, 1, 1) }, "message 1 delivered or reported")
+	waitFor(t, 10*time.Second, func() bool { return col.accounted(tag, 1, 1) }, "message 1 delivered or reported")
 	assert.Equal(t, []uint64{0, 1}, col.received(tag))
 }
 
@@ -177,7 +177,7 @@ func TestSubscribeAfterUnsentUnsubscribe(t *testing.T) {
 			require.Equal(t, pubsub.OK, publishAll(t, p, tag, buf, seq, dl))
 			seq++
 		}
-		waitFor(t, 5*time.Second, func() bool { return col.accounted(tag, first, seq-1) },
+		waitFor(t, 10*time.Second, func() bool { return col.accounted(tag, first, seq-1) },
 			"round %d: messages %d to %d delivered or reported (got %v)", round, first, seq-1, col.received(tag))
 	}
 	assert.Zero(t, sub.Stats().Missed, "Block: nothing is dropped")
@@ -236,7 +236,7 @@ func TestResubscribeRaceAccountsEveryMessage(t *testing.T) {
 				for s := first; s < first+n; s++ {
 					require.Equal(t, pubsub.OK, publishAll(t, p, tag, buf, s, dl), "round %d seq %d", round, s)
 				}
-				waitFor(t, 5*time.Second, func() bool { return col.accounted(tag, first, first+n-1) },
+				waitFor(t, 10*time.Second, func() bool { return col.accounted(tag, first, first+n-1) },
 					"round %d: received + missed == %d for messages %d..%d", round, n, first, first+n-1)
 			}
 			ss := sub.Stats()
