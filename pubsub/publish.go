@@ -224,8 +224,11 @@ func (s *subscription) drop(ts *tagState) {
 // before any SYNC record of it got through: without it the subscriber
 // would take seq for its start and never learn of those copies. It
 // reports whether the message may go on; a copy that cannot is dropped
-// (Drop) or failed. Only Drop subscriptions can need it, since Block
-// takes every copy or none. ts.mu is held, and s.sess.mu for Block.
+// (owing a SYNC, which reports it as a gap) or failed. A Block
+// subscription needs it only after a copy of it failed (its connection is
+// ending, since Block takes every copy or none); its copy is then dropped
+// like a Drop one's, and reported the same way. ts.mu is held, and
+// s.sess.mu for Block.
 func (s *subscription) sendStart(ts *tagState, seq uint64) bool {
 	if !s.fresh || seq == s.start {
 		return true
