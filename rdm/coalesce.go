@@ -70,14 +70,18 @@ func (e *Endpoint) newCoalescer(p Peer, name string) *coalescer.Coalescer {
 // endCoalescer ends a peer's coalescer (a removed peer, or Close) and keeps
 // its counts.
 func (e *Endpoint) endCoalescer(co *coalescer.Coalescer) {
+	e.cos.mu.Lock()
+	e.endCoalescerLocked(co)
+	e.cos.mu.Unlock()
+}
+
+// endCoalescerLocked is endCoalescer with e.cos.mu held.
+func (e *Endpoint) endCoalescerLocked(co *coalescer.Coalescer) {
 	if co == nil {
 		return
 	}
 	co.End()
-	st := co.Stats()
-	e.cos.mu.Lock()
-	e.cos.ended.Add(st)
-	e.cos.mu.Unlock()
+	e.cos.ended.Add(co.Stats())
 }
 
 // peerTarget is a peer's coalescer's view of the endpoint.
@@ -147,9 +151,12 @@ func (e *Endpoint) Flush(to Peer) netio.Status {
 // CoalesceStats returns the coalescing counters of every peer, removed
 // ones included; all zero when the endpoint is not coalescing.
 func (e *Endpoint) CoalesceStats() CoalesceStats {
+	// Under cos.mu, which RemovePeer holds from taking a peer out of the
+	// table to adding its counts to the ended ones: each peer is counted
+	// once, so the totals never go back.
 	e.cos.mu.Lock()
+	defer e.cos.mu.Unlock()
 	sum := e.cos.ended
-	e.cos.mu.Unlock()
 	e.peers.eachCoalescer(func(co *coalescer.Coalescer) { sum.Add(co.Stats()) })
 	return CoalesceStats(sum)
 }
