@@ -233,8 +233,9 @@ func (e *Endpoint) onPoller(fn func() error) error {
 }
 
 // RemovePeer forgets p and removes it from the address vector. New sends
-// to it are refused; sends to it still queued for the poller fail, and
-// those the provider holds complete as it decides (Failed, usually), each
+// to it are refused; sends to it still queued for the poller or parked
+// fail (EHOSTUNREACH), and those the provider holds already complete as it
+// decides (OK on tcp;ofi_rxm and sockets: TestRemovePeerInFlight), each
 // reported once; messages in its coalescing buffer that were not posted are
 // dropped, logged and counted (CoalesceStats.Dropped): Flush first and wait
 // for the completion to avoid that. A restarted peer needs
