@@ -57,6 +57,9 @@ func (c *CoalesceConfig) validate() error {
 type coalescers struct {
 	mu    sync.Mutex
 	ended coalescer.Stats
+	// allEnded: teardown ended every peer's coalescer, whose counts are in
+	// ended now although the peer table still holds them until release.
+	allEnded bool
 	// counts are every peer's coalescer's, live or ended, for snapshots.
 	counts coalescer.Counts
 }
@@ -67,15 +70,8 @@ func (e *Endpoint) newCoalescer(p Peer, name string) *coalescer.Coalescer {
 	return coalescer.NewShared(&peerTarget{e: e, to: p}, e.bufs.Pool.BufferSize(), e.cfg.Coalesce.FlushInterval, e.c.Log, name, &e.cos.counts)
 }
 
-// endCoalescer ends a peer's coalescer (a removed peer, or Close) and keeps
-// its counts.
-func (e *Endpoint) endCoalescer(co *coalescer.Coalescer) {
-	e.cos.mu.Lock()
-	e.endCoalescerLocked(co)
-	e.cos.mu.Unlock()
-}
-
-// endCoalescerLocked is endCoalescer with e.cos.mu held.
+// endCoalescerLocked ends a peer's coalescer (a removed peer, or Close)
+// and keeps its counts. The caller holds e.cos.mu (see CoalesceStats).
 func (e *Endpoint) endCoalescerLocked(co *coalescer.Coalescer) {
 	if co == nil {
 		return
@@ -157,7 +153,9 @@ func (e *Endpoint) CoalesceStats() CoalesceStats {
 	e.cos.mu.Lock()
 	defer e.cos.mu.Unlock()
 	sum := e.cos.ended
-	e.peers.eachCoalescer(func(co *coalescer.Coalescer) { sum.Add(co.Stats()) })
+	if !e.cos.allEnded {
+		e.peers.eachCoalescer(func(co *coalescer.Coalescer) { sum.Add(co.Stats()) })
+	}
 	return CoalesceStats(sum)
 }
 
@@ -169,5 +167,8 @@ func (e *Endpoint) flushAllOnClose() {
 // endAllCoalescers ends every peer's coalescer at teardown: what was not
 // posted is dropped and counted, and the flushers return.
 func (e *Endpoint) endAllCoalescers() {
-	e.peers.eachCoalescer(e.endCoalescer)
+	e.cos.mu.Lock()
+	defer e.cos.mu.Unlock()
+	e.peers.eachCoalescer(e.endCoalescerLocked)
+	e.cos.allEnded = true
 }
