@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/internal/perfplot"
 )
 
 // errUsage marks a command-line error: the caller prints the usage and exits
@@ -74,17 +75,9 @@ func parseList(s string, parse func(string) (int, error)) ([]int, error) {
 }
 
 // formatSize renders a size the way the sweep table shows it: "64 B",
-// "4 KiB", "1 MiB", or plain bytes when it is not a whole multiple.
-func formatSize(n int) string {
-	switch {
-	case n >= mib && n%mib == 0:
-		return fmt.Sprintf("%d MiB", n/mib)
-	case n >= kib && n%kib == 0:
-		return fmt.Sprintf("%d KiB", n/kib)
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
-}
+// "4 KiB", "1 MiB", or plain bytes when it is not a whole multiple (the
+// plot's tick labels, one implementation).
+func formatSize(n int) string { return perfplot.FormatSize(n) }
 
 // sizeFlag is a flag.Value for a byte count in parseSize's syntax.
 type sizeFlag struct{ n *int }
