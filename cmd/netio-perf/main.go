@@ -7,10 +7,13 @@
 // one message bounced over two connections (one each way) with the one-way
 // latency taken as half the round trip. It prints a table, then the CPU
 // time (getrusage user+sys of the process, both sides) per GB each
-// throughput part took, or one JSON object with --json.
+// throughput part took, or one JSON object with --json. --plot also draws
+// bandwidth and one-way latency against message size into an SVG or PNG
+// file (--mode send, rma-read, rma-write).
 //
 //	netio-perf [--provider P] [--mode send|rma-read|rma-write|scale] [--sizes LIST]
 //	           [--duration D] [--window N] [--rx-bufs N] [--quick] [--zero-copy] [--json]
+//	           [--plot FILE.svg|FILE.png]
 //	netio-perf --mode scale [--conns 1,4,16,64] [--sizes 4K] [--duration D] [--json]
 //	netio-perf --mode coalesce [--sizes 64] [--buf-size 64K] [--flush-interval 1ms]
 //	           [--duration D] [--window N] [--rx-bufs N] [--verify] [--json]
