@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
+const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP] [--progress auto|on|off]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -30,6 +30,7 @@ type clientOptions struct {
 	coalesce bool          // send with SendMessage through coalescing buffers
 	coal     coalesceFlags // their size and flush interval
 	timeout  time.Duration // 0: none
+	progress progressFlags // progress lines (progress.go)
 }
 
 // parseClientFlags parses the client's command line.
@@ -50,8 +51,12 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs.BoolVar(&o.coalesce, "coalesce", false, "pack messages into coalescing buffers with SendMessage (netio3's format; the server needs --coalesce): --size defaults to 64, --bufs counts coalescing buffers, and with --verify message k has tag k")
 	o.coal.register(fs, "with --coalesce")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
+	o.progress.register(fs)
 	if err := fs.parse(args); err != nil {
 		return o, err
+	}
+	if err := o.progress.check(o.json); err != nil {
+		return o, fs.fail(err)
 	}
 	if *connect == "" {
 		return o, fs.fail(errors.New("--connect is required"))
@@ -130,6 +135,12 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	read := s.progressCounts
+	if o.coalesce {
+		read = s.coalescedProgressCounts
+	}
+	stopProgress := o.progress.start(stdout, o.json, "client", "in flight", read)
+	defer stopProgress()
 	var sendErr, drainErr error
 	start := time.Now()
 	if o.coalesce {
@@ -140,6 +151,7 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		drainErr = s.drain(ctx)
 	}
 	elapsed := time.Since(start)
+	stopProgress()
 	s.lingerIfStaged(ctx, o.provider)
 	closeErr := closeEndpoint()
 	r := s.report(o.provider, elapsed)

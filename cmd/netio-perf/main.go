@@ -42,6 +42,11 @@
 //	                  [--bufs N] [--verify] [--json] [--timeout D] [--local IP]
 //	                  [--coalesce [--buf-size 64K] [--flush-interval 1ms]]
 //
+// When stdout is a terminal and --json is off, the server and the client
+// print a progress line every --progress-interval (1s): messages so far,
+// MB/s and Mmsg/s over the last interval, and the sends in flight (client)
+// or the connections open (server); --progress on|off overrides.
+//
 // The server prints "LISTENING ip:port" as its first line on stdout, then
 // receives from any number of connections until --count messages arrived
 // or SIGINT/SIGTERM. With --verify byte i of message k (k counted from 0 on
