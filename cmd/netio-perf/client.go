@@ -103,7 +103,7 @@ func localFor(server hostPort) (string, error) {
 
 // runClient is the client mode: it sends --count messages, waits for every
 // completion and closes.
-func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
+func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
@@ -116,7 +116,7 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 			return err
 		}
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local, Logger: o.logger(stderr)})
 	if err != nil {
 		return err
 	}

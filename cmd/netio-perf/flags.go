@@ -169,6 +169,7 @@ type commonFlags struct {
 	provider string
 	json     bool
 	poll     pollMode
+	logLevel logLevel // --log-level (logging.go)
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -176,6 +177,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.provider, "provider", "tcp", "libfabric provider (tcp, sockets, ...)")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object as the last line")
 	fs.Var(&c.poll, "poll", "how pollers wait: adaptive (spin briefly, then sleep), block (sleep at once) or busy (never sleep)")
+	c.logLevel.register(fs)
 }
 
 // cmdLine is the flag set of one mode together with its usage text.

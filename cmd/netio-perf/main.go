@@ -85,6 +85,11 @@
 // measures one publisher and --conns subscribers (default 1,4) in one
 // process, 64 B to 4 KiB.
 //
+// Every mode takes --log-level LEVEL (a zerolog level: trace, debug, info,
+// warn, error; the default, disabled, logs nothing): the logger netio-perf
+// gives the library (domain.Config.Logger, and the publisher's and the
+// subscriber's) writes from that level on to stderr.
+//
 // Exit status: 0 on success, 1 on a runtime failure (connection refused,
 // timeout, failed sends, verification errors), 2 on a usage error.
 package main
@@ -135,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "client":
 		var o clientOptions
 		if o, err = parseClientFlags(args, stderr); err == nil {
-			err = runClient(ctx, o, stdout)
+			err = runClient(ctx, o, stdout, stderr)
 		}
 	case "publish":
 		var o publishOptions

@@ -71,7 +71,7 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 // runServer is the server mode: it receives until --count messages arrived,
 // the context ends (a signal: a clean exit) or the timeout passes (exit 1).
 func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
 	if err != nil {
 		return err
 	}

@@ -150,7 +150,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	if o.quick {
 		b = quickBudget
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1"})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1", Logger: o.logger(stderr)})
 	if err != nil {
 		return err
 	}
