@@ -110,8 +110,17 @@ func Write(path string, fig Figure) error {
 	return nil
 }
 
-// Render draws the figure to w in format "svg" or "png".
-func Render(w io.Writer, format string, fig Figure) error {
+// Render draws the figure to w in format "svg" or "png". gonum reports
+// some bad input by panicking (a log axis over a value that is not
+// positive); Render filters what it knows of, and turns any other such
+// panic into an error: a picture must not take a finished benchmark run
+// down with it.
+func Render(w io.Writer, format string, fig Figure) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("perfplot: drawing failed: %v", r)
+		}
+	}()
 	panels := fig.panels()
 	if len(panels) == 0 {
 		return ErrNoData
