@@ -26,7 +26,7 @@ type progressFlags struct {
 
 // register adds the flags to a command line.
 func (p *progressFlags) register(fs *cmdLine) {
-	fs.StringVar(&p.mode, "progress", progressAuto, "a progress line (messages, MB/s, in flight) every --progress-interval on stdout: auto (when stdout is a terminal and --json is off), on or off")
+	fs.StringVar(&p.mode, "progress", progressAuto, "a progress line (messages, MB/s, and the client's sends in flight or the server's open connections) every --progress-interval on stdout: auto (when stdout is a terminal and --json is off), on or off")
 	fs.DurationVar(&p.interval, "progress-interval", time.Second, "time between progress lines")
 }
 
