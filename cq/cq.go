@@ -35,6 +35,7 @@ import (
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/internal/closing"
 	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/quirks"
 )
 
 // Mode selects how a Poller waits when there is nothing to read.
@@ -181,6 +182,9 @@ func Open(mgr *domain.Manager, cfg Config) (*Poller, error) {
 	cp := &Poller{mgr: mgr}
 	pc := cfg.internal()
 	pc.OnStopped = cp.stopped
+	// A provider that leaves closed endpoints in its queues' wait sets gets
+	// a queue without one (quirks.Quirks.StaleWaitEntries).
+	pc.NoCQWait = quirks.For(mgr.Provider()).StaleWaitEntries
 	p, err := poll.Open(mgr.Fabric(), mgr.Domain(), pc)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/coalescer"
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
@@ -114,9 +115,9 @@ type SendEndpointBuffered struct {
 	cfg    SendConfig
 	holder uint64 // identity in the buffer pool, unique in the process
 	bufs   sendcore.Buffers
-	pool   *sendbuf.Pool // bufs.Pool
-	set    *slots.Set    // bufs.Set: the buffer states, the table of sends in flight
-	co     *coalescer    // nil unless SendConfig.Coalesce is set
+	pool   *sendbuf.Pool        // bufs.Pool
+	set    *slots.Set           // bufs.Set: the buffer states, the table of sends in flight
+	co     *coalescer.Coalescer // nil unless SendConfig.Coalesce is set
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain

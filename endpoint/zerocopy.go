@@ -2,30 +2,22 @@ package endpoint
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"runtime"
 	"time"
-	"unsafe"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
-	"github.com/netio-go/netio/headerbuf"
 	"github.com/netio-go/netio/internal/poll"
-	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
-	"github.com/netio-go/netio/internal/slots"
+	"github.com/netio-go/netio/internal/zerocopy"
 )
 
 // Defaults for ZeroCopyConfig.
 const (
-	DefaultHeaderSize  = 64
-	DefaultHeaderCount = 128
-	// maxPieces bounds the iovecs of one send (header included), whatever
-	// the provider's iov_limit.
-	maxPieces = 8
+	DefaultHeaderSize  = zerocopy.DefaultHeaderSize
+	DefaultHeaderCount = zerocopy.DefaultHeaderCount
 )
 
 // ZeroCopyConfig configures a zero-copy send endpoint.
@@ -83,31 +75,14 @@ type ZeroCopyConfig struct {
 	cq.Runtime
 }
 
-// zcSlot is what one send in flight holds, indexed by its header slot.
-type zcSlot struct {
-	pinners [maxPieces]runtime.Pinner // one per piece: a Pinner holds 5 pins before it allocates
-	regs    [maxPieces]*domain.CachedRegistration
-	iov     [maxPieces]fabric.IOVec
-	desc    [maxPieces]uintptr
-}
-
 // SendEndpointZeroCopy sends a small header copied into a registered slot
 // followed by the caller's data, not copied, as one libfabric message
 // (fi_sendv). The completion reports the caller's key; until then the data
 // must not change.
 type SendEndpointZeroCopy struct {
-	c        sendConn
-	cfg      ZeroCopyConfig
-	headers  *headerbuf.HeaderBuffer
-	inFlight *slots.Set // the header slots' states: the table of sends in flight
-	slots    []zcSlot
-	cache    *domain.RegistrationCache
-	ownCache bool
-	keepGo   bool
-	maxIOV   int
-
-	region       *domain.Registration // Region's registration, or SharedRegion
-	regionPinner runtime.Pinner       // pins a Go Region until Close
+	c   sendConn
+	cfg ZeroCopyConfig
+	zc  zerocopy.Sends // header slots, pins, registrations: internal/zerocopy
 }
 
 // DialZeroCopy connects to the listener at addr like Dial and returns a
@@ -123,8 +98,7 @@ func DialZeroCopy(ctx context.Context, mgr *domain.Manager, addr string, cfg Zer
 	if err != nil {
 		return nil, err
 	}
-	z := &SendEndpointZeroCopy{cfg: cfg, keepGo: *cfg.KeepGoRegistrations}
-	z.maxIOV = min(maxPieces, max(mgr.Info().IOVLimit(), 1))
+	z := &SendEndpointZeroCopy{cfg: cfg}
 	z.c.addr = addr
 	opts := connOptions{Options: sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
 		OnClosed: cfg.OnConnectionClosed, OnSendCompleted: cfg.OnSendCompleted},
@@ -139,59 +113,26 @@ func (c *ZeroCopyConfig) withDefaults(mgr *domain.Manager) error {
 	if err := checkProgressTimeout(c.ProgressTimeout); err != nil {
 		return err
 	}
-	if c.HeaderSize == 0 {
-		c.HeaderSize = DefaultHeaderSize
+	zs := c.settings()
+	if err := zs.WithDefaults(mgr, "endpoint"); err != nil {
+		return err
 	}
-	if c.HeaderCount == 0 {
-		c.HeaderCount = DefaultHeaderCount
-	}
-	if c.HeaderSize < 0 || c.HeaderCount < 0 || c.HeaderCount > netio.MaxBufferCount {
-		return fmt.Errorf("%w: endpoint: %d header slots of %d bytes", netio.ErrInvalidArgument, c.HeaderCount, c.HeaderSize)
-	}
-	if c.Region != nil && len(c.Region) == 0 {
-		return fmt.Errorf("%w: endpoint: empty zero-copy region", netio.ErrInvalidArgument)
-	}
-	if c.Region != nil && c.SharedRegion != nil {
-		return fmt.Errorf("%w: endpoint: both Region and SharedRegion", netio.ErrInvalidArgument)
-	}
-	if c.SharedRegion != nil && c.SharedRegion.Domain() != mgr {
-		return fmt.Errorf("%w: endpoint: SharedRegion is registered in another domain", netio.ErrInvalidArgument)
-	}
-	if c.Cache != nil && c.Cache.Domain() != mgr {
-		return fmt.Errorf("%w: endpoint: Cache registers in another domain", netio.ErrInvalidArgument)
-	}
-	if c.KeepGoRegistrations == nil {
-		keep := quirks.For(mgr.Provider()).SoftwareRegistration
-		c.KeepGoRegistrations = &keep
-	}
+	c.HeaderSize, c.HeaderCount, c.KeepGoRegistrations = zs.HeaderSize, zs.HeaderCount, zs.KeepGoRegistrations
 	return nil
+}
+
+// settings are the zero-copy fields of c.
+func (c *ZeroCopyConfig) settings() zerocopy.Settings {
+	return zerocopy.Settings{HeaderSize: c.HeaderSize, HeaderCount: c.HeaderCount, Region: c.Region,
+		SharedRegion: c.SharedRegion, Cache: c.Cache, KeepGoRegistrations: c.KeepGoRegistrations}
 }
 
 // prepare sets up the header slots, the region and the cache.
 func (z *SendEndpointZeroCopy) prepare() error {
-	mgr := z.c.Mgr
-	var err error
-	if z.headers, err = headerbuf.New(mgr, z.cfg.HeaderSize, z.cfg.HeaderCount); err != nil {
+	if err := z.zc.Open(z.c.Mgr, z.cfg.settings()); err != nil {
 		return err
 	}
-	z.inFlight = slots.Of(z.headers)
-	z.slots = make([]zcSlot, z.cfg.HeaderCount)
-	z.c.InitHandOff(len(z.slots), z.postSend)
-	switch {
-	case z.cfg.SharedRegion != nil:
-		z.region = z.cfg.SharedRegion
-	case z.cfg.Region != nil:
-		z.regionPinner.Pin(&z.cfg.Region[0])
-		if z.region, err = mgr.Register(uintptr(unsafe.Pointer(&z.cfg.Region[0])), len(z.cfg.Region), domain.AccessSend); err != nil {
-			return err
-		}
-	}
-	if z.cache = z.cfg.Cache; z.cache == nil {
-		if z.cache, err = mgr.NewRegistrationCache(domain.CacheConfig{Access: domain.AccessSend}); err != nil {
-			return err
-		}
-		z.ownCache = true
-	}
+	z.c.InitHandOff(z.zc.Len(), z.postSend)
 	return nil
 }
 
@@ -216,113 +157,30 @@ func (z *SendEndpointZeroCopy) Send(header, data []byte, key uint64) netio.Statu
 // SendV is Send with the data in several pieces, gathered into one message
 // after the header. Up to MaxPieces pieces; more is InvalidArgument.
 func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) netio.Status {
-	if len(data) > z.MaxPieces() {
-		return netio.InvalidArgument
-	}
 	ep, ok := z.c.Guard.Acquire()
 	if !ok {
 		return netio.Closed
 	}
 	defer z.c.Guard.Release()
-	h := z.headers.GetHeader(header, key)
-	if h.Status != netio.OK {
-		return h.Status
-	}
-	slot := &z.slots[h.Index]
-	n := 0
-	if len(header) > 0 {
-		slot.iov[0], slot.desc[0] = fabric.IOVec{Base: h.Addr, Len: uint64(len(header))}, z.headers.Desc()
-		n = 1
-	}
-	for _, piece := range data {
-		if len(piece) == 0 {
-			continue
-		}
-		if st := z.attach(slot, n, piece); st != netio.OK {
-			z.detach(slot)
-			z.headers.ReturnHeader(h.Index)
-			return st
-		}
-		n++
-	}
-	if n == 0 { // an empty message still is one message
-		slot.iov[0], slot.desc[0] = fabric.IOVec{Base: h.Addr}, z.headers.Desc()
-		n = 1
-	}
-	total := 0
-	for i := range n {
-		total += int(slot.iov[i].Len)
-	}
-	// Counted before the post: once posted, the completion may free the
-	// slot and another send reuse it, and Completed must never pass Sent.
-	z.c.Counters.Posted(total)
-	if st := z.c.Send(ep, h.Index, n, total); st != netio.OK {
-		z.c.Counters.Unposted(total)
-		z.detach(slot)
-		z.headers.ReturnHeader(h.Index)
-		return st
-	}
-	return netio.OK
+	return z.zc.Send(&z.c.Core, ep, header, data, key, 0, 0)
 }
 
 // postSend posts the n iovecs of header slot idx. It runs on the caller's
 // goroutine, or on the poller goroutine for a queued send.
 func (z *SendEndpointZeroCopy) postSend(ep *fabric.Endpoint, idx uint32, n int) fabric.Errno {
-	slot := &z.slots[idx]
-	return ep.Sendv(slot.iov[:n], slot.desc[:n], z.c.Owner.Context(idx))
-}
-
-// attach puts piece into iovec i of slot: through the declared region's
-// registration when it lies inside it, else pinned and registered through
-// the cache.
-func (z *SendEndpointZeroCopy) attach(slot *zcSlot, i int, piece []byte) netio.Status {
-	addr := uintptr(unsafe.Pointer(&piece[0]))
-	slot.iov[i] = fabric.IOVec{Base: addr, Len: uint64(len(piece))}
-	if r := z.region; r != nil && addr >= r.Addr() && addr+uintptr(len(piece)) <= r.Addr()+uintptr(r.Len()) {
-		slot.desc[i] = r.Desc()
-		return netio.OK
-	}
-	slot.pinners[i].Pin(&piece[0]) // no-op for memory outside the Go heap
-	reg, err := z.cache.Acquire(addr, len(piece))
-	if err != nil {
-		if errors.Is(err, netio.ErrNoResources) {
-			return netio.NoResources
-		}
-		return netio.Failed
-	}
-	slot.regs[i], slot.desc[i] = reg, reg.Desc()
-	return netio.OK
-}
-
-// detach lets go of what a slot holds and unpins its Go memory; the
-// caller then frees the header slot. Registrations go back to the cache,
-// or are invalidated when they must not outlive the pin.
-func (z *SendEndpointZeroCopy) detach(slot *zcSlot) {
-	for i, reg := range slot.regs {
-		if reg == nil {
-			continue
-		}
-		z.cache.Release(reg)
-		if !z.keepGo {
-			z.cache.Invalidate(slot.iov[i].Base, int(slot.iov[i].Len))
-		}
-		slot.regs[i] = nil
-	}
-	for i := range slot.pinners {
-		slot.pinners[i].Unpin()
-	}
+	return z.zc.Post(ep, idx, n, z.c.Owner.Context(idx))
 }
 
 // MaxPieces returns the largest number of data pieces SendV accepts: the
 // provider's iov_limit less the header's, at most 7.
-func (z *SendEndpointZeroCopy) MaxPieces() int { return z.maxIOV - 1 }
+func (z *SendEndpointZeroCopy) MaxPieces() int { return z.zc.MaxPieces() }
 
 // NumAvailableHeaders returns the fewest free header slots seen since the
 // previous call.
-func (z *SendEndpointZeroCopy) NumAvailableHeaders() int { return z.headers.NumAvailable() }
+func (z *SendEndpointZeroCopy) NumAvailableHeaders() int { return z.zc.NumAvailableHeaders() }
 
 // PendingSends returns the keys of the sends in flight. It allocates.
-func (z *SendEndpointZeroCopy) PendingSends() []uint64 { return z.headers.PendingSends() }
+func (z *SendEndpointZeroCopy) PendingSends() []uint64 { return z.zc.PendingSends() }
 
 // RemoteAddr returns the address the endpoint was dialled with.
 func (z *SendEndpointZeroCopy) RemoteAddr() string { return z.c.addr }
@@ -339,23 +197,11 @@ func (z *SendEndpointZeroCopy) Close() error { return z.c.close() }
 // methods are not the endpoint's, so users cannot call them.
 type zeroCopyKind SendEndpointZeroCopy
 
-// Claim takes a send in flight back, once: its header slot's key is the
-// caller's, and what the slot held (pins, registrations) is let go before
-// the slot is free for another send.
-func (k *zeroCopyKind) Claim(idx uint32) (uint64, bool) {
-	key, ok := k.inFlight.Claim(idx, slots.SoleHolder)
-	if !ok {
-		return 0, false
-	}
-	(*SendEndpointZeroCopy)(k).detach(&k.slots[idx])
-	k.inFlight.Release(idx, slots.SoleHolder)
-	return key, true
-}
+// Claim takes a send in flight back, once (zerocopy.Sends.Claim).
+func (k *zeroCopyKind) Claim(idx uint32) (uint64, bool) { return k.zc.Claim(idx) }
 
 // Pending lists the header slots of the sends in flight.
-func (k *zeroCopyKind) Pending(dst []uint32) []uint32 {
-	return k.inFlight.Posted(dst, slots.SoleHolder)
-}
+func (k *zeroCopyKind) Pending(dst []uint32) []uint32 { return k.zc.Pending(dst, 0) }
 
 func (k *zeroCopyKind) HandleCompletion(idx uint32, r poll.Result) { k.c.Complete(k, idx, r) }
 func (k *zeroCopyKind) CancelPending(error)                        { k.c.CancelAll(k) }
@@ -363,18 +209,4 @@ func (k *zeroCopyKind) Progress() (bool, uint64)                   { return k.c.
 
 // ReleaseResources frees the header slots, the endpoint's own cache and
 // region; the endpoint is closed and every slot detached.
-func (k *zeroCopyKind) ReleaseResources() error {
-	z := (*SendEndpointZeroCopy)(k)
-	var errs []error
-	if z.headers != nil {
-		errs = append(errs, z.headers.Close())
-	}
-	if z.ownCache && z.cache != nil {
-		errs = append(errs, z.cache.Close())
-	}
-	if z.region != nil && z.region != z.cfg.SharedRegion {
-		errs = append(errs, z.region.Close())
-	}
-	z.regionPinner.Unpin()
-	return errors.Join(errs...)
-}
+func (k *zeroCopyKind) ReleaseResources() error { return k.zc.Release() }

@@ -34,6 +34,9 @@ func TestBadInputOpen(t *testing.T) {
 		"address not IP":        {mgr, "localhost:0", rdm.Config{OnData: nop}, netio.ErrBadAddress},
 		"negative MaxPeers":     {mgr, "127.0.0.1:0", rdm.Config{OnData: nop, MaxPeers: -1}, netio.ErrInvalidArgument},
 		"negative buffer count": {mgr, "127.0.0.1:0", rdm.Config{OnData: nop, Send: netio.BufferedSendParams{BufferCount: -1}}, netio.ErrInvalidArgument},
+		"negative PeerTimeout":  {mgr, "127.0.0.1:0", rdm.Config{OnData: nop, PeerTimeout: -1}, netio.ErrInvalidArgument},
+		"negative InjectQueue":  {mgr, "127.0.0.1:0", rdm.Config{OnData: nop, InjectQueue: -1}, netio.ErrInvalidArgument},
+		"huge InjectQueue":      {mgr, "127.0.0.1:0", rdm.Config{OnData: nop, InjectQueue: netio.MaxBufferCount + 1}, netio.ErrInvalidArgument},
 	} {
 		e, err := rdm.Open(tc.mgr, tc.addr, tc.cfg)
 		assert.ErrorIs(t, err, tc.want, name)

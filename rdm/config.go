@@ -33,15 +33,26 @@ type Config struct {
 	// zero Peer when the provider cannot name it) and the data, which is
 	// valid only during the call: copy what you keep. The buffer is posted
 	// again when it returns. It runs on the poller goroutine and must not
-	// block. Required.
+	// block. Exactly one of OnData and OnMessage is required.
 	OnData func(e *Endpoint, from Peer, data []byte)
-	// OnSendCompleted is called once per buffer handed to SendBuffer, with
-	// its key (the buffer's ID) and the outcome: OK when the provider
-	// completed the send, Failed for an error completion (a peer that died
-	// or was removed) or for a queued send the provider refused, Canceled
-	// when the endpoint closed first. The buffer is back in the pool when
-	// it runs. It runs on the poller goroutine and must not block. May be
-	// nil.
+	// OnMessage, instead of OnData, decodes every received message as a
+	// buffer in netio3's coalesced format (what a coalescing sender sends,
+	// CoalesceConfig) and is called once per message in it, in order, with
+	// the sender, the tag, the payload (valid only during the call) and
+	// the message's status. A malformed buffer delivers its valid prefix
+	// and is reported to OnReceiveError. It runs on the poller goroutine
+	// and must not block.
+	OnMessage func(e *Endpoint, from Peer, tag uint64, data []byte, status uint8)
+	// OnSendCompleted is called once per buffer handed to SendBuffer (or
+	// posted by coalescing), with its key (the buffer's ID) and the
+	// outcome: OK when the provider completed the send; Failed for an
+	// error completion (a peer that died), a queued send the provider
+	// refused, one to a peer removed before the poller posted it, or one
+	// to a peer that took nothing for PeerTimeout (the log says which);
+	// Canceled when the endpoint closed first. The buffer is back in the
+	// pool when it runs. It runs on the poller goroutine and must not
+	// block. May be nil. Zero-copy sends report to
+	// ZeroCopyConfig.OnSendCompleted instead.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnReceiveError is called for a receive that failed (a message larger
 	// than the buffers, say); the buffer is posted again. It runs on the
@@ -52,6 +63,24 @@ type Config struct {
 	// that never completes a send to a dead peer then cannot hold the
 	// buffers forever. 0 disables it.
 	ProgressTimeout time.Duration
+	// Coalesce, when set, turns on small-message coalescing with one
+	// coalescing buffer per peer: SendMessage, SendMessageV,
+	// SendMessageStatus and Flush. The endpoint then owns its send
+	// buffers. See CoalesceConfig.
+	Coalesce *CoalesceConfig
+	// PeerTimeout is how long sends to one peer may wait for the provider
+	// to take them (ofi_rxm refuses every send to a peer whose process
+	// died, for ever) before they fail with Failed, each reported once;
+	// sends to the other peers go on meanwhile. A receiver that stalls
+	// (back-pressure) makes the provider refuse sends too: set it well above
+	// the longest stall a healthy peer may impose. 0 selects
+	// DefaultPeerTimeout.
+	PeerTimeout time.Duration
+	// ZeroCopy, when set, gives the endpoint header slots for SendZeroCopy.
+	ZeroCopy *ZeroCopyConfig
+	// InjectQueue is the number of injects that may wait for the poller
+	// goroutine (Inject). 0 selects DefaultInjectQueue.
+	InjectQueue int
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -64,8 +93,11 @@ func (c *Config) validate(mgr *domain.Manager) error {
 		return fmt.Errorf("%w: rdm: the domain serves %v endpoints; open it with Endpoints: domain.EndpointRDM",
 			netio.ErrInvalidArgument, mgr.Endpoints())
 	}
-	if c.OnData == nil {
-		return fmt.Errorf("%w: rdm: OnData is required", netio.ErrInvalidArgument)
+	if (c.OnData == nil) == (c.OnMessage == nil) {
+		return fmt.Errorf("%w: rdm: exactly one of OnData and OnMessage is required", netio.ErrInvalidArgument)
+	}
+	if err := c.Coalesce.validate(); err != nil {
+		return err
 	}
 	c.Send, c.Receive = c.Send.WithDefaults(), c.Receive.WithDefaults()
 	if err := c.Send.Validate(); err != nil {
@@ -74,11 +106,25 @@ func (c *Config) validate(mgr *domain.Manager) error {
 	if err := c.Receive.Validate(); err != nil {
 		return err
 	}
-	if c.MaxPeers < 0 || c.ProgressTimeout < 0 {
-		return fmt.Errorf("%w: rdm: negative MaxPeers or ProgressTimeout", netio.ErrInvalidArgument)
+	if c.MaxPeers < 0 || c.ProgressTimeout < 0 || c.PeerTimeout < 0 || c.InjectQueue < 0 || c.InjectQueue > netio.MaxBufferCount {
+		return fmt.Errorf("%w: rdm: MaxPeers %d, ProgressTimeout %v, PeerTimeout %v or InjectQueue %d out of range",
+			netio.ErrInvalidArgument, c.MaxPeers, c.ProgressTimeout, c.PeerTimeout, c.InjectQueue)
+	}
+	if c.PeerTimeout == 0 {
+		c.PeerTimeout = DefaultPeerTimeout
 	}
 	if c.MaxPeers == 0 {
 		c.MaxPeers = DefaultMaxPeers
+	}
+	if c.InjectQueue == 0 {
+		c.InjectQueue = DefaultInjectQueue
+	}
+	if c.ZeroCopy != nil {
+		zc := *c.ZeroCopy // the caller's config stays as it was
+		if err := zc.validate(mgr); err != nil {
+			return err
+		}
+		c.ZeroCopy = &zc
 	}
 	return c.Buffers.Check(mgr)
 }

@@ -9,16 +9,26 @@
 // RemovePeer; a Peer is a small value), and keeps the connected endpoints'
 // vocabulary: buffered sends by buffer ID (GetBuffer, SendBuffer to a peer,
 // ReleaseBuffer, NumAvailableBuffers, PendingSends) from buffers of its
-// own, a shared sendbuf.SendBufferManager or a pool.Pool; inject sends for
-// small payloads; and receives into posted buffers, reposted at once, with
-// the sender named in OnData. Every key is reported exactly once through
-// OnSendCompleted, and Close reports what is pending as Canceled and leaves
-// no goroutine, descriptor, registration or address-vector entry behind.
+// own, a shared sendbuf.SendBufferManager or a pool.Pool; zero-copy sends
+// of a header slot and the caller's memory (Config.ZeroCopy,
+// SendZeroCopy); small messages coalesced in netio3's format with one
+// buffer per peer (Config.Coalesce, SendMessage, decoded by
+// Config.OnMessage); inject sends for small payloads through a queue that
+// never blocks (Inject); and receives into posted buffers, reposted at
+// once, with the sender named in OnData. Every key is reported exactly once
+// through OnSendCompleted, also for sends to a peer that was removed or,
+// on tcp;ofi_rxm and sockets, died (Failed; a dead peer holds up no other
+// peer, see Config.PeerTimeout; shm and udp;ofi_rxd keep such sends in
+// flight until Config.ProgressTimeout), and Close reports what is pending
+// as Canceled and
+// leaves no goroutine, descriptor, registration or address-vector entry
+// behind.
 //
 // It stands on the same send core as package endpoint (internal/sendcore):
-// the post guard, the hand-off of large posts to the poller, the in-flight
-// table of the send buffers' slot set, the counters and the watchdog. Open
-// its domain with domain.Config.Endpoints = domain.EndpointRDM.
+// the post guard, the hand-off of posts to the poller, the in-flight table
+// of slot sets, the counters and the watchdog; and on the same zero-copy
+// send (internal/zerocopy) and coalescer (internal/coalescer). Open its
+// domain with domain.Config.Endpoints = domain.EndpointRDM.
 //
 // Callbacks run on the poller goroutine and must not block.
 package rdm

@@ -7,17 +7,15 @@ import (
 	"sync/atomic"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
-	"github.com/netio-go/netio/sendbuf"
+	"github.com/netio-go/netio/internal/zerocopy"
 )
-
-// recvKey marks a receive's key; send keys are buffer IDs, far below it.
-const recvKey = 1 << 31
 
 // Endpoint is a connectionless endpoint: it sends to and receives from
 // every peer it knows through one libfabric endpoint. It is safe for
@@ -34,15 +32,20 @@ type Endpoint struct {
 	injectSize int
 
 	bufs  sendcore.Buffers
-	dests []fabric.Addr // by buffer ID: where a posted buffer goes
+	dests []Peer // by buffer ID: where a posted buffer goes
 	peers peers
+	cos   coalescers     // with Config.Coalesce: the peers' coalescers that ended
+	zc    zerocopy.Sends // header slots, when Config.ZeroCopy is set
+	inj   injects        // the inject queue
+	park  parking        // sends the provider refused for now, by peer (poller goroutine only)
 
 	closer          sendcore.Closer // Close once, the shared poller released after
 	recv            *slots.Memory   // receive buffers, all posted while open
 	inOnData        bool            // poller goroutine only
 	freeAfterOnData bool            // poller goroutine only: Close ran inside OnData
 
-	received, receivedBytes, receiveErrors atomic.Uint64
+	dec                                             coalesce.Decoder // poller goroutine only: for OnMessage
+	received, receivedBytes, receiveErrors, decoded atomic.Uint64
 }
 
 // Open binds a connectionless endpoint to addr in mgr's domain, which must
@@ -111,8 +114,12 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	if e.bufs, err = sendcore.OpenBuffers(e.cfg.Buffers, mgr, e.cfg.Send); err != nil {
 		return err
 	}
-	e.dests = make([]fabric.Addr, e.bufs.Pool.Len())
-	e.c.InitHandOff(e.bufs.Pool.Len(), e.postSend)
+	e.dests = make([]Peer, e.bufs.Pool.Len())
+	if zc := e.cfg.ZeroCopy; zc != nil {
+		if err = e.zc.Open(mgr, zc.settings()); err != nil {
+			return err
+		}
+	}
 	if e.recv, err = slots.Cut(mgr, e.cfg.Receive.BufferSize, e.cfg.Receive.BufferCount, domain.AccessRecv); err != nil {
 		return err
 	}
@@ -122,11 +129,19 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 		return err
 	}
 	e.injectSize = e.info.InjectSize()
+	e.inj.init(e.cfg.InjectQueue, e.injectSize)
+	// Every send is queued for the poller once at most: room for all.
+	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
+	e.c.InitHandOff(sends, e.postSend)
+	e.park.init(e.cfg.MaxPeers, sends, e.retryParked, e.c.Poller)
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {
 		return err
 	}
 	e.peers.init(av, mgr.Provider(), e.cfg.MaxPeers)
+	if e.cfg.Coalesce != nil {
+		e.peers.newCo = e.newCoalescer
+	}
 	ep, err := mgr.Domain().OpenEndpoint(e.info, e.c.Owner.EndpointContext())
 	e.c.Guard.Set(ep)
 	if err != nil {
@@ -214,13 +229,25 @@ func (e *Endpoint) onPoller(fn func() error) error {
 	return err
 }
 
-// RemovePeer forgets p and removes it from the address vector. Sends to it
-// still pending complete as the provider decides (Failed, usually), each
-// reported once; new sends to it are refused. A restarted peer needs
+// RemovePeer forgets p and removes it from the address vector. New sends
+// to it are refused; sends to it still queued for the poller fail, and
+// those the provider holds complete as it decides (Failed, usually), each
+// reported once; messages in its coalescing buffer that were not posted are
+// dropped, logged and counted (CoalesceStats.Dropped): Flush first and wait
+// for the completion to avoid that. A restarted peer needs
 // RemovePeer and AddPeer again. Unknown or removed peers are an error
 // matching netio.ErrInvalidArgument.
 func (e *Endpoint) RemovePeer(p Peer) error {
-	if err := e.onPoller(func() error { return e.peers.remove(p) }); err != nil {
+	err := e.onPoller(func() error {
+		co, err := e.peers.remove(p)
+		if err == nil {
+			e.failLane(p.slot, errRemoved) // before a new peer takes the slot
+			e.park.lanes[p.slot].unreachable = false
+		}
+		e.endCoalescer(co) // its unposted messages are dropped and counted
+		return err
+	})
+	if err != nil {
 		if errors.Is(err, netio.ErrClosed) {
 			return fmt.Errorf("rdm: remove peer: %w", err)
 		}
@@ -236,12 +263,14 @@ func (e *Endpoint) PeerAddr(p Peer) string { return e.peers.name(p) }
 // Peers returns the number of known peers.
 func (e *Endpoint) Peers() int { return e.peers.count() }
 
-// Close closes the endpoint: every pending key is reported with Canceled,
+// Close closes the endpoint: with Config.Coalesce every peer's buffer is
+// posted first (Flush), then every pending key is reported with Canceled,
 // every buffer goes back, the peers leave the address vector, and the
 // endpoint's own poller stops. It is idempotent and may be called from a
 // callback.
 func (e *Endpoint) Close() error {
 	return e.closer.Close(e.c.Poller, func() error {
+		e.flushAllOnClose()
 		return joinRelease(e.c.Close(), releasePoller(e.mgr))
 	})
 }
@@ -267,25 +296,11 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 	}
 	h.e.c.Complete((*kind)(h.e), key, r)
 	h.e.c.AfterCompletion()
+	h.e.retryParked() // a completion may have made room for a parked send
 }
 
 // HandleEvent: connectionless endpoints have no connection events.
 func (handler) HandleEvent(ev fabric.Event) { ev.Info.Free() }
-
-// kind is the send core's view of an Endpoint.
-type kind Endpoint
-
-func (k *kind) Claim(id uint32) (uint64, bool)             { return k.bufs.Set.Complete(id, k.holder) }
-func (k *kind) Pending(dst []uint32) []uint32              { return k.bufs.Set.Posted(dst, k.holder) }
-func (k *kind) HandleCompletion(key uint32, r poll.Result) { k.c.Complete(k, key, r) }
-func (k *kind) CancelPending(error)                        { k.c.CancelAll(k) }
-func (k *kind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
-func (k *kind) ReleaseResources() error                    { return (*Endpoint)(k).releaseResources() }
-func (e *Endpoint) pool() *sendbuf.Pool                    { return e.bufs.Pool }
-func (e *Endpoint) set() *slots.Set                        { return e.bufs.Set }
-func (e *Endpoint) lookupBuffer(id uint32) *sendbuf.NetworkBuffer {
-	return e.bufs.Pool.Lookup(uint64(id))
-}
 
 // releaseResources gives back the buffers and the peers; the endpoint is
 // closed, so the provider holds none of them. Receive memory a running
@@ -294,6 +309,9 @@ func (e *Endpoint) releaseResources() error {
 	var err error
 	if e.bufs.Pool != nil {
 		err = e.bufs.Close(e.holder)
+	}
+	if zerr := e.zc.Release(); err == nil {
+		err = zerr
 	}
 	if e.peers.av != nil {
 		e.peers.removeAll()

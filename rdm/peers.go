@@ -7,6 +7,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/coalescer"
 	"github.com/netio-go/netio/internal/quirks"
 )
 
@@ -22,12 +23,18 @@ type Peer struct {
 // Valid reports whether p names a peer (it may have been removed since).
 func (p Peer) Valid() bool { return p.slot != 0 }
 
+// word packs p into the uint64 a table keeps per send; peerOf unpacks it.
+func (p Peer) word() uint64 { return uint64(p.slot)<<32 | uint64(p.gen) }
+
+func peerOf(w uint64) Peer { return Peer{slot: uint32(w >> 32), gen: uint32(w)} }
+
 // peerEntry is one slot of the peer table.
 type peerEntry struct {
 	addr fabric.Addr
 	gen  uint32
 	name string // the address it was added by, or learned from the provider
 	live bool
+	co   *coalescer.Coalescer // its coalescing buffer, when Config.Coalesce is set
 }
 
 // peerTable is a snapshot of the peers: read without a lock on the send
@@ -48,6 +55,8 @@ type peers struct {
 	table     atomic.Pointer[peerTable]
 	reserved  []fabric.Addr // inserted for the provider's sake, not peers
 	noSources bool          // quirks.Quirks.NoSources: never name a sender
+	// newCo starts a new peer's coalescer; nil when not coalescing.
+	newCo func(p Peer, name string) *coalescer.Coalescer
 }
 
 func (ps *peers) init(av *fabric.AV, provider string, max int) {
@@ -156,22 +165,49 @@ func (ps *peers) store(old *peerTable, fa fabric.Addr, name string) Peer {
 	}
 	e := &t.entries[slot]
 	*e = peerEntry{addr: fa, gen: e.gen + 1, name: name, live: true}
+	p := Peer{slot: slot, gen: e.gen}
+	if ps.newCo != nil {
+		e.co = ps.newCo(p, name)
+	}
 	t.byAddr[fa] = slot
 	ps.table.Store(t)
-	return Peer{slot: slot, gen: e.gen}
+	return p
 }
 
-// remove takes p out of the table and the address vector.
-func (ps *peers) remove(p Peer) error {
+// coalescer returns the coalescer of a live peer, or nil.
+func (ps *peers) coalescer(p Peer) *coalescer.Coalescer {
+	t := ps.table.Load()
+	if p.slot == 0 || int(p.slot) >= len(t.entries) {
+		return nil
+	}
+	if e := &t.entries[p.slot]; e.live && e.gen == p.gen {
+		return e.co
+	}
+	return nil
+}
+
+// eachCoalescer calls fn for the coalescer of every live peer.
+func (ps *peers) eachCoalescer(fn func(*coalescer.Coalescer)) {
+	t := ps.table.Load()
+	for i := range t.entries {
+		if e := &t.entries[i]; e.live && e.co != nil {
+			fn(e.co)
+		}
+	}
+}
+
+// remove takes p out of the table and the address vector and returns its
+// coalescer, for the caller to end.
+func (ps *peers) remove(p Peer) (*coalescer.Coalescer, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	old := ps.table.Load()
 	if p.slot == 0 || int(p.slot) >= len(old.entries) || !old.entries[p.slot].live || old.entries[p.slot].gen != p.gen {
-		return fmt.Errorf("%w: rdm: unknown or removed peer", netio.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: rdm: unknown or removed peer", netio.ErrInvalidArgument)
 	}
-	fa := old.entries[p.slot].addr
+	fa, co := old.entries[p.slot].addr, old.entries[p.slot].co
 	if err := ps.av.Remove(fa); err != nil {
-		return fmt.Errorf("rdm: remove peer: %w", err)
+		return nil, fmt.Errorf("rdm: remove peer: %w", err)
 	}
 	t := &peerTable{entries: append([]peerEntry(nil), old.entries...), byAddr: make(map[fabric.Addr]uint32, len(old.byAddr))}
 	for k, v := range old.byAddr {
@@ -179,9 +215,9 @@ func (ps *peers) remove(p Peer) error {
 			t.byAddr[k] = v
 		}
 	}
-	t.entries[p.slot].live = false
+	t.entries[p.slot].live, t.entries[p.slot].co = false, nil
 	ps.table.Store(t)
-	return nil
+	return co, nil
 }
 
 // name returns the address p was added by.
@@ -191,6 +227,15 @@ func (ps *peers) name(p Peer) string {
 		return ""
 	}
 	return t.entries[p.slot].name
+}
+
+// nameOfSlot returns the address of the peer in slot, for logs.
+func (ps *peers) nameOfSlot(slot uint32) string {
+	t := ps.table.Load()
+	if int(slot) >= len(t.entries) {
+		return ""
+	}
+	return t.entries[slot].name
 }
 
 // count returns the live peers.

@@ -16,9 +16,10 @@ import (
 // with a poller each, or with sends posted from the caller's goroutine;
 // none with every call on one goroutine, which is how their C users (and
 // fabtests) drive them. So every endpoint of a domain shares one poller,
-// and every call into the provider runs on its goroutine: sends are handed
-// to it (sendcore.Options.PostOnPoller), and Open, AddPeer, RemovePeer and
-// Inject run there through Do.
+// and every call into the provider runs on its goroutine: sends and injects
+// are handed to it (sendcore.Options.PostOnPoller; an inject is copied into
+// the inject queue first), and Open, AddPeer and RemovePeer run there
+// through Do.
 
 // domainPollers is the poller each domain's endpoints share, with the
 // number of endpoints using it.

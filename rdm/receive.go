@@ -29,7 +29,7 @@ func (e *Endpoint) receiveCompleted(idx uint32, r poll.Result) {
 	e.received.Add(1)
 	e.receivedBytes.Add(uint64(r.Len))
 	e.inOnData = true
-	e.cfg.OnData(e, from, data)
+	e.deliver(from, data)
 	e.inOnData = false
 	if e.freeAfterOnData {
 		_ = e.recv.Close() // OnData closed the endpoint
@@ -43,17 +43,23 @@ func (e *Endpoint) receiveFailed(idx uint32, r poll.Result) {
 	if r.Status == netio.Canceled {
 		return // the endpoint is closing
 	}
-	e.receiveErrors.Add(1)
 	err := fmt.Errorf("%w: receive of %d bytes: %w", netio.ErrFailed, r.Len, r.Errno)
 	if errors.Is(r.Errno, fabric.ETRUNC) {
 		err = fmt.Errorf("%w: a message larger than the %d-byte receive buffers: %w",
 			netio.ErrFailed, e.cfg.Receive.BufferSize, r.Errno)
 	}
+	e.reportReceiveError(err)
+	e.repost(idx)
+}
+
+// reportReceiveError counts, logs and reports a receive that failed or a
+// buffer that could not be decoded.
+func (e *Endpoint) reportReceiveError(err error) {
+	e.receiveErrors.Add(1)
 	e.c.Log.Warn().Err(err).Msg("rdm receive failed")
 	if cb := e.cfg.OnReceiveError; cb != nil {
 		cb(e, err)
 	}
-	e.repost(idx)
 }
 
 // repost posts receive buffer idx again, unless the endpoint closed.
@@ -67,5 +73,29 @@ func (e *Endpoint) repost(idx uint32) {
 	if errno := ep.Recv(b.Addr, len(b.Bytes), b.Desc, e.c.Owner.Context(idx|recvKey)); errno != 0 {
 		e.receiveErrors.Add(1)
 		e.c.Log.Error().Err(errno).Uint32("buffer", idx).Msg("rdm: reposting a receive buffer failed")
+	}
+}
+
+// deliver hands a received message to OnData, or decodes it for OnMessage,
+// in order, stopping early when a callback closes the endpoint. A
+// malformed buffer delivers its valid prefix, then is counted and
+// reported. It runs on the poller goroutine.
+func (e *Endpoint) deliver(from Peer, data []byte) {
+	if e.cfg.OnMessage == nil {
+		e.cfg.OnData(e, from, data)
+		return
+	}
+	d := &e.dec
+	d.Reset(data)
+	for d.Next() {
+		e.cfg.OnMessage(e, from, d.Tag(), d.Data(), d.Status())
+		if e.c.Ended() {
+			break
+		}
+	}
+	e.decoded.Add(uint64(d.Count()))
+	if err := d.Err(); err != nil {
+		e.reportReceiveError(fmt.Errorf("%w: rdm: coalesced buffer of %d bytes from %q: %w",
+			netio.ErrFailed, len(data), e.PeerAddr(from), err))
 	}
 }

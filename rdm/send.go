@@ -5,7 +5,6 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
-	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/sendbuf"
 )
 
@@ -13,14 +12,20 @@ import (
 // is free or the endpoint is closed. Fill buf.Bytes() and pass it to
 // SendBuffer, or give it back with ReleaseBuffer.
 func (e *Endpoint) GetBuffer() *sendbuf.NetworkBuffer {
-	if e.c.Ended() {
+	if e.cfg.Coalesce != nil || e.c.Ended() {
 		return nil
 	}
+	return e.take()
+}
+
+// take leases a free buffer to the endpoint, or returns nil. One that raced
+// the end goes back: Close reclaims only what it sees.
+func (e *Endpoint) take() *sendbuf.NetworkBuffer {
 	id, ok := e.bufs.Set.Take(e.holder)
 	if !ok {
 		return nil
 	}
-	if e.c.Ended() { // raced the end: Close reclaims only what it sees
+	if e.c.Ended() {
 		e.bufs.Set.Release(id, e.holder)
 		return nil
 	}
@@ -34,26 +39,27 @@ func (e *Endpoint) GetBuffer() *sendbuf.NetworkBuffer {
 // (a full queue, or ofi_rxm still connecting to the peer: retry); Closed
 // after Close; InvalidArgument, changing nothing, for a buffer not leased
 // from this endpoint, a size outside 0..buf.Size(), or an unknown or
-// removed peer; Failed when the provider refuses the post. It does not
-// allocate.
+// removed peer, or a coalescing endpoint (it owns its buffers); Failed
+// when the provider refuses the post. It does not allocate.
 func (e *Endpoint) SendBuffer(buf *sendbuf.NetworkBuffer, size int, to Peer) netio.Status {
-	if buf == nil || !e.bufs.Pool.Owns(buf) || size < 0 || size > buf.Size() {
+	if e.cfg.Coalesce != nil || buf == nil || !e.bufs.Pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
 	}
-	ep, ok := e.c.Guard.Acquire()
-	if !ok {
-		return netio.Closed
+	return e.post(buf, size, to)
+}
+
+// post sends buf's first size bytes to to, through the poller.
+func (e *Endpoint) post(buf *sendbuf.NetworkBuffer, size int, to Peer) netio.Status {
+	ep, st := e.acquireFor(to)
+	if st != netio.OK {
+		return st
 	}
 	defer e.c.Guard.Release()
-	dest, ok := e.peers.lookup(to)
-	if !ok {
-		return netio.InvalidArgument
-	}
 	id := uint32(buf.ID())
 	if !e.bufs.Set.Leased(id) || e.bufs.Set.Holder(id) != e.holder {
 		return netio.InvalidArgument
 	}
-	e.dests[id] = dest // before MarkPosted publishes the slot to the poller
+	e.dests[id] = to // before MarkPosted publishes the slot to the poller
 	if !e.bufs.Set.MarkPosted(id, e.holder, buf.ID()) {
 		return netio.InvalidArgument
 	}
@@ -66,57 +72,31 @@ func (e *Endpoint) SendBuffer(buf *sendbuf.NetworkBuffer, size int, to Peer) net
 	return netio.OK
 }
 
-// postSend posts buffer key's first n bytes to its destination. It runs on
-// the caller's goroutine, or on the poller goroutine for a queued send.
-func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
-	buf := e.bufs.Pool.Lookup(uint64(key))
-	return ep.SendTo(buf.Addr(), n, buf.Desc(), e.dests[key], e.c.Owner.Context(key))
+// acquireFor takes the post guard for a send to peer to and returns the
+// endpoint: Closed after Close, InvalidArgument (the guard not held) for
+// an unknown or removed peer. On OK the caller releases the guard.
+func (e *Endpoint) acquireFor(to Peer) (*fabric.Endpoint, netio.Status) {
+	ep, ok := e.c.Guard.Acquire()
+	if !ok {
+		return nil, netio.Closed
+	}
+	if _, ok := e.peers.lookup(to); !ok {
+		e.c.Guard.Release()
+		return nil, netio.InvalidArgument
+	}
+	return ep, netio.OK
 }
 
 // ReleaseBuffer gives back a leased buffer that was not sent and returns
 // its key (the buffer ID). It reports InvalidArgument, changing nothing,
-// for an unknown ID or a buffer not leased from this endpoint.
+// for an unknown ID, a buffer not leased from this endpoint, or on a
+// coalescing endpoint.
 func (e *Endpoint) ReleaseBuffer(id uint64) (uint64, netio.Status) {
-	if id > math.MaxUint32 || !e.bufs.Set.Release(uint32(id), e.holder) {
+	if e.cfg.Coalesce != nil || id > math.MaxUint32 || !e.bufs.Set.Release(uint32(id), e.holder) {
 		return id, netio.InvalidArgument
 	}
 	return id, netio.OK
 }
-
-// Inject sends data (at most InjectSize bytes) to peer at once: the
-// provider copies it before Inject returns and reports no completion, so
-// there is no key and no buffer. It returns OK, NoResources (retry),
-// InvalidArgument for data larger than InjectSize or an unknown peer,
-// Closed after Close, or Failed. It runs on the poller goroutine and waits
-// for it (see poller.go), which costs a wake-up when the poller sleeps and
-// an allocation.
-func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
-	if e.c.Ended() {
-		return netio.Closed
-	}
-	dest, ok := e.peers.lookup(to)
-	if !ok || len(data) > e.InjectSize() {
-		return netio.InvalidArgument
-	}
-	var errno fabric.Errno
-	err := e.onPoller(func() error { // one thread in the provider: poller.go
-		errno = e.c.Guard.Endpoint().InjectTo(data, dest)
-		return nil
-	})
-	if err != nil {
-		return netio.Closed
-	}
-	if errno != 0 {
-		return sendcore.PostStatus(errno)
-	}
-	e.c.Counters.Posted(len(data))
-	e.c.Counters.Finished(netio.OK, 1)
-	return netio.OK
-}
-
-// InjectSize returns the largest message Inject takes: the provider's
-// inject_size.
-func (e *Endpoint) InjectSize() int { return e.injectSize }
 
 // NumAvailableBuffers returns the fewest free send buffers seen since the
 // previous call (netio3's get_num_available_buffers).
@@ -141,9 +121,10 @@ type Stats struct {
 	Bytes         uint64 // bytes of them
 	Completed     uint64 // sends completed OK, injects included
 	Failed        uint64 // sends that completed with an error or were canceled
-	Received      uint64 // messages passed to OnData
+	Received      uint64 // libfabric messages received: passed to OnData, or coalesced buffers decoded for OnMessage
 	ReceivedBytes uint64 // bytes of them
-	ReceiveErrors uint64 // receives that failed (OnReceiveError)
+	ReceiveErrors uint64 // receives that failed, and malformed coalesced buffers (OnReceiveError)
+	Decoded       uint64 // messages decoded from coalesced buffers for OnMessage
 	Peers         int    // known peers now
 }
 
@@ -151,6 +132,6 @@ type Stats struct {
 func (e *Endpoint) Stats() Stats {
 	s := e.c.Counters.Read()
 	return Stats{Sent: s.Sent, Bytes: s.Bytes, Completed: s.Completed, Failed: s.Failed,
-		Received: e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(),
+		Received: e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(), Decoded: e.decoded.Load(),
 		Peers: e.peers.count()}
 }

@@ -70,6 +70,10 @@ type Config struct {
 	Size         int
 	LockOSThread bool
 	Logger       zerolog.Logger
+	// NoCQWait opens the completion queue without a wait object whatever
+	// the mode (quirks.Quirks.StaleWaitEntries): the poller then sleeps at
+	// most 1 ms at a time, as for a provider without wait objects.
+	NoCQWait bool
 	// OnStopped, if set, runs on the poller goroutine after the queues are
 	// closed and Done is closed: the last thing the poller does.
 	OnStopped func()

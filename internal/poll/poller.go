@@ -97,7 +97,8 @@ func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
 	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{})}
 	empty := map[uint32]Handler{}
 	p.owners.Store(&empty)
-	if p.cq, err = dom.OpenCQ(cfg.Size, wait); wait && errors.Is(err, fabric.ENOSYS) {
+	cqWait := wait && !cfg.NoCQWait
+	if p.cq, err = dom.OpenCQ(cfg.Size, cqWait); cqWait && errors.Is(err, fabric.ENOSYS) {
 		p.cq, err = dom.OpenCQ(cfg.Size, false) // shm: no wait objects
 	}
 	if err != nil {

@@ -96,6 +96,20 @@ func TestIdlePollerSleeps(t *testing.T) {
 	require.NoError(t, p.Close())
 }
 
+// TestNoCQWait: a poller told to (quirks.Quirks.StaleWaitEntries) opens its
+// completion queue without a wait object, and so, idle, wakes about every
+// millisecond however long MaxBlock is, instead of staying blocked.
+func TestNoCQWait(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, poll.Config{SpinBudget: 10 * time.Microsecond, MaxBlock: time.Minute, NoCQWait: true})
+	_, err := p.CQ().WaitFD()
+	assert.ErrorIs(t, err, fabric.ENODATA, "no wait object on the completion queue")
+	eventually(t, func() bool { return p.Stats().Sleeps > 0 }, "the poller to block")
+	before := p.Stats().Sleeps
+	eventually(t, func() bool { return p.Stats().Sleeps >= before+5 }, "wake-ups at 1 ms, not after MaxBlock")
+	require.NoError(t, p.Close())
+}
+
 // A poller woken by MaxBlock with nothing to do goes straight back to
 // sleep: one empty round per wake-up, not another spin budget. With a
 // budget far longer than MaxBlock, re-spinning would show as thousands of

@@ -62,6 +62,15 @@ type Quirks struct {
 	// libfabric 1.17 reports 0 for every sender): receives cannot name
 	// their sender, and the rdm endpoint reports the zero Peer.
 	NoSources bool
+	// StaleWaitEntries: closing an endpoint leaves its internal queues in
+	// the wait set of the completion queue it was bound to (ofi_rxm in
+	// libfabric 1.17: rxm_ep_close closes them without ofi_wait_del_fid),
+	// and the next fi_trywait on that queue calls into the freed endpoint
+	// (SIGSEGV in fi_trywait, in some runs after an endpoint of a shared
+	// poller closed). Pollers of such a provider open their completion
+	// queue without a wait object, so that nothing is added to a wait set,
+	// and sleep on their wake-up descriptor at most 1 ms at a time.
+	StaleWaitEntries bool
 	// TruncationDrops: a message larger than the posted receive buffer
 	// ends the connection instead of completing with a truncation error;
 	// the receive endpoint names the truncation as the reason.
@@ -83,7 +92,7 @@ var table = map[string]Quirks{
 	"udp": {SoftwareRegistration: true},
 	"shm": {SoftwareRegistration: true, NamedAddresses: true, UnknownSourceIsZero: true},
 	// The utility layers register through the core provider beneath them.
-	"ofi_rxm": {SoftwareRegistration: true},
+	"ofi_rxm": {SoftwareRegistration: true, StaleWaitEntries: true},
 	"ofi_rxd": {SoftwareRegistration: true, NoSources: true},
 }
 
@@ -113,6 +122,7 @@ func For(provider string) Quirks {
 		q.NamedAddresses = q.NamedAddresses || l.NamedAddresses
 		q.UnknownSourceIsZero = q.UnknownSourceIsZero || l.UnknownSourceIsZero
 		q.NoSources = q.NoSources || l.NoSources
+		q.StaleWaitEntries = q.StaleWaitEntries || l.StaleWaitEntries
 	}
 	return q
 }

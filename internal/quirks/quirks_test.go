@@ -30,4 +30,7 @@ func TestDefectsOfOneLayerHoldForTheWhole(t *testing.T) {
 	assert.True(t, quirks.For("tcp;ofi_rxm").TruncationDrops)
 	assert.False(t, quirks.For("udp;ofi_rxd").TruncationDrops)
 	assert.False(t, quirks.For("tcp").CompletesWhenStaged)
+	assert.True(t, quirks.For("tcp;ofi_rxm").StaleWaitEntries, "ofi_rxm's defect holds for tcp;ofi_rxm")
+	assert.False(t, quirks.For("tcp").StaleWaitEntries, "connected tcp keeps its wait objects")
+	assert.False(t, quirks.For("udp;ofi_rxd").StaleWaitEntries)
 }

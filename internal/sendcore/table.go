@@ -16,6 +16,25 @@ type Table interface {
 	Pending(dst []uint32) []uint32
 }
 
+// Router is a Table whose operations are reported to callbacks of their
+// own, chosen by id, instead of Options.OnSendCompleted: a connectionless
+// endpoint keeps its buffered sends, zero-copy sends and injects in one
+// table (told apart by marks in the id) and reports each kind's keys to
+// that kind's callback.
+type Router interface {
+	Table
+	// ReportTo returns the callback for operation id; nil reports nothing.
+	ReportTo(id uint32) func(key uint64, st netio.Status)
+}
+
+// reportTo is the callback of operation id of t.
+func (c *Core) reportTo(t Table, id uint32) func(key uint64, st netio.Status) {
+	if r, ok := t.(Router); ok {
+		return r.ReportTo(id)
+	}
+	return c.opts.OnSendCompleted
+}
+
 // Complete reports the operation id of t once: counted, logged when it
 // failed, and passed to OnSendCompleted. A second completion, or one that
 // CancelAll reported already, does nothing.
@@ -28,7 +47,7 @@ func (c *Core) Complete(t Table, id uint32, r poll.Result) {
 	if r.Status != netio.OK {
 		c.Log.Warn().Uint64("key", key).Stringer("status", r.Status).Err(r.Errno).Msg("send failed")
 	}
-	if cb := c.opts.OnSendCompleted; cb != nil {
+	if cb := c.reportTo(t, id); cb != nil {
 		cb(key, r.Status)
 	}
 }
@@ -38,15 +57,17 @@ func (c *Core) Complete(t Table, id uint32, r poll.Result) {
 // endpoint is closed, so the provider holds none of them.
 func (c *Core) CancelAll(t Table) {
 	pending := t.Pending(nil)
+	claimed := pending[:0]
 	keys := make([]uint64, 0, len(pending))
 	for _, id := range pending {
 		if key, ok := t.Claim(id); ok {
+			claimed = append(claimed, id)
 			keys = append(keys, key)
 		}
 	}
 	c.Counters.Finished(netio.Canceled, len(keys))
-	if cb := c.opts.OnSendCompleted; cb != nil {
-		for _, k := range keys {
+	for i, k := range keys {
+		if cb := c.reportTo(t, claimed[i]); cb != nil {
 			cb(k, netio.Canceled)
 		}
 	}

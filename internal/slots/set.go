@@ -226,6 +226,17 @@ func (s *Set) Posted(dst []uint32, holder uint64) []uint32 {
 	return dst
 }
 
+// PostedMarked is Posted with mark or-ed into each slot appended, for an
+// owner that keeps several sets in one table of keys.
+func (s *Set) PostedMarked(dst []uint32, holder uint64, mark uint32) []uint32 {
+	start := len(dst)
+	dst = s.Posted(dst, holder)
+	for i := start; i < len(dst); i++ {
+		dst[i] |= mark
+	}
+	return dst
+}
+
 // Key returns the key slot id was posted with (stale once it is free). It
 // reads under the lock, so it is safe beside TakePosted, which writes under
 // it; beside a MarkPosted of the same slot, which does not lock, only

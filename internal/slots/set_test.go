@@ -304,6 +304,17 @@ func TestPosted(t *testing.T) {
 	assert.Equal(t, []uint32{a2}, s.Posted(nil, alice), "claimed is not posted")
 }
 
+// TestPostedMarked: the mark goes on the appended slots only.
+func TestPostedMarked(t *testing.T) {
+	s := slots.NewSet(4)
+	a0 := takePosted(t, s, alice, 1)
+	takePosted(t, s, bob, 2)
+	a2 := takePosted(t, s, alice, 3)
+	const mark = 1 << 30
+	assert.Equal(t, []uint32{7, a0 | mark, a2 | mark}, s.PostedMarked([]uint32{7}, alice, mark))
+	assert.Equal(t, []uint32{a0, a2}, s.PostedMarked(nil, alice, 0))
+}
+
 // TestReclaim: a closing holder's leased slots go back; its posted slots
 // and other holders' slots stay.
 func TestReclaim(t *testing.T) {

@@ -1,0 +1,113 @@
+package rdm
+
+import (
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/slots"
+)
+
+// DefaultInjectQueue is the number of injects that may wait for the
+// poller when Config.InjectQueue is 0.
+const DefaultInjectQueue = 64
+
+// injects is the inject queue: slots of inject_size bytes in Go memory
+// (fi_inject copies the payload before it returns, so nothing is
+// registered or pinned past the call) that Inject fills and the poller
+// goroutine posts through the send core's hand-off, in order with the
+// other sends. A slot's state lives in an internal/slots.Set: taken
+// straight into posted by Inject, back to free when the poller has
+// injected it, refused it, or the endpoint closed.
+type injects struct {
+	set  *slots.Set
+	mem  []byte
+	size int    // bytes per slot: the provider's inject_size
+	to   []Peer // by slot
+}
+
+func (q *injects) init(n, size int) {
+	q.set, q.mem, q.size, q.to = slots.NewSet(n), make([]byte, n*size), size, make([]Peer, n)
+}
+
+func (q *injects) len() int {
+	if q.set == nil {
+		return 0
+	}
+	return q.set.Len()
+}
+
+// piece returns slot idx's first n bytes.
+func (q *injects) piece(idx uint32, n int) []byte {
+	off := int(idx) * q.size
+	return q.mem[off : off+n : off+n]
+}
+
+// claim frees slot idx once, for its completion or its cancel.
+func (q *injects) claim(idx uint32) (uint64, bool) {
+	if q.set == nil {
+		return 0, false
+	}
+	_, ok := q.set.Complete(idx, slots.SoleHolder)
+	return 0, ok // an inject has no key: ReportTo reports it to nobody
+}
+
+// pending appends the queued injects to dst, marked.
+func (q *injects) pending(dst []uint32) []uint32 {
+	if q.set == nil {
+		return dst
+	}
+	return q.set.PostedMarked(dst, slots.SoleHolder, injectKey)
+}
+
+// Inject sends data (at most InjectSize bytes) to peer without a buffer
+// and without a key: it copies data into the inject queue and the poller
+// goroutine hands it to the provider (fi_inject), in order with the sends
+// before it, and nothing is reported per message. data may be reused at
+// once. It returns OK when queued; NoResources when Config.InjectQueue
+// injects are waiting already (retry after a moment); InvalidArgument,
+// changing nothing, for data larger than InjectSize or an unknown or
+// removed peer; Closed after Close. It never blocks and does not allocate.
+//
+// An inject the provider refuses later, or that was still queued when its
+// peer was removed or the endpoint closed, is logged and counted in
+// Stats.Failed; one the provider took counts in Stats.Completed. Why it
+// is queued: every provider call of an rdm domain runs on its poller
+// goroutine (see poller.go).
+func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
+	if len(data) > e.injectSize {
+		return netio.InvalidArgument
+	}
+	ep, st := e.acquireFor(to)
+	if st != netio.OK {
+		return st
+	}
+	defer e.c.Guard.Release()
+	idx, ok := e.inj.set.TakePosted(slots.SoleHolder, 0)
+	if !ok {
+		return netio.NoResources
+	}
+	copy(e.inj.piece(idx, len(data)), data)
+	e.inj.to[idx] = to
+	e.c.Counters.Posted(len(data))
+	if st := e.c.Send(ep, idx|injectKey, len(data), len(data)); st != netio.OK {
+		e.c.Counters.Unposted(len(data))
+		e.inj.set.Complete(idx, slots.SoleHolder)
+		return st
+	}
+	return netio.OK
+}
+
+// postInject injects slot idx's n bytes to dest, and on success frees
+// the slot and counts it: fi_inject has copied it and reports no
+// completion. It runs on the poller goroutine (postSend).
+func (e *Endpoint) postInject(ep *fabric.Endpoint, idx uint32, n int, dest fabric.Addr) fabric.Errno {
+	errno := ep.InjectTo(e.inj.piece(idx, n), dest)
+	if errno == 0 {
+		e.c.Complete((*kind)(e), idx|injectKey, poll.Result{Status: netio.OK})
+	}
+	return errno
+}
+
+// InjectSize returns the largest message Inject takes: the provider's
+// inject_size.
+func (e *Endpoint) InjectSize() int { return e.injectSize }

@@ -1,0 +1,208 @@
+package rdm
+
+import (
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+)
+
+// DefaultPeerTimeout is how long sends to one peer may wait for the
+// provider to take them when Config.PeerTimeout is 0.
+const DefaultPeerTimeout = 5 * time.Second
+
+// parkRetry is how long parked sends wait for a retry when no completion
+// comes first.
+const parkRetry = time.Millisecond
+
+// Why parking: the poller posts every send from one FIFO (the send core's
+// hand-off), and a post the provider refuses for now (EAGAIN) would stall
+// that FIFO, and so the sends to every other peer, behind it. ofi_rxm
+// refuses every send to a peer whose process died, for ever: it connects
+// again on each one. So a refused send is parked in a lane of its peer
+// instead, and later sends to that peer queue behind it in the lane (the
+// order to one peer stays the order of the calls), while sends to the
+// other peers go on. Parked sends are retried after each completion and
+// every parkRetry; a lane that took nothing for Config.PeerTimeout fails
+// with ETIMEDOUT, each key reported once, and until the provider takes a
+// send to that peer again, a send to it that the provider refuses fails at
+// once; RemovePeer fails its lane at once with EHOSTUNREACH. All of it
+// runs on the poller goroutine.
+
+// lane is a peer's parked sends: a list through parking.next.
+type lane struct {
+	head, tail int32     // send indexes; head -1 when empty
+	since      time.Time // when the head began waiting
+	// unreachable: the lane timed out and the provider has taken no send
+	// to the peer since; a refused send to it then fails at once instead
+	// of waiting PeerTimeout again.
+	unreachable bool
+}
+
+// parking holds the parked sends of an endpoint, by send index (sendIndex).
+type parking struct {
+	lanes   []lane  // by peer slot
+	next    []int32 // by send index: the next send of its lane, -1 at the end
+	n       []int   // by send index: its length (bytes or iovecs)
+	count   int     // parked sends
+	timer   *time.Timer
+	retryFn func() // retryParked, bound once so that retrying does not allocate
+}
+
+func (pk *parking) init(peers, sends int, retry func(), poller *poll.Poller) {
+	pk.lanes = make([]lane, peers+1)
+	for i := range pk.lanes {
+		pk.lanes[i].head = -1
+	}
+	pk.next, pk.n = make([]int32, sends), make([]int, sends)
+	pk.retryFn = retry
+	pk.timer = time.AfterFunc(time.Hour, func() { poller.Go(pk.retryFn) })
+	pk.timer.Stop()
+}
+
+// busy reports whether sends to the peer in slot wait in its lane.
+func (pk *parking) busy(slot uint32) bool {
+	return int(slot) < len(pk.lanes) && pk.lanes[slot].head >= 0
+}
+
+// push parks send idx of length n at the end of slot's lane.
+func (pk *parking) push(slot uint32, idx int32, n int, now time.Time) {
+	l := &pk.lanes[slot]
+	pk.next[idx], pk.n[idx] = -1, n
+	if l.head < 0 {
+		l.head, l.since = idx, now
+	} else {
+		pk.next[l.tail] = idx
+	}
+	l.tail = idx
+	if pk.count++; pk.count == 1 {
+		// Armed by the first parked send only: pushes that keep coming must
+		// not keep postponing the retry. retryParked arms it again while
+		// sends stay parked.
+		pk.timer.Reset(parkRetry)
+	}
+}
+
+// pop takes the head of slot's lane off.
+func (pk *parking) pop(slot uint32, now time.Time) {
+	l := &pk.lanes[slot]
+	l.head, l.since = pk.next[l.head], now
+	pk.count--
+}
+
+// reset forgets every parked send: the endpoint closed, and CancelAll
+// reports them with the rest.
+func (pk *parking) reset() {
+	if pk.timer == nil {
+		return
+	}
+	pk.timer.Stop()
+	for i := range pk.lanes {
+		pk.lanes[i].head = -1
+	}
+	pk.count = 0
+}
+
+// sendIndex maps a send's key to its index among all the endpoint's
+// sends: buffers, then header slots, then inject slots.
+func (e *Endpoint) sendIndex(key uint32) int32 {
+	switch {
+	case key&zcMark != 0:
+		return int32(e.bufs.Pool.Len()) + int32(key&^zcMark)
+	case key&injectKey != 0:
+		return int32(e.bufs.Pool.Len()+e.zc.Len()) + int32(key&^injectKey)
+	}
+	return int32(key)
+}
+
+// keyOf is the inverse of sendIndex.
+func (e *Endpoint) keyOf(idx int32) uint32 {
+	nb, nz := int32(e.bufs.Pool.Len()), int32(e.zc.Len())
+	switch {
+	case idx >= nb+nz:
+		return uint32(idx-nb-nz) | injectKey
+	case idx >= nb:
+		return uint32(idx-nb) | zcMark
+	}
+	return uint32(idx)
+}
+
+// postSend is the send core's post of a queued send: at once, or parked
+// behind the sends to the same peer that the provider refused for now.
+func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+	to := e.peerOfKey(key)
+	if e.park.busy(to.slot) {
+		e.park.push(to.slot, e.sendIndex(key), n, time.Now())
+		return 0
+	}
+	errno := e.postTo(ep, key, n, to)
+	l := &e.park.lanes[to.slot]
+	switch {
+	case errno.Temporary() && l.unreachable:
+		return fabric.ETIMEDOUT
+	case errno.Temporary():
+		e.park.push(to.slot, e.sendIndex(key), n, time.Now())
+		return 0
+	case errno == 0:
+		l.unreachable = false
+	}
+	return errno
+}
+
+// retryParked posts what the lanes hold, in order per lane, and fails a
+// lane that took nothing for PeerTimeout. It runs on the poller goroutine.
+func (e *Endpoint) retryParked() {
+	if e.park.count == 0 {
+		return
+	}
+	ep, ok := e.c.Guard.Acquire()
+	if !ok {
+		return // closing: CancelAll reports them
+	}
+	defer e.c.Guard.Release()
+	now := time.Now()
+	for slot := range e.park.lanes {
+		e.retryLane(ep, uint32(slot), now)
+	}
+	if e.park.count > 0 {
+		e.park.timer.Reset(parkRetry)
+	}
+}
+
+// retryLane posts slot's lane until the provider refuses again.
+func (e *Endpoint) retryLane(ep *fabric.Endpoint, slot uint32, now time.Time) {
+	l := &e.park.lanes[slot]
+	for l.head >= 0 {
+		idx := l.head
+		key := e.keyOf(idx)
+		errno := e.postTo(ep, key, e.park.n[idx], e.peerOfKey(key))
+		if errno.Temporary() {
+			if now.Sub(l.since) >= e.cfg.PeerTimeout {
+				e.c.Log.Warn().Str("peer", e.peers.nameOfSlot(slot)).Dur("timeout", e.cfg.PeerTimeout).
+					Msg("rdm: the provider took no send to this peer for PeerTimeout: failing its queued sends")
+				e.failLane(slot, fabric.ETIMEDOUT)
+				l.unreachable = true
+			}
+			return
+		}
+		l.unreachable = false
+		e.park.pop(slot, now)
+		if errno != 0 {
+			e.c.Complete((*kind)(e), key, poll.Result{Status: netio.Failed, Errno: errno})
+		}
+	}
+}
+
+// failLane reports every send parked for slot Failed with errno.
+func (e *Endpoint) failLane(slot uint32, errno fabric.Errno) {
+	if !e.park.busy(slot) {
+		return
+	}
+	now := time.Now()
+	for l := &e.park.lanes[slot]; l.head >= 0; {
+		key := e.keyOf(l.head)
+		e.park.pop(slot, now)
+		e.c.Complete((*kind)(e), key, poll.Result{Status: netio.Failed, Errno: errno})
+	}
+}
