@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Prints the publish/subscribe figures issue 19 sets as targets, measured in
-# one run on this machine, between processes (netio-perf publish and
-# subscribe on tcp, 127.0.0.1), 64 B messages on one tag, Block:
+# Prints the publish/subscribe figures issue 19 sets as targets, measured on
+# this machine between processes (netio-perf publish and subscribe on tcp,
+# 127.0.0.1), 64 B messages on one tag, Block:
 #   - delivered to one subscriber (target >= 10 M msg/s)
 #   - delivered to 4 subscribers together, and that over the single
-#     subscriber's rate (target >= 2)
+#     subscriber's rate of the same round (target >= 2)
 #   - allocations per Publish in steady state (BenchmarkPublish, target 0)
 # Each subscriber is its own process; the rate is counted at the
-# subscribers, from their first message to their last.
-# Usage: hack/pubsub-perf.sh [messages per subscriber]   (default 5000000)
+# subscribers, from their first message to their last. The one- and
+# four-subscriber runs alternate for ROUNDS rounds, and the script prints
+# medians with the lowest and highest, the ratio of every round, and the
+# CPU (user+sys) each side spent per message delivered: on a shared
+# machine the ratios of one round are what to compare, not the rates of
+# different runs.
+# Usage: hack/pubsub-perf.sh [messages per subscriber] [rounds]
+#        (default 5000000 and 3)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
 count=${1:-5000000}
+rounds=${2:-3}
 
 dir=$(mktemp -d)
 pids=()
@@ -23,46 +30,81 @@ cleanup() {
 trap cleanup EXIT
 go build -o "${dir}/netio-perf" ./cmd/netio-perf
 
-# run N: one publisher and N subscriber processes; prints the subscribers'
-# summed rate in msg/s and the slowest one's.
+# run N R: one publisher and N subscriber processes, round R; leaves the
+# JSON reports in ${dir}/rR-nN-{pub,subI}.json.
 run() {
-	local n=$1
+	local n=$1 r=$2 out="${dir}/r$2-n$1"
+	: >"${out}-pub.out" # exists before the publisher writes it, for sed below
 	"${dir}/netio-perf" publish --listen 127.0.0.1:0 --tags 1 --size 64 --count "${count}" \
-		--subscribers "${n}" --json >"${dir}/pub.out" 2>"${dir}/pub.err" &
+		--subscribers "${n}" --json >"${out}-pub.out" 2>"${out}-pub.err" &
 	local pub=$!
 	pids+=("${pub}")
 	local addr=""
 	for _ in $(seq 100); do
-		addr=$(sed -n 's/^LISTENING //p' "${dir}/pub.out")
+		addr=$(sed -n 's/^LISTENING //p' "${out}-pub.out")
 		[[ -n ${addr} ]] && break
 		sleep 0.05
 	done
-	[[ -n ${addr} ]] || { echo "publisher did not start" >&2; cat "${dir}/pub.err" >&2; exit 1; }
+	[[ -n ${addr} ]] || { echo "publisher did not start" >&2; cat "${out}-pub.err" >&2; exit 1; }
 	local subs=()
 	for i in $(seq "${n}"); do
 		"${dir}/netio-perf" subscribe --connect "${addr}" --tags 0 --count "${count}" --json \
-			>"${dir}/sub${i}.out" 2>"${dir}/sub${i}.err" &
+			>"${out}-sub${i}.out" 2>"${out}-sub${i}.err" &
 		subs+=($!)
 		pids+=($!)
 	done
 	for s in "${subs[@]}"; do wait "$s"; done
 	wait "${pub}"
-	for i in $(seq "${n}"); do tail -n 1 "${dir}/sub${i}.out"; done |
-		python3 -c '
-import json, sys
-rs = [json.loads(l) for l in sys.stdin if l.strip()]
-for r in rs:
-    if r["messages"] + r["missed"] != '"${count}"' or r["missed"]:
-        sys.exit("a subscriber did not get every message: %r" % r)
-print("%.0f %.0f" % (sum(r["msgs_per_s"] for r in rs), min(r["msgs_per_s"] for r in rs)))'
+	tail -n 1 "${out}-pub.out" >"${out}-pub.json"
+	for i in $(seq "${n}"); do tail -n 1 "${out}-sub${i}.out" >"${out}-sub${i}.json"; done
 }
 
-read -r one _ < <(run 1)
-read -r four slowest < <(run 4)
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+for r in $(seq "${rounds}"); do
+	run 1 "${r}"
+	run 4 "${r}"
+done
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
 allocs=$(go test -run '^$' -bench 'BenchmarkPublish/tcp/subs=1/size=64$' -benchtime 1000000x ./pubsub |
 	awk '/^BenchmarkPublish/ { for (i = 2; i < NF; i++) if ($(i + 1) == "allocs/op") print $i }' | head -n 1)
 
-awk -v r="${one}" 'BEGIN { printf "64 B, 1 subscriber: %.2f M msg/s delivered (target >= 10)\n", r / 1e6 }'
-awk -v r="${four}" -v s="${slowest}" -v o="${one}" 'BEGIN { printf "64 B, 4 subscribers: %.2f M msg/s delivered in all (slowest %.2f), %.2f x one subscriber (target >= 2)\n", r / 1e6, s / 1e6, r / o }'
+python3 - "${dir}" "${rounds}" "${count}" <<'EOF'
+import json, statistics, sys
+d, rounds, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+def load(path):
+    with open(path) as f:
+        return json.loads(f.read())
+
+def fmt(xs, scale=1e6, unit=""):
+    return "%.2f%s (%.2f-%.2f)" % (statistics.median(xs) / scale, unit, min(xs) / scale, max(xs) / scale)
+
+one, four, slowest, ratio, cpu = [], [], [], [], {1: ([], []), 4: ([], [])}
+for r in range(1, rounds + 1):
+    for n in (1, 4):
+        subs = [load("%s/r%d-n%d-sub%d.json" % (d, r, n, i)) for i in range(1, n + 1)]
+        pub = load("%s/r%d-n%d-pub.json" % (d, r, n))
+        for s in subs:
+            if s["messages"] != count or s["missed"]:
+                sys.exit("round %d, %d subscribers: a subscriber did not get every message: %r" % (r, n, s))
+        total = sum(s["msgs_per_s"] for s in subs)
+        delivered = sum(s["messages"] for s in subs)
+        cpu[n][0].append(pub["cpu_seconds"] / delivered * 1e9)
+        cpu[n][1].append(sum(s["cpu_seconds"] for s in subs) / delivered * 1e9)
+        if n == 1:
+            one.append(total)
+        else:
+            four.append(total)
+            slowest.append(min(s["msgs_per_s"] for s in subs))
+            ratio.append(total / one[-1])
+
+print("64 B, 1 subscriber: %s M msg/s delivered, median (lowest-highest) of %d rounds (target >= 10)" % (fmt(one), rounds))
+print("64 B, 4 subscribers: %s M msg/s delivered in all, slowest subscriber %s" % (fmt(four), fmt(slowest)))
+print("4 subscribers over 1, same round: %s (target >= 2); by round: %s" % (
+    "%.2f (%.2f-%.2f)" % (statistics.median(ratio), min(ratio), max(ratio)), " ".join("%.2f" % x for x in ratio)))
+for n in (1, 4):
+    print("CPU per message delivered, %d subscriber%s: publisher %s ns, subscribers %s ns (user+sys, medians)" % (
+        n, "s" if n > 1 else "", "%.0f" % statistics.median(cpu[n][0]), "%.0f" % statistics.median(cpu[n][1])))
+EOF
 echo "Publish: ${allocs} allocs/op in steady state (target 0)"
-echo "(machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "(machine: $(nproc) cores, load ${load0} at the start, ${load1} at the end; ${count} messages per subscriber per run)"

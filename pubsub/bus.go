@@ -289,11 +289,8 @@ func (d *Directory) scanLocked() error {
 		if err != nil {
 			continue
 		}
-		var e DirectoryEntry
-		if json.Unmarshal(b, &e) != nil || e.V != ProtocolVersion || e.ID+".json" != name {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(e.Addr); err != nil {
+		e, err := ParseDirectoryEntry(strings.TrimSuffix(name, ".json"), b)
+		if err != nil {
 			continue
 		}
 		entries = append(entries, e)
@@ -306,6 +303,28 @@ func (d *Directory) scanLocked() error {
 	slices.SortFunc(entries, func(a, b DirectoryEntry) int { return strings.Compare(a.ID, b.ID) })
 	d.index, d.entries, d.scanned = index, entries, now
 	return nil
+}
+
+// ParseDirectoryEntry parses the content b of a directory bus file named
+// id + ".json" (docs/wire.md, "The directory bus"): a JSON object of
+// version 1 whose id is the file's and whose addr is "host:port". Every
+// error matches ErrMalformed. Such files come from other hosts: the parser
+// is fuzzed.
+func ParseDirectoryEntry(id string, b []byte) (DirectoryEntry, error) {
+	var e DirectoryEntry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return DirectoryEntry{}, fmt.Errorf("%w: directory entry %q: %v", ErrMalformed, id, err)
+	}
+	switch {
+	case e.V != ProtocolVersion:
+		return DirectoryEntry{}, fmt.Errorf("%w: directory entry %q: version %d", ErrMalformed, id, e.V)
+	case e.ID != id:
+		return DirectoryEntry{}, fmt.Errorf("%w: directory entry %q names itself %q", ErrMalformed, id, e.ID)
+	}
+	if _, _, err := net.SplitHostPort(e.Addr); err != nil {
+		return DirectoryEntry{}, fmt.Errorf("%w: directory entry %q: addr: %v", ErrMalformed, id, err)
+	}
+	return e, nil
 }
 
 // defaultBusID names a publisher on a bus: host, process and port.

@@ -52,6 +52,7 @@ func FuzzParseResponse(f *testing.F) {
 	for _, s := range []string{
 		`{"v":1,"op":"ack","id":1,"instance":12,"policy":"block"}`,
 		`{"v":1,"op":"ack","id":2,"tags":[1],"refused":[3]}`,
+		`{"v":1,"op":"ack","id":2,"tags":[1,2],"next":[0,17],"refused":[3]}`,
 		`{"v":1,"op":"error","id":0,"error":"x"}`, "", "[]",
 	} {
 		f.Add([]byte(s))
@@ -80,6 +81,7 @@ func FuzzParseResponse(f *testing.F) {
 func FuzzParseRecord(f *testing.F) {
 	f.Add(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordHello, A: 1, B: 2}))
 	f.Add(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordSync, A: 42, B: 1000}))
+	f.Add(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordStart, A: 42, B: 1000}))
 	f.Add([]byte("NPS\x01"))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		r, err := pubsub.ParseRecord(p)
@@ -91,6 +93,40 @@ func FuzzParseRecord(f *testing.F) {
 		}
 		if b := pubsub.AppendRecord(nil, r); !bytes.Equal(b, p) {
 			t.Fatalf("record %+v re-encodes to %x, input %x", r, b, p)
+		}
+	})
+}
+
+// FuzzParseDirectoryEntry feeds arbitrary file contents to the directory
+// bus's parser (the files come from other hosts): it never panics, every
+// error matches ErrMalformed, and an entry it accepts survives a round
+// trip through its own JSON.
+func FuzzParseDirectoryEntry(f *testing.F) {
+	for _, s := range []string{
+		`{"v":1,"id":"ros-17-4242-7001","addr":"10.0.0.1:7001","tags":[1,2,3],"host":"ros-17","pid":4242,"started":"2026-11-30T10:00:00.123Z"}`,
+		`{"v":1,"id":"ros-17-4242-7001","addr":"10.0.0.1","tags":[1]}`, `{"v":2}`, "", "[]", "null",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		const id = "ros-17-4242-7001"
+		e, err := pubsub.ParseDirectoryEntry(id, b)
+		if err != nil {
+			if !errors.Is(err, pubsub.ErrMalformed) {
+				t.Fatalf("error %v does not match ErrMalformed", err)
+			}
+			return
+		}
+		j, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2, err := pubsub.ParseDirectoryEntry(id, j)
+		if err == nil && e2.Started.Equal(e.Started) {
+			e2.Started = e.Started // the same instant; a fixed zone is a new *Location each parse
+		}
+		if err != nil || !reflect.DeepEqual(e, e2) {
+			t.Fatalf("round trip of %+v: %+v, %v", e, e2, err)
 		}
 	})
 }

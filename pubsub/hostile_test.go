@@ -190,13 +190,13 @@ func TestPlainPeer(t *testing.T) {
 			assert.Equal(t, p.Instance(), resp.Instance)
 			assert.Equal(t, "drop", resp.Policy)
 			resp = call(`{"v":1,"op":"subscribe","id":2,"tags":[42,43]}`)
-			assert.Equal(t, pubsub.Response{V: 1, Op: pubsub.OpAck, ID: 2, Tags: []uint64{42}, Refused: []uint64{43}}, resp)
+			assert.Equal(t, pubsub.Response{V: 1, Op: pubsub.OpAck, ID: 2, Tags: []uint64{42}, Next: []uint64{1000}, Refused: []uint64{43}}, resp)
 			assert.Equal(t, pubsub.OK, p.PublishStatus(42, 0, []byte("first")))
 			assert.Equal(t, pubsub.OK, p.PublishStatus(42, pubsub.StatusFirmwareCRC, []byte("sec"), []byte("ond")))
 
 			want := []msg{
 				{pubsub.ControlTag, string(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordHello, A: 77, B: p.Instance()})), 0},
-				{pubsub.ControlTag, string(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordSync, A: 42, B: 1000})), 0},
+				{pubsub.ControlTag, string(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordStart, A: 42, B: 1000})), 0},
 				{42, "first", 0},
 				{42, "second", pubsub.StatusFirmwareCRC},
 			}

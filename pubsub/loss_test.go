@@ -62,14 +62,19 @@ func TestDropStalledSubscriber(t *testing.T) {
 		t.Run(prov, func(t *testing.T) {
 			mgr := openDomain(t, prov)
 			tagList := []uint64{1, 2, 3, 4}
+			// 2 MiB in flight per subscriber, 4 MiB posted at each: a
+			// subscriber that is not stalled rides out the pauses a loaded
+			// machine gives its poller (or sockets' progress thread) without
+			// a drop; fewer receive buffers than send buffers livelock
+			// sockets under load (tests/netns).
 			p := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: tagList, Policy: pubsub.Drop,
-				Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: 8}})
+				Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: 32}})
 			var cols []*collector
 			var subs []*pubsub.Subscriber
 			for range 3 {
 				c := newCollector()
 				cfg := c.config(p.Addr())
-				cfg.Receive = netio.ReceiveParams{BufferSize: 64 << 10, BufferCount: 8}
+				cfg.Receive = netio.ReceiveParams{BufferSize: 64 << 10, BufferCount: 64}
 				s := newSubscriber(t, mgr, cfg)
 				require.NoError(t, s.Subscribe(ctxT(t, 10*time.Second), tagList...))
 				cols, subs = append(cols, c), append(subs, s)

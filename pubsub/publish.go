@@ -125,16 +125,20 @@ func unlockBlock(subs []*subscription) {
 func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][]byte) bool {
 	ss := s.sess
 	withSync := s.needSync || s.sinceSync >= ss.p.syncEvery
+	if withSync && !s.sendStart(ts, seq) {
+		return false
+	}
 	if withSync {
+		kind := s.syncKind()
 		var rec [RecordLen]byte
-		putRecord(&rec, RecordSync, ts.tag, seq)
+		putRecord(&rec, kind, ts.tag, seq)
 		switch ss.ep.SendMessageStatus(ControlTag, 0, rec[:]) {
 		case netio.OK:
 			s.synced(ts)
 		case netio.NoResources:
 			if ss.policy == Block {
 				s.synced(ts) // the record goes with the message
-				ss.setPendingLocked(true, ts.tag, seq, status, parts)
+				ss.setPendingLocked(kind, ts.tag, seq, status, parts)
 				return true
 			}
 			s.drop(ts)
@@ -154,7 +158,7 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 	case netio.NoResources:
 		if ss.policy == Block {
 			s.sinceSync++
-			ss.setPendingLocked(false, ts.tag, seq, status, parts)
+			ss.setPendingLocked(0, ts.tag, seq, status, parts)
 			return true
 		}
 		s.drop(ts)
@@ -165,8 +169,18 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 	}
 }
 
+// syncKind returns the kind of the SYNC record s is owed: RecordStart
+// for the first of its subscription. ts.mu is held.
+func (s *subscription) syncKind() RecordKind {
+	if s.fresh {
+		return RecordStart
+	}
+	return RecordSync
+}
+
 // synced records that s's SYNC record was taken. ts.mu is held.
 func (s *subscription) synced(ts *tagState) {
+	s.fresh = false
 	if s.needSync {
 		s.needSync = false
 		ts.unsynced.Add(-1)
@@ -186,6 +200,29 @@ func (s *subscription) drop(ts *tagState) {
 	}
 }
 
+// sendStart sends, before the SYNC record of seq, the one that tells the
+// subscriber where a fresh subscription started, when copies were dropped
+// before any SYNC record of it got through: without it the subscriber
+// would take seq for its start and never learn of those copies. It
+// reports whether the message may go on; a copy that cannot is dropped
+// (Drop) or failed. Only Drop subscriptions can need it, since Block
+// takes every copy or none. ts.mu is held, and s.sess.mu for Block.
+func (s *subscription) sendStart(ts *tagState, seq uint64) bool {
+	if !s.fresh || seq == s.start {
+		return true
+	}
+	switch s.sendSyncRecord(RecordStart, ts.tag, s.start) {
+	case netio.OK:
+		s.fresh = false
+		return true
+	case netio.NoResources:
+		s.drop(ts)
+	default:
+		ts.failed++
+	}
+	return false
+}
+
 // sendSync sends the SYNC record owed to s, if its connection has room.
 // ts.mu is held.
 func (s *subscription) sendSync(ts *tagState) {
@@ -197,20 +234,31 @@ func (s *subscription) sendSync(ts *tagState) {
 			return
 		}
 	}
-	if ss.zep != nil {
-		var hdr [zcHeaderMax]byte
-		n := putSyncMessage(hdr[:], ts.tag, ts.seq)
-		if ss.zep.Send(hdr[:n], nil, zcNoKey) == netio.OK {
-			s.synced(ts)
+	if s.fresh && s.start != ts.seq {
+		if s.sendSyncRecord(RecordStart, ts.tag, s.start) != netio.OK {
+			return // nothing was dropped: try again next tick
 		}
-		return
+		s.fresh = false
+	}
+	if s.sendSyncRecord(s.syncKind(), ts.tag, ts.seq) == netio.OK {
+		s.synced(ts)
+	}
+}
+
+// sendSyncRecord sends a SYNC (or START) record of tag and seq alone on
+// s's connection, in any mode.
+func (s *subscription) sendSyncRecord(kind RecordKind, tag, seq uint64) netio.Status {
+	ss := s.sess
+	if ss.zep != nil {
+		var hdr [syncMessageLen]byte
+		putSyncMessage(hdr[:], kind, tag, seq)
+		return ss.zep.Send(hdr[:], nil, zcNoKey)
 	}
 	var rec [RecordLen]byte
-	putRecord(&rec, RecordSync, ts.tag, ts.seq)
-	if ss.ep.SendMessageStatus(ControlTag, 0, rec[:]) == netio.OK {
-		s.synced(ts)
-		if ss.p.cfg.Mode == Immediate {
-			ss.ep.Flush()
-		}
+	putRecord(&rec, kind, tag, seq)
+	st := ss.ep.SendMessageStatus(ControlTag, 0, rec[:])
+	if st == netio.OK && ss.p.cfg.Mode == Immediate {
+		ss.ep.Flush()
 	}
+	return st
 }

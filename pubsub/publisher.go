@@ -97,6 +97,13 @@ type subscription struct {
 	sinceSync int
 	delivered uint64
 	dropped   uint64
+	// fresh means no SYNC record of the subscription reached its
+	// connection yet, and start is the tag's number when it began: if
+	// copies were dropped before the first SYNC record, a SYNC of start
+	// goes first, so the subscriber counts them as a gap instead of
+	// starting at the later number (sendStart).
+	fresh bool
+	start uint64
 }
 
 // NewPublisher starts a publisher whose subscription port listens on addr

@@ -56,7 +56,7 @@ type SubscriberInfo struct {
 	Peer      string   // its data address
 	Policy    Policy   // Block or Drop
 	Tags      []uint64 // its tags, in increasing order
-	Delivered uint64   // copies its connection took, over its current subscriptions
+	Delivered uint64   // copies its connection took, over all its subscriptions
 	Dropped   uint64   // its copies dropped, over all its subscriptions
 	Pending   bool     // a message waits for room in its connection (Block)
 }
@@ -73,8 +73,8 @@ func (p *Publisher) Subscribers() []SubscriberInfo {
 			tags = append(tags, t)
 			subs = append(subs, s)
 		}
+		delivered := ss.ended // a subscription listed here ends later: counted once
 		ss.subsMu.Unlock()
-		var delivered uint64
 		all := *p.tags.Load()
 		for i, s := range subs {
 			ts := all[tags[i]]

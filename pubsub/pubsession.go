@@ -33,13 +33,17 @@ type pubSession struct {
 
 	subsMu sync.Mutex // guards subs for Subscribers; only serve changes it
 	subs   map[uint64]*subscription
+	// ended counts the copies delivered over the subscriptions that ended
+	// (guarded by subsMu), so that Subscribers reports them while the
+	// session is still listed.
+	ended uint64
 
 	// mu orders the deliveries to a Block subscriber and guards its pending
 	// slot: the one message (and the SYNC record before it, if any) that
 	// its connection had no room for.
 	mu         sync.Mutex
 	pending    atomic.Bool
-	pendSync   bool
+	pendSync   RecordKind // the record before the message, 0 for none
 	pendTag    uint64
 	pendSeq    uint64
 	pendStatus uint8
@@ -296,13 +300,18 @@ func (ss *pubSession) subscribe(req Request) Response {
 		}
 		resp.Tags = append(resp.Tags, t)
 		ss.subsMu.Lock()
-		_, dup := ss.subs[t]
+		old := ss.subs[t]
 		ss.subsMu.Unlock()
-		if dup {
+		if old != nil {
+			ts.mu.Lock()
+			resp.Next = append(resp.Next, old.start)
+			ts.mu.Unlock()
 			continue
 		}
-		s := &subscription{sess: ss, needSync: true}
+		s := &subscription{sess: ss, needSync: true, fresh: true}
 		ts.mu.Lock()
+		s.start = ts.seq
+		resp.Next = append(resp.Next, s.start)
 		i, _ := searchSession(ts.subs, ss.id)
 		ts.subs = insertAt(ts.subs, i, s)
 		ts.unsynced.Add(1)
@@ -334,8 +343,8 @@ func (ss *pubSession) remove(t uint64) {
 	ss.subsMu.Lock()
 	s := ss.subs[t]
 	delete(ss.subs, t)
-	ss.subsMu.Unlock()
 	if s == nil {
+		ss.subsMu.Unlock()
 		return
 	}
 	if ts := (*ss.p.tags.Load())[t]; ts != nil {
@@ -346,8 +355,10 @@ func (ss *pubSession) remove(t uint64) {
 		if s.needSync {
 			ts.unsynced.Add(-1)
 		}
+		ss.ended += s.delivered // final: Publish no longer sees s
 		ts.mu.Unlock()
 	}
+	ss.subsMu.Unlock()
 	if cb := ss.p.cfg.OnUnsubscribe; cb != nil {
 		cb(t, ss.peer)
 	}
@@ -425,12 +436,12 @@ func (ss *pubSession) onZCSendCompleted(key uint64, st netio.Status) {
 	ss.onSendCompleted(key, st)
 }
 
-// setPendingLocked keeps the message (and its SYNC record when withSync)
-// that a Block subscriber's connection had no room for, and tries once
-// more at once, in case a buffer came back in between. ss.mu is held; the
-// slot is empty (Publish checked).
-func (ss *pubSession) setPendingLocked(withSync bool, tag, seq uint64, status uint8, parts [][]byte) {
-	ss.pendSync, ss.pendTag, ss.pendSeq, ss.pendStatus = withSync, tag, seq, status
+// setPendingLocked keeps the message (and its SYNC record of kind kind,
+// if not 0) that a Block subscriber's connection had no room for, and
+// tries once more at once, in case a buffer came back in between. ss.mu
+// is held; the slot is empty (Publish checked).
+func (ss *pubSession) setPendingLocked(kind RecordKind, tag, seq uint64, status uint8, parts [][]byte) {
+	ss.pendSync, ss.pendTag, ss.pendSeq, ss.pendStatus = kind, tag, seq, status
 	ss.pendData = ss.pendData[:0]
 	for _, b := range parts {
 		ss.pendData = append(ss.pendData, b...)
@@ -449,14 +460,14 @@ func (ss *pubSession) drainLocked() bool {
 	if ss.zep != nil {
 		return ss.drainZCLocked()
 	}
-	if ss.pendSync {
+	if ss.pendSync != 0 {
 		var rec [RecordLen]byte
-		putRecord(&rec, RecordSync, ss.pendTag, ss.pendSeq)
+		putRecord(&rec, ss.pendSync, ss.pendTag, ss.pendSeq)
 		switch ss.ep.SendMessageStatus(ControlTag, 0, rec[:]) {
 		case netio.NoResources:
 			return false
 		case netio.OK:
-			ss.pendSync = false
+			ss.pendSync = 0
 		default:
 			ss.pending.Store(false)
 			ss.p.lostPending.Add(1)

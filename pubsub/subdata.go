@@ -22,6 +22,7 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		tag := d.Tag()
 		if tag == ControlTag {
 			if dc = s.record(ep, dc, d.Data()); dc == nil {
+				s.flushCounts()
 				return // not a publisher of ours: closed
 			}
 			continue
@@ -32,6 +33,7 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		}
 		s.message(dc, tag, d.Status(), d.Data())
 	}
+	s.flushCounts()
 	if err := d.Err(); err != nil {
 		s.st.malformed.Add(1)
 		pub := ""
@@ -65,10 +67,14 @@ func (s *Subscriber) message(dc *dataConn, tag uint64, status uint8, data []byte
 		s.st.unsolicited.Add(1)
 		return
 	}
-	seq := rt.expect.Load()
-	rt.expect.Store(seq + 1)
-	rt.messages.Add(1)
-	rt.bytes.Add(uint64(len(data)))
+	if rt != s.dirty {
+		s.flushCounts()
+		s.dirty = rt
+	}
+	seq := rt.next
+	rt.next++
+	rt.pendMsgs++
+	rt.pendBytes += uint64(len(data))
 	if status != 0 {
 		rt.flagged.Add(1)
 		for i := range rt.bits {
@@ -80,6 +86,31 @@ func (s *Subscriber) message(dc *dataConn, tag uint64, status uint8, data []byte
 	if cb := s.cfg.OnMessage; cb != nil {
 		cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
 	}
+}
+
+// flushCounts brings the counters of the tag whose messages were counted
+// last up to date: TagStats and Stats see a buffer's messages once the
+// buffer (or the run of one tag's messages in it) is done.
+func (s *Subscriber) flushCounts() {
+	rt := s.dirty
+	if rt == nil {
+		return
+	}
+	s.dirty = nil
+	rt.expect.Store(rt.next)
+	if rt.pendMsgs != 0 {
+		rt.messages.Add(rt.pendMsgs)
+		rt.bytes.Add(rt.pendBytes)
+		s.st.messages.Add(rt.pendMsgs)
+		s.st.bytes.Add(rt.pendBytes)
+		rt.pendMsgs, rt.pendBytes = 0, 0
+	}
+}
+
+// setNext sets the number of rt's next message.
+func (rt *recvTag) setNext(seq uint64) {
+	rt.next = seq
+	rt.expect.Store(seq)
 }
 
 // record handles a control record and returns the connection's state
@@ -110,25 +141,36 @@ func (s *Subscriber) record(ep *endpoint.ReceiveEndpoint, dc *dataConn, p []byte
 		s.conns[ep] = dc
 		s.lastEP, s.lastConn = ep, dc
 		return dc
-	case RecordSync:
+	case RecordSync, RecordStart:
 		if dc == nil {
 			s.strayConn(ep)
 			return nil
 		}
-		s.sync(dc, r.A, r.B)
+		s.sync(dc, r.A, r.B, r.Kind == RecordStart)
 	}
 	return dc
 }
 
 // sync applies a SYNC record: seq is the number of the tag's next
 // message on this connection. Behind the count it is reported as a gap;
-// on the tag's first SYNC on a new connection it may also be a reset.
-func (s *Subscriber) sync(dc *dataConn, tag, seq uint64) {
+// on the tag's first SYNC on a new connection it may also be a reset. A
+// START record on the connection the tag is counted on already begins a
+// new subscription there (the tag was unsubscribed and subscribed again,
+// and the records before were its earlier subscription's): the count
+// starts afresh.
+func (s *Subscriber) sync(dc *dataConn, tag, seq uint64, start bool) {
 	rt := s.lookup(tag)
 	if rt == nil || dc.gen < rt.gen {
 		return // not subscribed, or an older connection than the tag's
 	}
-	exp := rt.expect.Load()
+	if !rt.synced && !s.ackedStart(rt, dc, seq) {
+		return // a record of the tag's earlier subscription on this connection
+	}
+	if start && dc.gen == rt.gen {
+		rt.setNext(seq)
+		return
+	}
+	exp := rt.next
 	if dc.gen > rt.gen { // the tag's first SYNC on this connection
 		if rt.synced {
 			switch {
@@ -143,7 +185,7 @@ func (s *Subscriber) sync(dc *dataConn, tag, seq uint64) {
 			}
 		}
 		rt.gen, rt.synced = dc.gen, true
-		rt.expect.Store(seq)
+		rt.setNext(seq)
 		return
 	}
 	switch {
@@ -153,7 +195,28 @@ func (s *Subscriber) sync(dc *dataConn, tag, seq uint64) {
 		rt.outOfSeq.Add(1)
 		s.st.outOfSeq.Add(1)
 	}
-	rt.expect.Store(seq)
+	rt.setNext(seq)
+}
+
+// ackedStart starts the count of a tag that no record synced yet from
+// its subscribe ack, if that came: on the ack's connection a record
+// numbered before the subscription's first message belongs to an earlier
+// subscription of the tag (unsubscribed since) and is ignored (false);
+// otherwise the count starts at the ack's number, so that a record on a
+// later connection (the first was lost before any record came) reports
+// what was missed as a gap.
+func (s *Subscriber) ackedStart(rt *recvTag, dc *dataConn, seq uint64) bool {
+	gen := rt.ackGen.Load()
+	if gen == 0 || dc.gen < gen {
+		return true
+	}
+	first := rt.ackStart.Load()
+	if dc.gen == gen && seq < first {
+		return false
+	}
+	rt.gen, rt.synced = gen, true
+	rt.setNext(first)
+	return true
 }
 
 // gap reports count messages of rt missed from first on.

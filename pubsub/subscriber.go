@@ -165,6 +165,7 @@ type Subscriber struct {
 	lastConn *dataConn
 	lastTag  *recvTag
 	lastVer  uint64
+	dirty    *recvTag // counted messages not yet in its counters (flushCounts)
 	dec      coalesce.Decoder
 
 	stop      chan struct{}
@@ -194,8 +195,20 @@ type dataConn struct {
 type recvTag struct {
 	tag    uint64
 	gen    uint64 // the data connection carrying the tag (0: none yet)
-	synced bool   // expect is known
-	expect atomic.Uint64
+	synced bool   // next is known
+	// next is the number of the tag's next message, counted by the poller;
+	// expect is its copy for TagStats, and pendMsgs and pendBytes the
+	// messages counted since messages and bytes were last brought up to
+	// date. The poller publishes them once per run of a tag's messages in
+	// a buffer (flushCounts), not per message.
+	next                uint64
+	expect              atomic.Uint64
+	pendMsgs, pendBytes uint64
+	// ackGen and ackStart are set once, by the control goroutine, from the
+	// first subscribe ack of the tag's subscription (its connection's
+	// generation, and the number of its first message), for the poller to
+	// count from when no record set next yet (ackedStart).
+	ackGen, ackStart atomic.Uint64
 
 	messages, bytes, gaps, missed, resets, outOfSeq, flagged atomic.Uint64
 	bits                                                     [8]atomic.Uint64
@@ -204,7 +217,7 @@ type recvTag struct {
 type subStats struct {
 	buffers, malformed, badRecords, unsolicited, stray atomic.Uint64
 	outOfSeq, gaps, missed, resets, reconnects         atomic.Uint64
-	controlErrors, retiredMessages, retiredBytes       atomic.Uint64
+	controlErrors, messages, bytes                     atomic.Uint64
 }
 
 // NewSubscriber starts a subscriber: it listens for publishers' data
@@ -332,6 +345,7 @@ func (s *Subscriber) SubscribeAsync(tags ...uint64) error {
 	if s.closed {
 		return fmt.Errorf("pubsub: subscribe: %w", netio.ErrClosed)
 	}
+	s.ensureTagsLocked(tags)
 	for _, t := range tags {
 		addr, err := s.cfg.Bus.Lookup(t)
 		if err != nil {
@@ -339,7 +353,6 @@ func (s *Subscriber) SubscribeAsync(tags ...uint64) error {
 				s.log.Warn().Err(err).Uint64("tag", t).Msg("pubsub: bus lookup failed; retrying")
 			}
 			s.unresolved[t] = true
-			s.ensureTagLocked(t)
 			continue
 		}
 		s.wantLocked(s.sessionLocked(addr), []uint64{t})
@@ -354,17 +367,21 @@ func (s *Subscriber) SubscribeAsync(tags ...uint64) error {
 // do not call it from a callback.
 func (s *Subscriber) Unsubscribe(ctx context.Context, tags ...uint64) error {
 	touched := map[*subSession][]uint64{}
+	var unowned []uint64
 	s.mu.Lock()
 	for _, t := range tags {
 		delete(s.unresolved, t)
 		delete(s.lost, t)
 		if ss := s.ownerLocked(t); ss != nil {
 			touched[ss] = append(touched[ss], t)
-			s.unwantLocked(ss, []uint64{t})
 		} else {
-			s.dropTagLocked(t)
+			unowned = append(unowned, t)
 		}
 	}
+	for ss, ts := range touched {
+		s.unwantLocked(ss, ts)
+	}
+	s.dropTagsLocked(unowned)
 	s.mu.Unlock()
 	for ss, ts := range touched {
 		if err := ss.waitGone(ctx, ts); err != nil {
@@ -435,7 +452,9 @@ type TagStats struct {
 }
 
 // TagStats returns the counters of tag, and false when it is not
-// subscribed (wanted). It may be called at any time, from any goroutine.
+// subscribed (wanted). It may be called at any time, from any goroutine;
+// Messages, Bytes and NextSeq count the buffers received so far whole
+// (the poller brings them up to date once per buffer, not per message).
 func (s *Subscriber) TagStats(tag uint64) (TagStats, bool) {
 	rt := (*s.tags.Load())[tag]
 	if rt == nil {
@@ -471,12 +490,7 @@ type SubscriberStats struct {
 // Stats returns the subscriber's counters.
 func (s *Subscriber) Stats() SubscriberStats {
 	st := &s.st
-	msgs, bytes := st.retiredMessages.Load(), st.retiredBytes.Load()
-	for _, rt := range *s.tags.Load() {
-		msgs += rt.messages.Load()
-		bytes += rt.bytes.Load()
-	}
-	return SubscriberStats{Buffers: st.buffers.Load(), Messages: msgs, Bytes: bytes,
+	return SubscriberStats{Buffers: st.buffers.Load(), Messages: st.messages.Load(), Bytes: st.bytes.Load(),
 		Malformed: st.malformed.Load(), BadRecords: st.badRecords.Load(), Unsolicited: st.unsolicited.Load(),
 		StrayConns: st.stray.Load(), OutOfSequence: st.outOfSeq.Load(), Gaps: st.gaps.Load(),
 		Missed: st.missed.Load(), Resets: st.resets.Load(), Reconnects: st.reconnects.Load(),
@@ -492,4 +506,18 @@ func checkTags(tags []uint64) error {
 		return fmt.Errorf("%w: pubsub: tag %#x is reserved (ControlTag)", netio.ErrInvalidArgument, ControlTag)
 	}
 	return nil
+}
+
+// ackedAt records, once, the subscribe ack of the tag's subscription:
+// the generation of the connection it came on and the number of the
+// subscription's first message. Later acks (after a reconnection) leave
+// it, so that the count goes on from the first subscription. The
+// numbers are written before the generation, which the poller reads
+// first.
+func (rt *recvTag) ackedAt(gen, first uint64) {
+	if rt.ackGen.Load() != 0 {
+		return
+	}
+	rt.ackStart.Store(first)
+	rt.ackGen.Store(gen)
 }

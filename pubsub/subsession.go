@@ -66,8 +66,8 @@ func (s *Subscriber) sessionLocked(addr string) *subSession {
 // is held.
 func (s *Subscriber) wantLocked(ss *subSession, tags []uint64) []uint64 {
 	var added []uint64
+	s.ensureTagsLocked(tags)
 	for _, t := range tags {
-		s.ensureTagLocked(t)
 		delete(s.unresolved, t)
 		old := s.owner[t]
 		if old == ss {
@@ -85,45 +85,63 @@ func (s *Subscriber) wantLocked(ss *subSession, tags []uint64) []uint64 {
 
 // unwantLocked makes ss stop carrying tags and forgets them. s.mu is held.
 func (s *Subscriber) unwantLocked(ss *subSession, tags []uint64) {
+	var gone []uint64
 	for _, t := range tags {
 		if s.owner[t] != ss {
 			continue
 		}
 		delete(s.owner, t)
 		ss.setWant(t, false)
-		s.dropTagLocked(t)
+		gone = append(gone, t)
 	}
+	s.dropTagsLocked(gone)
 }
 
 // ownerLocked returns the session carrying t, or nil. s.mu is held.
 func (s *Subscriber) ownerLocked(t uint64) *subSession { return s.owner[t] }
 
-// ensureTagLocked creates t's receive state if it has none. s.mu is held.
-func (s *Subscriber) ensureTagLocked(t uint64) {
+// ensureTagsLocked creates the receive state of the tags that have none,
+// in one copy of the map whatever their number (one copy per tag made
+// subscribing N tags cost N² here). s.mu is held.
+func (s *Subscriber) ensureTagsLocked(tags []uint64) {
 	old := *s.tags.Load()
-	if old[t] != nil {
-		return
+	var m map[uint64]*recvTag
+	for _, t := range tags {
+		if old[t] != nil {
+			continue
+		}
+		if m == nil {
+			m = maps.Clone(old)
+		}
+		if m[t] == nil {
+			m[t] = &recvTag{tag: t}
+		}
 	}
-	m := maps.Clone(old)
-	m[t] = &recvTag{tag: t}
-	s.tags.Store(&m)
-	s.tagsVer.Add(1)
+	if m != nil {
+		s.tags.Store(&m)
+		s.tagsVer.Add(1)
+	}
 }
 
-// dropTagLocked forgets t's receive state: nothing more of t is
-// delivered. Its counts stay in the subscriber's totals. s.mu is held.
-func (s *Subscriber) dropTagLocked(t uint64) {
+// dropTagsLocked forgets the receive state of tags, in one copy of the
+// map: nothing more of them is delivered. Their counts stay in the
+// subscriber's totals. s.mu is held.
+func (s *Subscriber) dropTagsLocked(tags []uint64) {
 	old := *s.tags.Load()
-	rt := old[t]
-	if rt == nil {
-		return
+	var m map[uint64]*recvTag
+	for _, t := range tags {
+		if old[t] == nil {
+			continue
+		}
+		if m == nil {
+			m = maps.Clone(old)
+		}
+		delete(m, t)
 	}
-	m := maps.Clone(old)
-	delete(m, t)
-	s.tags.Store(&m)
-	s.tagsVer.Add(1)
-	s.st.retiredMessages.Add(rt.messages.Load())
-	s.st.retiredBytes.Add(rt.bytes.Load())
+	if m != nil {
+		s.tags.Store(&m)
+		s.tagsVer.Add(1)
+	}
 }
 
 // setWant adds or removes t from the tags ss should carry, and wakes its
@@ -135,6 +153,7 @@ func (ss *subSession) setWant(t uint64, on bool) {
 		delete(ss.refused, t)
 	} else {
 		delete(ss.want, t)
+		ss.signalLocked() // a Subscribe waiting for t returns now
 	}
 	ss.mu.Unlock()
 	ss.poke()
@@ -441,9 +460,13 @@ func (ss *subSession) subscribed(resp Response) {
 	s := ss.s
 	ss.mu.Lock()
 	var fresh, refused []uint64
-	for _, t := range resp.Tags {
+	tags := *s.tags.Load()
+	for i, t := range resp.Tags {
 		if !ss.acked[t] && ss.want[t] {
 			fresh = append(fresh, t)
+			if rt := tags[t]; rt != nil && resp.Next != nil {
+				rt.ackedAt(ss.gen, resp.Next[i])
+			}
 		}
 		ss.acked[t] = true
 	}
@@ -457,11 +480,12 @@ func (ss *subSession) subscribed(resp Response) {
 	ss.mu.Unlock()
 	if len(refused) > 0 {
 		s.mu.Lock()
+		refused = ss.stillRefused(refused)
 		s.unwantLocked(ss, refused)
 		s.mu.Unlock()
-		if cb := s.cfg.OnRefused; cb != nil {
-			cb(ss.addr, refused)
-		}
+	}
+	if cb := s.cfg.OnRefused; cb != nil && len(refused) > 0 {
+		cb(ss.addr, refused)
 	}
 	if len(fresh) == 0 {
 		return
@@ -483,6 +507,15 @@ func (ss *subSession) subscribed(resp Response) {
 	if cb := s.cfg.OnSubscribed; cb != nil && len(subscribed) > 0 {
 		cb(ss.addr, subscribed)
 	}
+}
+
+// stillRefused returns the tags of refused that are refused still: a tag
+// wanted again since (a Subscribe after the publisher began to serve it)
+// is not refused any more, and its refusal must not withdraw it.
+func (ss *subSession) stillRefused(refused []uint64) []uint64 {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return slices.DeleteFunc(refused, func(t uint64) bool { return !ss.refused[t] })
 }
 
 // resolver looks up, every ResolveInterval, the tags that have no

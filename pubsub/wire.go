@@ -26,8 +26,11 @@ const (
 	// is refused as malformed.
 	MaxLineBytes = 1 << 20
 	// MaxTagsPerRequest bounds the tags of one subscribe or unsubscribe
-	// request.
-	MaxTagsPerRequest = 65536
+	// request, so that the request and its ack fit in MaxLineBytes with
+	// every number at its longest (20 digits): the ack of a subscribe
+	// carries two numbers per tag (tags and next), 42 bytes at most. A
+	// Subscriber sends more tags in several requests.
+	MaxTagsPerRequest = 16384
 	// ControlTag is the tag reserved for control records on the data
 	// connection (HELLO, SYNC). A publisher refuses to serve it. A reader of
 	// the plain coalesced format sees control records as messages of this
@@ -95,6 +98,11 @@ type Response struct {
 	Policy string `json:"policy,omitempty"`
 	// Tags (ack of subscribe or unsubscribe) are the tags done.
 	Tags []uint64 `json:"tags,omitempty"`
+	// Next (ack of subscribe) is, for each of Tags in the same order, the
+	// sequence number of the tag's first message for this subscription:
+	// the subscriber counts from it, so that what it misses before any
+	// SYNC record reaches it (a connection lost at once) is a gap too.
+	Next []uint64 `json:"next,omitempty"`
 	// Refused (ack of subscribe) are the tags the publisher does not serve.
 	Refused []uint64 `json:"refused,omitempty"`
 	// Error (error) says why the request was refused.
@@ -163,6 +171,9 @@ func ParseResponse(line []byte) (Response, error) {
 	if len(r.Refused) == 0 {
 		r.Refused = nil
 	}
+	if len(r.Next) == 0 {
+		r.Next = nil
+	}
 	if r.V != ProtocolVersion {
 		return r, fmt.Errorf("%w: unsupported version %d (this side speaks %d)", ErrMalformed, r.V, ProtocolVersion)
 	}
@@ -179,6 +190,9 @@ func ParseResponse(line []byte) (Response, error) {
 		}
 		if len(r.Tags) > MaxTagsPerRequest || len(r.Refused) > MaxTagsPerRequest {
 			return r, fmt.Errorf("%w: ack of too many tags", ErrMalformed)
+		}
+		if r.Next != nil && len(r.Next) != len(r.Tags) {
+			return r, fmt.Errorf("%w: ack with %d next numbers for %d tags", ErrMalformed, len(r.Next), len(r.Tags))
 		}
 	case OpError:
 		if r.Error == "" {
@@ -251,6 +265,12 @@ const (
 	// RecordSync gives a tag's sequence number: A is the tag, B the
 	// sequence number of the next message of that tag on this connection.
 	RecordSync RecordKind = 2
+	// RecordStart is RecordSync as the first record of a subscription: B
+	// is the number of the subscription's first message. On a connection
+	// that carried an earlier subscription of the tag it starts the count
+	// afresh, so the messages published between the two subscriptions are
+	// not taken for a gap.
+	RecordStart RecordKind = 3
 )
 
 // recordMagic opens every control record: "NPS" and the protocol version.
@@ -299,7 +319,7 @@ func ParseRecord(p []byte) (Record, error) {
 		return Record{}, errRecordPad
 	}
 	r := Record{Kind: RecordKind(p[4]), A: binary.LittleEndian.Uint64(p[8:]), B: binary.LittleEndian.Uint64(p[16:])}
-	if r.Kind != RecordHello && r.Kind != RecordSync {
+	if r.Kind != RecordHello && r.Kind != RecordSync && r.Kind != RecordStart {
 		return Record{}, errRecordKind
 	}
 	return r, nil

@@ -61,9 +61,10 @@ func TestParseRequest(t *testing.T) {
 // refuses.
 func TestParseResponse(t *testing.T) {
 	good := map[string]pubsub.Response{
-		`{"v":1,"op":"ack","id":1,"instance":12,"policy":"block"}`:         {V: 1, Op: "ack", ID: 1, Instance: 12, Policy: "block"},
-		`{"v":1,"op":"ack","id":2,"tags":[1],"refused":[3]}`:               {V: 1, Op: "ack", ID: 2, Tags: []uint64{1}, Refused: []uint64{3}},
-		`{"v":1,"op":"error","id":0,"error":"malformed: not JSON"}` + "\n": {V: 1, Op: "error", Error: "malformed: not JSON"},
+		`{"v":1,"op":"ack","id":1,"instance":12,"policy":"block"}`:           {V: 1, Op: "ack", ID: 1, Instance: 12, Policy: "block"},
+		`{"v":1,"op":"ack","id":2,"tags":[1],"refused":[3]}`:                 {V: 1, Op: "ack", ID: 2, Tags: []uint64{1}, Refused: []uint64{3}},
+		`{"v":1,"op":"ack","id":2,"tags":[1,2],"next":[0,17],"refused":[3]}`: {V: 1, Op: "ack", ID: 2, Tags: []uint64{1, 2}, Next: []uint64{0, 17}, Refused: []uint64{3}},
+		`{"v":1,"op":"error","id":0,"error":"malformed: not JSON"}` + "\n":   {V: 1, Op: "error", Error: "malformed: not JSON"},
 	}
 	for line, want := range good {
 		got, err := pubsub.ParseResponse([]byte(line))
@@ -72,7 +73,8 @@ func TestParseResponse(t *testing.T) {
 		}
 	}
 	for _, line := range []string{`{"v":1,"op":"ack"}`, `{"v":1,"op":"error","id":1}`, `{"v":0,"op":"ack","id":1}`,
-		`{"v":1,"op":"ack","id":1,"error":"x"}`, `{"v":1,"op":"nack","id":1}`, `{"v":1,"op":"ack","id":1,"policy":"x"}`} {
+		`{"v":1,"op":"ack","id":1,"error":"x"}`, `{"v":1,"op":"nack","id":1}`, `{"v":1,"op":"ack","id":1,"policy":"x"}`,
+		`{"v":1,"op":"ack","id":2,"tags":[1,2],"next":[0]}`, `{"v":1,"op":"ack","id":2,"next":[5]}`} {
 		_, err := pubsub.ParseResponse([]byte(line))
 		assert.ErrorIs(t, err, pubsub.ErrMalformed, line)
 	}
@@ -83,7 +85,7 @@ func TestParseResponse(t *testing.T) {
 func dataExample(t *testing.T) []byte {
 	e := coalesce.NewEncoder(make([]byte, 256))
 	require.NoError(t, e.Append(pubsub.ControlTag, 0, pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordHello, A: 0x77, B: 0x1122334455667788})))
-	require.NoError(t, e.Append(pubsub.ControlTag, 0, pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordSync, A: 42, B: 1000})))
+	require.NoError(t, e.Append(pubsub.ControlTag, 0, pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordStart, A: 42, B: 1000})))
 	require.NoError(t, e.Append(42, 0, []byte("first")))
 	require.NoError(t, e.Append(42, pubsub.StatusFirmwareCRC, []byte("second")))
 	return e.Bytes()

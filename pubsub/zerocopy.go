@@ -35,22 +35,23 @@ type zcEntry struct {
 	ok, failed atomic.Int32
 }
 
-// putSyncMessage writes a SYNC record of tag and seq as a coalesced
-// message into b and returns its length.
-func putSyncMessage(b []byte, tag, seq uint64) int {
+// putSyncMessage writes a SYNC (or START) record of tag and seq as a
+// coalesced message into b and returns its length.
+func putSyncMessage(b []byte, kind RecordKind, tag, seq uint64) int {
 	binary.LittleEndian.PutUint32(b, wordTag|RecordLen)
 	binary.LittleEndian.PutUint64(b[4:], ControlTag)
-	putRecord((*[RecordLen]byte)(b[12:]), RecordSync, tag, seq)
+	putRecord((*[RecordLen]byte)(b[12:]), kind, tag, seq)
 	return syncMessageLen
 }
 
 // putZCHeader writes the header of a zero-copy message into b: the SYNC
-// record message when withSync, then the data message's header word,
-// status (when not 0) and tag. It returns the header's length.
-func putZCHeader(b *[zcHeaderMax]byte, withSync bool, tag, seq uint64, status uint8, size int) int {
+// record message of kind kind unless it is 0, then the data message's
+// header word, status (when not 0) and tag. It returns the header's
+// length.
+func putZCHeader(b *[zcHeaderMax]byte, kind RecordKind, tag, seq uint64, status uint8, size int) int {
 	n := 0
-	if withSync {
-		n = putSyncMessage(b[:], tag, seq)
+	if kind != 0 {
+		n = putSyncMessage(b[:], kind, tag, seq)
 	}
 	word := uint32(wordTag | size)
 	if status != 0 {
@@ -179,8 +180,15 @@ func (p *Publisher) zcRelease(idx uint32) {
 func (s *subscription) deliverZC(ts *tagState, seq uint64, status uint8, data []byte, idx uint32) bool {
 	ss := s.sess
 	withSync := s.needSync || s.sinceSync >= ss.p.syncEvery
+	if withSync && !s.sendStart(ts, seq) {
+		return false
+	}
+	var kind RecordKind
+	if withSync {
+		kind = s.syncKind()
+	}
 	var hdr [zcHeaderMax]byte
-	n := putZCHeader(&hdr, withSync, ts.tag, seq, status, len(data))
+	n := putZCHeader(&hdr, kind, ts.tag, seq, status, len(data))
 	switch ss.zep.Send(hdr[:n], data, uint64(idx)) {
 	case netio.OK:
 	case netio.NoResources:
@@ -188,7 +196,7 @@ func (s *subscription) deliverZC(ts *tagState, seq uint64, status uint8, data []
 			s.drop(ts)
 			return false
 		}
-		ss.setPendingZCLocked(withSync, ts.tag, seq, status, data, idx)
+		ss.setPendingZCLocked(kind, ts.tag, seq, status, data, idx)
 	default:
 		ts.failed++
 		return false
@@ -203,8 +211,8 @@ func (s *subscription) deliverZC(ts *tagState, seq uint64, status uint8, data []
 // setPendingZCLocked keeps a zero-copy message a Block subscriber had no
 // header slot for (the data is the caller's until the publish completes,
 // so nothing is copied) and tries once more at once. ss.mu is held.
-func (ss *pubSession) setPendingZCLocked(withSync bool, tag, seq uint64, status uint8, data []byte, idx uint32) {
-	ss.pendSync, ss.pendTag, ss.pendSeq, ss.pendStatus = withSync, tag, seq, status
+func (ss *pubSession) setPendingZCLocked(kind RecordKind, tag, seq uint64, status uint8, data []byte, idx uint32) {
+	ss.pendSync, ss.pendTag, ss.pendSeq, ss.pendStatus = kind, tag, seq, status
 	ss.pendZC, ss.pendIdx = data, idx
 	ss.pending.Store(true)
 	ss.drainLocked()

@@ -66,11 +66,12 @@
 //	netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--tag-base T]
 //	                   [--first-seq Q] [--size S] [--count N] [--duration D] [--rate R]
 //	                   [--policy block|drop] [--immediate] [--buf-size B] [--bufs N]
-//	                   [--flush-interval D] [--subscribers K] [--verify] [--log]
-//	                   [--json] [--timeout D]
+//	                   [--flush-interval D] [--subscribers K] [--until-unsubscribed]
+//	                   [--verify] [--log] [--json] [--timeout D]
 //	netio-perf subscribe [--provider P] --connect IP:PORT --tags LIST [--count N]
 //	                     [--policy block|drop] [--buf-size B] [--bufs N] [--verify]
 //	                     [--log] [--json] [--timeout D] [--local IP]
+//	                     [--stall-after N [--stall D]] [--churn N]
 //
 // The publisher prints "LISTENING ip:port" (its subscription port) first,
 // serves tags T..T+N-1 (T is --tag-base, 0 by default), waits for --subscribers subscribers, publishes
@@ -84,6 +85,14 @@
 // them against the sequence number it counted. --mode pubsub in the sweep
 // measures one publisher and --conns subscribers (default 1,4) in one
 // process, 64 B to 4 KiB.
+//
+// For the tests across hosts: --stall-after N blocks the subscriber's
+// callback for --stall (2 s) once, after N messages, so that a Drop
+// publisher drops its copies; --churn N makes N subscribe/unsubscribe
+// operations on random pairs of --tags, unsubscribes everything and
+// reports whether goroutines and registrations came back to their
+// baseline; publish --until-unsubscribed stops once every subscriber has
+// left and reports the same of the publisher.
 //
 // Every mode takes --log-level LEVEL (a zerolog level: trace, debug, info,
 // warn, error; the default, disabled, logs nothing): the logger netio-perf

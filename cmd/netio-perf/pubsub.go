@@ -17,8 +17,8 @@ import (
 )
 
 const (
-	publishSynopsis   = "netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--tag-base T] [--first-seq Q] [--size S] [--count N] [--duration D] [--rate R] [--policy block|drop] [--immediate] [--buf-size B] [--bufs N] [--flush-interval D] [--subscribers K] [--verify] [--log] [--json] [--timeout D]"
-	subscribeSynopsis = "netio-perf subscribe [--provider P] --connect IP:PORT --tags LIST [--count N] [--policy block|drop] [--buf-size B] [--bufs N] [--verify] [--log] [--json] [--timeout D] [--local IP]"
+	publishSynopsis   = "netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--tag-base T] [--first-seq Q] [--size S] [--count N] [--duration D] [--rate R] [--policy block|drop] [--immediate] [--buf-size B] [--bufs N] [--flush-interval D] [--subscribers K] [--until-unsubscribed] [--verify] [--log] [--json] [--timeout D]"
+	subscribeSynopsis = "netio-perf subscribe [--provider P] --connect IP:PORT --tags LIST [--count N] [--policy block|drop] [--buf-size B] [--bufs N] [--verify] [--log] [--json] [--timeout D] [--local IP] [--stall-after N [--stall D]] [--churn N]"
 	// modePubsub is the sweep mode that publishes to 1 and 4 subscribers.
 	modePubsub = "pubsub"
 	// pubsubBufSize and pubsubBufs are the default buffers of a publisher's
@@ -64,6 +64,7 @@ type publishOptions struct {
 	verify      bool
 	log         bool
 	timeout     time.Duration
+	churn       *publishChurn
 }
 
 // parsePolicy parses --policy.
@@ -81,7 +82,7 @@ func parsePolicyFlag(s string) (pubsub.Policy, error) {
 
 // parsePublishFlags parses the publisher's command line.
 func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) {
-	o := publishOptions{tags: 1, size: 64, count: 1000000, bufSize: pubsubBufSize, bufs: pubsubBufs, subscribers: 1}
+	o := publishOptions{tags: 1, size: 64, count: 1000000, bufSize: pubsubBufSize, bufs: pubsubBufs, subscribers: 1, churn: &publishChurn{}}
 	fs := newCmdLine("publish", publishSynopsis, stderr)
 	o.register(fs.FlagSet)
 	listen := fs.String("listen", "127.0.0.1:0", "subscription port, IP:PORT (port 0 picks a free port); data connections go out from this IP")
@@ -101,6 +102,7 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 	fs.BoolVar(&o.verify, "verify", false, "message k of a tag carries k and the tag, then bytes (k+i)%256, for subscribe --verify")
 	fs.BoolVar(&o.log, "log", false, "log connection and subscription events to stderr")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
+	o.churn.registerChurn(fs)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
@@ -112,8 +114,8 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 		return o, fs.fail(err)
 	}
 	switch {
-	case o.tags < 1 || o.tags > pubsub.MaxTagsPerRequest:
-		return o, fs.fail(fmt.Errorf("--tags must be in 1..%d", pubsub.MaxTagsPerRequest))
+	case o.tags < 1 || o.tags > maxTagList:
+		return o, fs.fail(fmt.Errorf("--tags must be in 1..%d", maxTagList))
 	case o.tagBase+uint64(o.tags)-1 < o.tagBase || o.tagBase+uint64(o.tags)-1 == pubsub.ControlTag:
 		return o, fs.fail(errors.New("--tag-base + --tags reaches the reserved tag 2^64-1"))
 	case o.count == 0 && o.duration == 0:
@@ -142,7 +144,14 @@ type pubReport struct {
 	Seconds         float64         `json:"seconds"`
 	MsgsPerS        float64         `json:"msgs_per_s"`
 	MBPerS          float64         `json:"mb_per_s"`
+	CPUSeconds      float64         `json:"cpu_seconds"` // this process, user+sys, while publishing
 	Subscribers     []pubSubscriber `json:"subscribers"`
+	// Dropped counts the copies dropped over all tags and subscribers,
+	// those that left before the end included.
+	Dropped uint64 `json:"dropped"`
+	// Baseline (--until-unsubscribed) is where the publisher stood idle
+	// and after its subscribers left.
+	Baseline *pubBaseline `json:"baseline,omitempty"`
 }
 
 // pubSubscriber is one subscriber as the publisher saw it.
@@ -189,11 +198,13 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 		FirstSequence: func(uint64) uint64 { return o.firstSeq }}
 	cfg.PollerConfig = o.poll.config()
 	cfg.Logger = o.roleLogger(stderr, "publish", o.log)
+	o.churn.hook(&cfg)
 	p, err := pubsub.NewPublisher(mgr, o.listen.String(), cfg)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
+	o.churn.idle = takeBaseline(mgr)
 	fmt.Fprintf(stdout, "LISTENING %s\n", p.Addr())
 	fmt.Fprintf(stderr, "publishing %d tags on %s; waiting for %d subscribers\n", o.tags, p.Addr(), o.subscribers)
 	for subscribedPeers(p) < o.subscribers {
@@ -207,9 +218,10 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	if o.immediate {
 		r.Mode = "immediate"
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	err = publishLoop(ctx, p, o, &r)
 	elapsed := time.Since(start)
+	r.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	for _, s := range p.Subscribers() {
 		r.Subscribers = append(r.Subscribers, pubSubscriber{Peer: s.Peer, Policy: s.Policy.String(), Tags: len(s.Tags),
 			Delivered: s.Delivered, Dropped: s.Dropped})
@@ -219,6 +231,13 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 		for p.Stats().Subscribers > 0 && time.Now().Before(linger) && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
+	}
+	for _, tag := range tags {
+		st, _ := p.TagStats(tag)
+		r.Dropped += st.Dropped
+	}
+	if o.churn.untilUnsubscribed {
+		r.Baseline = o.churn.settle(p, mgr)
 	}
 	closeErr := p.Close()
 	r.Seconds = elapsed.Seconds()
@@ -268,7 +287,7 @@ func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *
 			if err := ctx.Err(); err != nil {
 				return context.Cause(ctx)
 			}
-			if !end.IsZero() && time.Now().After(end) {
+			if !end.IsZero() && time.Now().After(end) || o.churn.everyoneLeft(p) {
 				return nil
 			}
 		}

@@ -94,6 +94,8 @@ func TestPubsubUsageErrors(t *testing.T) {
 		{"subscribe", "--tags", "1"},
 		{"subscribe", "--connect", "127.0.0.1:1"},
 		{"subscribe", "--connect", "127.0.0.1:1", "--tags", "x"},
+		{"subscribe", "--connect", "127.0.0.1:1", "--tags", "1", "--churn", "-1"},
+		{"subscribe", "--connect", "127.0.0.1:1", "--tags", "1", "--stall-after", "5", "--stall", "-1s"},
 		{"--mode", "coalesce", "--conns", "1"},
 	} {
 		var errOut bytes.Buffer

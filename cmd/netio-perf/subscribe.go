@@ -30,7 +30,12 @@ type subscribeOptions struct {
 	verify  bool
 	log     bool
 	timeout time.Duration
+	subscribeFaults
 }
+
+// maxTagList bounds --tags of publish and subscribe (a subscriber sends
+// them in requests of pubsub.MaxTagsPerRequest at most).
+const maxTagList = 1 << 16
 
 // parseTagList parses "1,2,5-9".
 func parseTagList(s string) ([]uint64, error) {
@@ -48,8 +53,8 @@ func parseTagList(s string) ([]uint64, error) {
 				return nil, fmt.Errorf("bad tag range %q", part)
 			}
 		}
-		if b-a >= pubsub.MaxTagsPerRequest || len(out)+int(b-a) >= pubsub.MaxTagsPerRequest {
-			return nil, fmt.Errorf("more than %d tags", pubsub.MaxTagsPerRequest)
+		if b-a >= maxTagList || len(out)+int(b-a) >= maxTagList {
+			return nil, fmt.Errorf("more than %d tags", maxTagList)
 		}
 		for t := a; ; t++ {
 			if t != pubsub.ControlTag {
@@ -79,10 +84,14 @@ func parseSubscribeFlags(args []string, stderr io.Writer) (subscribeOptions, err
 	fs.BoolVar(&o.verify, "verify", false, "check every message's number, tag and bytes (publish --verify)")
 	fs.BoolVar(&o.log, "log", false, "log connection and subscription events to stderr")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none; without --count the default is none)")
+	o.registerFaults(fs)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
 	var err error
+	if err := o.subscribeFaults.check(); err != nil {
+		return o, fs.fail(err)
+	}
 	if *connect == "" || *tags == "" {
 		return o, fs.fail(errors.New("--connect and --tags are required"))
 	}
@@ -121,8 +130,11 @@ type subReport struct {
 	Seconds      float64 `json:"seconds"` // first message to last
 	MsgsPerS     float64 `json:"msgs_per_s"`
 	MBPerS       float64 `json:"mb_per_s"`
+	CPUSeconds   float64 `json:"cpu_seconds"` // this process, user+sys, from Subscribe to the end
 	Verify       bool    `json:"verify"`
 	VerifyErrors uint64  `json:"verify_errors"`
+	// Churn is what --churn did, and where it left the subscriber.
+	Churn *churnReport `json:"churn,omitempty"`
 }
 
 // runSubscribe is the subscribe mode: it subscribes, receives until
@@ -153,23 +165,38 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 	var reachedOnce atomic.Bool
 	check := func() {
 		if o.count > 0 && received.Load()+missed.Load() >= o.count && reachedOnce.CompareAndSwap(false, true) {
+			last.Store(time.Now().UnixNano())
 			close(reached)
 		}
 	}
 	pat := verifyPattern(o.bufSize) // no message is larger than a receive buffer
+	stall := o.staller()
+	// The clock is read at the first message, once per buffer after it
+	// (OnBuffer) and when --count is reached, not per message: at 64 B a
+	// read per message took half the subscriber's CPU.
+	var stampedAt uint64 // OnBuffer's: received when last was stamped
 	cfg := pubsub.SubscriberConfig{
 		Bus:     pubsub.Fixed(o.connect.String()),
 		Receive: netio.ReceiveParams{BufferSize: o.bufSize, BufferCount: o.bufs},
 		Policy:  o.policy,
 		OnMessage: func(m pubsub.Message) {
-			now := time.Now().UnixNano()
-			first.CompareAndSwap(0, now)
-			last.Store(now)
+			if first.Load() == 0 {
+				first.Store(time.Now().UnixNano())
+			}
 			if o.verify && pat.Check(m.Data, m.Tag, m.Seq) != nil {
 				verifyErrors.Add(1)
 			}
-			received.Add(1)
+			n := received.Add(1)
+			if stall != nil {
+				stall(n)
+			}
 			check()
+		},
+		OnBuffer: func(string, []byte) {
+			if n := received.Load(); n != stampedAt && !reachedOnce.Load() {
+				stampedAt = n
+				last.Store(time.Now().UnixNano())
+			}
 		},
 		OnGap: func(g pubsub.Gap) {
 			missed.Add(g.Count)
@@ -189,23 +216,31 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		return err
 	}
 	defer sub.Close()
+	base := takeBaseline(mgr)
 	if err := sub.Subscribe(ctx, o.tags...); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "subscribed to %d tags of %s\n", len(o.tags), o.connect)
+	cpu0 := cpuTime()
 	var waitErr error
-	select {
-	case <-reached:
-	case <-ctx.Done(): // a signal ends the run cleanly, the timeout does not
-		if context.Cause(ctx) == errTimedOut {
-			waitErr = fmt.Errorf("%w: received %d, missed %d of --count %d", errTimedOut, received.Load(), missed.Load(), o.count)
+	var churn *churnReport
+	if o.churn > 0 {
+		churn, waitErr = runChurn(ctx, sub, mgr, o.tags, o.churn, base)
+	} else {
+		select {
+		case <-reached:
+		case <-ctx.Done(): // a signal ends the run cleanly, the timeout does not
+			if context.Cause(ctx) == errTimedOut {
+				waitErr = fmt.Errorf("%w: received %d, missed %d of --count %d", errTimedOut, received.Load(), missed.Load(), o.count)
+			}
 		}
 	}
-	st := sub.Stats()
+	cpu := cpuTime() - cpu0
 	closeErr := sub.Close()
+	st := sub.Stats() // after Close: the buffer that reached --count is counted whole
 	r := subReport{Role: "subscribe", Provider: o.provider, Publisher: o.connect.String(), Tags: len(o.tags),
 		Messages: st.Messages, Bytes: st.Bytes, Gaps: st.Gaps, Missed: st.Missed, Resets: st.Resets,
-		Verify: o.verify, VerifyErrors: verifyErrors.Load()}
+		CPUSeconds: cpu.Seconds(), Verify: o.verify, VerifyErrors: verifyErrors.Load(), Churn: churn}
 	if f, l := first.Load(), last.Load(); l > f {
 		el := time.Duration(l - f)
 		r.Seconds = el.Seconds()

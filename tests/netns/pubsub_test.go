@@ -197,17 +197,9 @@ func TestPubSubPublisherKilled(t *testing.T) {
 		ctx := testContext(t)
 		addr := tp.addr(1) + ":7000"
 		publish := func(firstSeq, count int, subscribers string) *perfProc {
-			pp := startPerf(t, ctx, tp, 1, bin, "publish", "--provider", provider, "--listen", addr,
-				"--tags", strconv.Itoa(tags), "--size", strconv.Itoa(size), "--count", strconv.Itoa(count),
-				"--first-seq", strconv.Itoa(firstSeq), "--rate", "20000", "--subscribers", subscribers,
-				"--verify", "--log", "--json", "--timeout", "60s")
-			select {
-			case line := <-pp.lines:
-				require.Equal(t, "LISTENING "+addr, line)
-			case <-ctx.Done():
-				t.Fatal("publisher did not start")
-			}
-			return pp
+			return startPublisher(t, tp, bin, provider, "--tags", strconv.Itoa(tags), "--size", strconv.Itoa(size),
+				"--count", strconv.Itoa(count), "--first-seq", strconv.Itoa(firstSeq), "--rate", "20000",
+				"--subscribers", subscribers)
 		}
 		// The first run would publish 4000 per tag at 20000 messages/s (4
 		// s); it is killed 1.5 s in, mid-run. The second starts every tag
