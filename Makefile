@@ -80,7 +80,8 @@ soak:
 	$(GO) run ./hack/soak --duration $(SOAK_TIME)
 	$(GO) run ./hack/soak --duration $(SOAK_LARGE_TIME) --max-size 1048576
 
-## bench: netio-go vs a C libfabric baseline vs Go TCP, one run, ratios (hack/bench-compare)
+## bench: netio-go vs fabtests (FABTESTS_BIN or PATH) vs a C libfabric baseline
+## vs Go TCP, two processes then one, one run, ratios (hack/bench-compare)
 bench: deps
 	bash hack/bench-compare $(BENCH_COMPARE_ARGS)
 

@@ -22,6 +22,7 @@ type clientOptions struct {
 	commonFlags
 	connect  hostPort
 	local    string
+	peer     peerFlags // --mode, --window, --iterations (pingpong2p.go)
 	size     int
 	count    uint64
 	bufs     int
@@ -42,6 +43,7 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs := newCmdLine("client", clientSynopsis, stderr)
 	o.register(fs.FlagSet)
 	connect := fs.String("connect", "", "server address, IP:PORT (required)")
+	o.peer.register(fs.FlagSet, &o.bufs, &o.count)
 	fs.StringVar(&o.local, "local", "", "local IP address to open the domain on (default: 127.0.0.1 for a loopback server, else the address routed to it)")
 	fs.Var(sizeFlag{&o.size}, "size", "message size in bytes, e.g. 4096 or 64K")
 	fs.Uint64Var(&o.count, "count", o.count, "messages to send")
@@ -74,6 +76,12 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	if o.timeout < 0 {
 		return o, fs.fail(errors.New("--timeout must not be negative"))
 	}
+	if err := o.peer.check(o.count); err != nil {
+		return o, fs.fail(err)
+	}
+	if o.peer.mode == modePingPong && (o.verify || o.zeroCopy || o.coalesce) {
+		return o, fs.fail(errors.New("--mode pingpong takes no --verify, --zero-copy or --coalesce"))
+	}
 	if o.coalesce && o.zeroCopy {
 		return o, fs.fail(errors.New("--zero-copy and --coalesce exclude each other"))
 	}
@@ -104,6 +112,9 @@ func localFor(server hostPort) (string, error) {
 // runClient is the client mode: it sends --count messages, waits for every
 // completion and closes.
 func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
+	if o.peer.mode == modePingPong {
+		return runPingPongClient(ctx, o, stdout, stderr)
+	}
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))

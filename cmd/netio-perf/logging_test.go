@@ -61,12 +61,15 @@ func TestLogger(t *testing.T) {
 }
 
 // --log-level reaches the library through domain.Config: the manager logs
-// "domain opened" at debug level, in every mode, and nothing by default.
+// "domain opened" at debug level, in every mode (streaming and ping-pong),
+// and nothing by default.
 func TestLogLevelReachesTheLibrary(t *testing.T) {
 	for _, args := range [][]string{
 		{"--quick", "--sizes", "64"},
 		{"server", "--count", "1", "--timeout", "10ms"},
 		{"client", "--connect", "127.0.0.1:1", "--timeout", "2s"},
+		{"server", "--mode", "pingpong", "--timeout", "10ms"},
+		{"client", "--mode", "pingpong", "--connect", "127.0.0.1:1", "--timeout", "2s"},
 	} {
 		var quiet, loud bytes.Buffer
 		run(t.Context(), args, io.Discard, &quiet)

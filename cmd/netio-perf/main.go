@@ -36,9 +36,9 @@
 // against any plain libfabric peer: the wire carries exactly the
 // application's bytes.
 //
-//	netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N]
+//	netio-perf server [--provider P] [--mode send|pingpong] [--listen IP:PORT] [--buf-size B] [--bufs N]
 //	                  [--count N] [--verify] [--coalesce] [--json] [--timeout D]
-//	netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N]
+//	netio-perf client [--provider P] [--mode send|pingpong] --connect IP:PORT [--size S] [--count N]
 //	                  [--bufs N] [--verify] [--json] [--timeout D] [--local IP]
 //	                  [--coalesce [--buf-size 64K] [--flush-interval 1ms]]
 //
@@ -59,6 +59,17 @@
 // buffers; the server's --buf-size must hold the client's. With --json the
 // last line on stdout is one JSON object (role, provider, messages, bytes,
 // seconds, mb_per_s, msgs_per_s, verify_errors, ...; MB = 10^6 bytes).
+// --window and --iterations are fabtests' names for --bufs and --count.
+//
+// With --mode pingpong on both sides they measure latency the way fabtests'
+// fi_msg_pingpong does: the client bounces one --size message off the
+// server --count times (after 10 untimed warm-up round trips) and prints
+// the one-way latency (half the round trip) as p50, p99 and mean, with
+// --json as latency_p50_us, latency_p99_us and latency_mean_us. Endpoints
+// are one-directional, so the client also listens and names its address
+// in a hello, its first message; the server dials back, serves that one
+// client and exits when it leaves. --poll busy is the lowest-latency poller
+// setting.
 //
 // The publish and subscribe modes measure publish/subscribe by tag
 // (package pubsub) between processes or hosts:

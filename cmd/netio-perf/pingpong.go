@@ -12,6 +12,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/latency"
 	"github.com/netio-go/netio/internal/poll"
 )
 
@@ -204,13 +205,6 @@ func (l *links) close() {
 // oneWayPercentiles returns the 50th and 99th percentile of the one-way
 // latency (half the round trip) in microseconds. It sorts rtts.
 func oneWayPercentiles(rtts []time.Duration) (p50, p99 float64) {
-	if len(rtts) == 0 {
-		return 0, 0
-	}
 	slices.Sort(rtts)
-	oneWay := func(q float64) float64 {
-		i := min(len(rtts)-1, int(q*float64(len(rtts))))
-		return float64(rtts[i]) / 2 / float64(time.Microsecond)
-	}
-	return oneWay(0.50), oneWay(0.99)
+	return latency.OneWayQuantile(rtts, 0.50), latency.OneWayQuantile(rtts, 0.99)
 }

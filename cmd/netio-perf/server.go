@@ -24,6 +24,7 @@ const closeGrace = time.Second
 type serverOptions struct {
 	commonFlags
 	listen   hostPort
+	peer     peerFlags // --mode, --window, --iterations (pingpong2p.go)
 	bufSize  int
 	bufs     int
 	count    uint64
@@ -39,6 +40,7 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	fs := newCmdLine("server", serverSynopsis, stderr)
 	o.register(fs.FlagSet)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on, IP:PORT (port 0 picks a free port)")
+	o.peer.register(fs.FlagSet, &o.bufs, &o.count)
 	fs.Var(sizeFlag{&o.bufSize}, "buf-size", "size of each receive buffer: the largest message")
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "receive buffers kept posted per connection")
 	fs.Uint64Var(&o.count, "count", 0, "exit after this many messages over all connections (0: run until SIGINT/SIGTERM)")
@@ -65,12 +67,18 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	if o.count == 0 && !fs.isSet("timeout") {
 		o.timeout = 0 // a server without --count runs until a signal
 	}
+	if o.peer.mode == modePingPong && (o.verify || o.coalesce || fs.isSet("count") || fs.isSet("iterations")) {
+		return o, fs.fail(errors.New("--mode pingpong takes no --verify, --coalesce or --count (the client sets the round trips)"))
+	}
 	return o, nil
 }
 
 // runServer is the server mode: it receives until --count messages arrived,
 // the context ends (a signal: a clean exit) or the timeout passes (exit 1).
 func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
+	if o.peer.mode == modePingPong {
+		return runPingPongServer(ctx, o, stdout, stderr)
+	}
 	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -15,11 +16,15 @@ type bench struct {
 	samples  []sample
 	failures int
 	noCoal   bool // netio-perf has no coalesce mode: stop asking
+	two      *twoProc
 }
 
 func newBench(c config, log io.Writer) *bench {
-	return &bench{cfg: c, log: log, tools: tools{netioPerf: c.netioPerf, cbaseline: c.cbaseline,
+	b := &bench{cfg: c, log: log, tools: tools{netioPerf: c.netioPerf, cbaseline: c.cbaseline,
 		fabricTest: c.rawGo, provider: c.provider, duration: c.duration, timeout: c.timeout}}
+	self, _ := os.Executable()
+	b.two = &twoProc{t: b.tools, fab: findFabtests(c.fabtestsDir), self: self, setup: map[key]setupCost{}}
+	return b
 }
 
 // contender is one implementation measured at one size, in the modes it
@@ -59,21 +64,10 @@ func (b *bench) contenders() []contender {
 // run measures every round and returns the report.
 func (b *bench) run(ctx context.Context) *report {
 	start, load := time.Now(), loadAverage(procLoadavg)
+	b.runTwoProc(ctx)
 	cs := b.contenders()
-	for round := 1; round <= b.cfg.rounds && ctx.Err() == nil; round++ {
-		for i, size := range b.cfg.sizes {
-			for j := range cs {
-				// Rotate the order by size and round: no implementation
-				// always runs first, right after another one's teardown.
-				c := cs[(i+j+round)%len(cs)]
-				if c.runs != nil && !c.runs(size) {
-					continue
-				}
-				b.progress(round, c.impl, size)
-				got, err := c.measure(ctx, size)
-				b.record(round, c.impl, c.modes, size, got, err)
-			}
-		}
+	for round := 1; round <= b.cfg.rounds && b.cfg.oneProcess && ctx.Err() == nil; round++ {
+		b.measureRound(ctx, round, b.cfg.rounds, cs)
 		b.progress(round, implNetio+" scale", b.cfg.scaleSize)
 		got, err := b.tools.scale(ctx, b.cfg.scaleSize, b.cfg.conns)
 		b.record(round, implNetio, []string{modeScale}, b.cfg.scaleSize, got, err)
@@ -82,6 +76,37 @@ func (b *bench) run(ctx context.Context) *report {
 	r := b.report(start)
 	r.Machine.LoadStart = load
 	return r
+}
+
+// measureRound measures every size with every contender once, the order
+// rotating by size and round: no implementation always runs first, right
+// after another one's teardown.
+func (b *bench) measureRound(ctx context.Context, round, rounds int, cs []contender) {
+	for i, size := range b.cfg.sizes {
+		for j := range cs {
+			c := cs[(i+j+round)%len(cs)]
+			if c.runs != nil && !c.runs(size) {
+				continue
+			}
+			fmt.Fprintf(b.log, "round %d/%d: %s %s\n", round, rounds, c.impl, formatSize(size))
+			got, err := c.measure(ctx, size)
+			b.record(round, c.impl, c.modes, size, got, err)
+		}
+	}
+}
+
+// runTwoProc measures the two-process rounds, if any.
+func (b *bench) runTwoProc(ctx context.Context) {
+	if b.cfg.twoRounds == 0 {
+		return
+	}
+	if b.two.fab.bw == "" {
+		fmt.Fprintf(b.log, "fabtests' fi_msg_bw and fi_msg_pingpong not found (%s or PATH): the two-process tables leave them out\n", FabtestsEnv)
+	}
+	cs := b.two.contenders()
+	for round := 1; round <= b.cfg.twoRounds && ctx.Err() == nil; round++ {
+		b.measureRound(ctx, round, b.cfg.twoRounds, cs)
+	}
 }
 
 // procLoadavg is where Linux tells the load averages.
@@ -139,7 +164,10 @@ func (b *bench) report(start time.Time) *report {
 		Started: start, WallSeconds: time.Since(start).Seconds(), Machine: thisMachine(procLoadavg),
 		Provider: c.provider, Rounds: c.rounds, DurationS: c.duration.Seconds(), Sizes: c.sizes,
 		ScaleSize: c.scaleSize, ScaleConns: c.conns, Windows: map[int]window{},
-		Samples: b.samples, Failures: b.failures,
+		Samples: b.samples, Failures: b.failures, OneProcess: c.oneProcess,
+	}
+	if c.twoRounds > 0 {
+		r.TwoProcess = b.two.report(b.samples, c.sizes, c.twoRounds)
 	}
 	for _, size := range c.sizes {
 		r.Windows[size] = windowFor(size)

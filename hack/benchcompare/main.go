@@ -74,6 +74,11 @@ type config struct {
 	netioPerf string
 	cbaseline string
 	rawGo     string
+	// The two-process comparison: its rounds (0: none), where fabtests'
+	// benchmarks are, and whether the one-process part runs too.
+	twoRounds   int
+	fabtestsDir string
+	oneProcess  bool
 }
 
 // parseConfig parses the command line; errors are usage errors.
@@ -92,6 +97,9 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.timeout, "timeout", time.Minute, "limit for each process the harness starts")
 	fs.StringVar(&c.netioPerf, "netio-perf", "bin/netio-perf", "netio-perf binary")
 	fs.StringVar(&c.cbaseline, "cbaseline", "bin/cbaseline", "C baseline binary (hack/cbaseline)")
+	fs.IntVar(&c.twoRounds, "two-process-rounds", 7, "rounds of the two-process comparison (every contender as a server and a client process); 0: skip it")
+	fs.StringVar(&c.fabtestsDir, "fabtests", os.Getenv(FabtestsEnv), "directory of fabtests' fi_msg_bw and fi_msg_pingpong (default $"+FabtestsEnv+"; empty: looked up on PATH)")
+	fs.BoolVar(&c.oneProcess, "one-process", true, "also run the one-process comparison (--rounds rounds)")
 	fs.StringVar(&c.rawGo, "raw-go", "bin/fabric.test", "the fabric package's test binary (go test -c ./fabric), whose BenchmarkRawStream (a Go program in C's shape, no netio code) runs at 64 KiB and 1 MiB on tcp; empty: skip it")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -113,6 +121,10 @@ func (c *config) check(sizes, scaleSize, conns string) error {
 		return fmt.Errorf("--provider %q: want tcp or sockets", c.provider)
 	case c.rounds < 1 || c.rounds > 100:
 		return fmt.Errorf("--rounds %d: want 1..100", c.rounds)
+	case c.twoRounds < 0 || c.twoRounds > 100:
+		return fmt.Errorf("--two-process-rounds %d: want 0..100", c.twoRounds)
+	case c.twoRounds == 0 && !c.oneProcess:
+		return errors.New("--two-process-rounds 0 and --one-process=false: nothing to run")
 	case c.duration < 10*time.Millisecond || c.duration > 10*time.Second:
 		return fmt.Errorf("--duration %v: want 10ms..10s", c.duration)
 	case c.timeout < c.duration+5*time.Second:
@@ -178,7 +190,12 @@ func parseList(s string, parse func(string) (int, error)) ([]int, error) {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var code int
+	if len(os.Args) > 1 && (os.Args[1] == roleTCPServer || os.Args[1] == roleTCPClient) {
+		code = runTCPPeer(ctx, os.Args[1], os.Args[2:], os.Stdout, os.Stderr)
+	} else {
+		code = run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	}
 	stop()
 	os.Exit(code)
 }

@@ -52,6 +52,7 @@ type perfRow struct {
 	RoundTrips  int     `json:"round_trips"`
 	LatP50us    float64 `json:"latency_p50_us"`
 	LatP99us    float64 `json:"latency_p99_us"`
+	LatMeanus   float64 `json:"latency_mean_us"` // two-process ping-pongs
 }
 
 // bandwidth returns the row's throughput part as a sample.
@@ -63,7 +64,7 @@ func (r perfRow) bandwidth(impl, mode string) sample {
 // pingPong returns the row's latency part as a sample.
 func (r perfRow) pingPong(impl string) sample {
 	return sample{Impl: impl, Mode: modePingPong, Size: r.Size, RoundTrips: r.RoundTrips,
-		LatP50us: r.LatP50us, LatP99us: r.LatP99us}
+		LatP50us: r.LatP50us, LatP99us: r.LatP99us, LatMeanus: r.LatMeanus}
 }
 
 // perfReport is netio-perf's sweep JSON.
@@ -233,9 +234,17 @@ func (t tools) runJSON(ctx context.Context, v any, prog string, args ...string) 
 	if err != nil {
 		return err
 	}
+	if err := unmarshalLastLine(out, v); err != nil {
+		return fmt.Errorf("%s %s: %w", prog, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// unmarshalLastLine decodes the last line of out into v.
+func unmarshalLastLine(out []byte, v any) error {
 	line := lastLine(out)
 	if err := json.Unmarshal([]byte(line), v); err != nil {
-		return fmt.Errorf("%s %s: last line %q: %w", prog, strings.Join(args, " "), line, err)
+		return fmt.Errorf("last line %q: %w", line, err)
 	}
 	return nil
 }

@@ -147,18 +147,7 @@ func TestRawGoRuns(t *testing.T) {
 // the tcp provider: every message sent must arrive, and the figures must be
 // consistent.
 func TestCBaseline(t *testing.T) {
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler")
-	}
-	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "libfabric").Output()
-	if err != nil {
-		t.Skip("no libfabric pkg-config")
-	}
-	bin := filepath.Join(t.TempDir(), "cbaseline")
-	args := append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", bin, "../cbaseline/cbaseline.c"}, strings.Fields(string(flags))...)
-	out, err := exec.Command(cc, args...).CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildCBaseline(t)
 
 	tl := tools{cbaseline: bin, provider: "tcp", duration: 100 * time.Millisecond, timeout: 30 * time.Second}
 	got, err := tl.c(t.Context(), 4096, false)
@@ -192,8 +181,27 @@ func TestCBaseline(t *testing.T) {
 		"--size":     {"bw", "--provider", "tcp", "--size", "0"},
 		"--noise-us": {"bw", "--provider", "tcp", "--size", "64", "--noise-us", "0"},
 	} {
-		out, err = exec.Command(bin, args...).CombinedOutput()
+		out, err := exec.Command(bin, args...).CombinedOutput()
 		assert.Error(t, err, flag)
 		assert.Contains(t, string(out), flag)
 	}
+}
+
+// buildCBaseline builds hack/cbaseline into a temporary directory, or skips
+// the test without a C compiler or libfabric.
+func buildCBaseline(t *testing.T) string {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler")
+	}
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "libfabric").Output()
+	if err != nil {
+		t.Skip("no libfabric pkg-config")
+	}
+	bin := filepath.Join(t.TempDir(), "cbaseline")
+	args := append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", bin, "../cbaseline/cbaseline.c"}, strings.Fields(string(flags))...)
+	out, err := exec.Command(cc, args...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return bin
 }

@@ -36,6 +36,10 @@ type report struct {
 	RawGo       []rawGoRow     `json:"raw_go"`
 	Spread      []spreadRow    `json:"spread"` // bandwidth by round: netio-go and C
 	Failures    int            `json:"failures"`
+	// OneProcess says whether the one-process part ran (the keys above);
+	// TwoProcess is the two-process comparison, when it ran.
+	OneProcess bool           `json:"one_process"`
+	TwoProcess *twoProcReport `json:"two_process,omitempty"`
 }
 
 // machine names what the run ran on.
@@ -111,11 +115,17 @@ func writeJSON(path string, r *report) error {
 // message rates, then the scaling figures.
 func printReport(w io.Writer, r *report) error {
 	m := r.Machine
-	fmt.Fprintf(w, "\nnetio-go vs C libfabric vs Go net.TCPConn: provider %s, 127.0.0.1, medians of %d rounds, %.1fs per measurement\n",
-		r.Provider, r.Rounds, r.DurationS)
+	fmt.Fprintf(w, "\nnetio-go vs fabtests vs C libfabric vs Go net.TCPConn: provider %s, 127.0.0.1, %.1fs per measurement\n", r.Provider, r.DurationS)
 	fmt.Fprintf(w, "machine: %s, %d CPUs (%s), %s, %s, libfabric %s\n", m.Host, m.CPUs, m.CPUModel, m.Kernel, m.Go, m.Libfabric)
 	fmt.Fprintf(w, "load average (1 5 15 min): %s at the start, %s at the end\n", m.LoadStart, m.LoadEnd)
-	fmt.Fprintln(w, "MB = 10^6 bytes, GB = 10^9 bytes; ratio = netio-go / other; netio-go and C: sender and receiver in one process, same window and receive depth")
+	fmt.Fprintln(w, "MB = 10^6 bytes, GB = 10^9 bytes; ratio = netio-go / other")
+	if err := printTwoProc(w, r.TwoProcess, r.Provider); err != nil {
+		return err
+	}
+	if !r.OneProcess {
+		return nil
+	}
+	fmt.Fprintf(w, "\nONE PROCESS: netio-go and C with sender and receiver in one process, same window and receive depth, medians of %d rounds\n", r.Rounds)
 	fmt.Fprintln(w, "C spins on fi_cq_read; C+yield calls sched_yield() after each empty poll (netio-go's pollers yield while they spin)")
 	for i, sec := range r.Summary {
 		fmt.Fprintf(w, "\n%s\n", sec.Title)

@@ -19,7 +19,7 @@ import (
 // 2500 MB/s, no coalesced mode.
 func testReport(t *testing.T) *report {
 	t.Helper()
-	c := config{provider: "tcp", rounds: 1, sizes: []int{64, 64 << 10}, duration: time.Second, scaleSize: 4096, conns: []int{1, 4}}
+	c := config{provider: "tcp", rounds: 1, sizes: []int{64, 64 << 10}, duration: time.Second, scaleSize: 4096, conns: []int{1, 4}, oneProcess: true}
 	b := newBench(c, &bytes.Buffer{})
 	b.record(1, implNetio, nil, 0, []sample{bw(0, implNetio, 64, 40), pp(0, implNetio, 64, 6)}, nil)
 	b.record(1, implC, nil, 0, []sample{bw(0, implC, 64, 20), pp(0, implC, 64, 5)}, nil)
@@ -131,7 +131,7 @@ func TestPrintReport(t *testing.T) {
 // With no C round and no raw Go round there is nothing to put under the
 // bandwidth table: neither table is printed, not even its heading.
 func TestPrintReportWithoutSpreadOrRawGo(t *testing.T) {
-	b := newBench(config{provider: "sockets", rounds: 1, sizes: []int{64}, duration: time.Second}, &bytes.Buffer{})
+	b := newBench(config{provider: "sockets", rounds: 1, sizes: []int{64}, duration: time.Second, oneProcess: true}, &bytes.Buffer{})
 	b.record(1, implNetio, nil, 0, []sample{bw(0, implNetio, 64, 40)}, nil)
 	r := b.report(time.Now())
 	assert.Empty(t, r.Spread)

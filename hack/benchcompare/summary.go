@@ -56,6 +56,7 @@ type sample struct {
 	RoundTrips  int     `json:"round_trips,omitempty"`
 	LatP50us    float64 `json:"latency_p50_us,omitempty"`
 	LatP99us    float64 `json:"latency_p99_us,omitempty"`
+	LatMeanus   float64 `json:"latency_mean_us,omitempty"` // two-process ping-pongs (fabtests gives only this)
 	NotBuilt    bool    `json:"not_built,omitempty"`
 	Error       string  `json:"error,omitempty"`
 }
@@ -70,7 +71,7 @@ func (s sample) measuredNothing() bool {
 		return false
 	}
 	if s.Mode == modePingPong {
-		return s.RoundTrips == 0 || s.LatP50us <= 0
+		return s.RoundTrips == 0 || (s.LatP50us <= 0 && s.LatMeanus <= 0)
 	}
 	return s.MsgsPerS <= 0
 }

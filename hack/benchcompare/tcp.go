@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/internal/cputime"
+	"github.com/netio-go/netio/internal/latency"
 )
 
 // The Go TCP side: the same messages over one net.TCPConn on 127.0.0.1,
@@ -141,12 +142,12 @@ func tcpBandwidth(ctx context.Context, size int, buffered bool, d time.Duration)
 	var cpu0 time.Duration
 	err := overTCP(ctx, buffered, d+tcpSlack,
 		func(m *msgConn) (err error) {
-			received, last, err = drainMessages(m, size)
+			received, _, last, err = drainMessages(m, size)
 			return err
 		},
 		func(m *msgConn) (err error) {
 			cpu0, start = cpuTime(), time.Now()
-			sent, err = stream(m, size, start.Add(d))
+			sent, err = stream(m, size, start.Add(d), min(uint64(maxBandwidthN), uint64(maxBandwidthB/size)))
 			return err
 		})
 	cpu := cpuTime() - cpu0
@@ -166,11 +167,10 @@ func tcpBandwidth(ctx context.Context, size int, buffered bool, d time.Duration)
 	return s, nil
 }
 
-// stream sends messages of size bytes until the deadline or the budget's
-// count, flushes, and returns how many it sent.
-func stream(m *msgConn, size int, deadline time.Time) (uint64, error) {
+// stream sends messages of size bytes until the deadline or limit
+// messages, flushes, and returns how many it sent.
+func stream(m *msgConn, size int, deadline time.Time, limit uint64) (uint64, error) {
 	frame := newFrame(size)
-	limit := min(uint64(maxBandwidthN), uint64(maxBandwidthB/size))
 	var sent uint64
 	for sent < limit && (sent%checkClockAt != 0 || time.Now().Before(deadline)) {
 		if err := m.send(frame); err != nil {
@@ -182,24 +182,25 @@ func stream(m *msgConn, size int, deadline time.Time) (uint64, error) {
 }
 
 // drainMessages reads messages of size bytes until the peer closes, and
-// returns how many arrived and when the last one did.
-func drainMessages(m *msgConn, size int) (uint64, time.Time, error) {
+// returns how many arrived and when the first and the last one did.
+func drainMessages(m *msgConn, size int) (n uint64, first, last time.Time, err error) {
 	frame := newFrame(size)
-	var n uint64
-	var last time.Time
 	for {
 		got, err := m.receive(frame)
 		if errors.Is(err, io.EOF) {
-			return n, last, nil
+			return n, first, last, nil
 		}
 		if err != nil {
-			return n, last, err
+			return n, first, last, err
 		}
 		if got != size {
-			return n, last, fmt.Errorf("message %d: %d bytes, want %d", n, got, size)
+			return n, first, last, fmt.Errorf("message %d: %d bytes, want %d", n, got, size)
 		}
 		n++
 		last = time.Now()
+		if n == 1 {
+			first = last
+		}
 	}
 }
 
@@ -213,7 +214,7 @@ func tcpPingPong(ctx context.Context, size int, buffered bool, d time.Duration) 
 	err := overTCP(ctx, buffered, d+tcpSlack,
 		func(m *msgConn) error { return echo(m, size) },
 		func(m *msgConn) (err error) {
-			rtts, err = bounce(m, size, d)
+			rtts, err = bounce(m, size, d, pingPongMax)
 			return err
 		})
 	if err != nil {
@@ -245,13 +246,14 @@ func echo(m *msgConn, size int) error {
 	}
 }
 
-// bounce sends a message, waits for it to come back, and repeats; it
-// returns the round trips after the warm-up.
-func bounce(m *msgConn, size int, d time.Duration) ([]time.Duration, error) {
+// bounce sends a message, waits for it to come back, and repeats until d
+// passed (and pingPongMinTimed round trips were timed) or most were timed;
+// it returns the round trips after the warm-up.
+func bounce(m *msgConn, size int, d time.Duration, most int) ([]time.Duration, error) {
 	frame, back := newFrame(size), newFrame(size)
-	rtts := make([]time.Duration, 0, pingPongMax)
+	rtts := make([]time.Duration, 0, most)
 	deadline := time.Now().Add(d)
-	for trip := 0; len(rtts) < pingPongMax; trip++ {
+	for trip := 0; len(rtts) < most; trip++ {
 		t0 := time.Now()
 		if err := m.send(frame); err != nil {
 			return nil, err
@@ -276,11 +278,7 @@ func bounce(m *msgConn, size int, d time.Duration) ([]time.Duration, error) {
 // oneWayMicros returns half the q-quantile of sorted round trips, in µs,
 // picked as netio-perf and the C baseline pick it.
 func oneWayMicros(sorted []time.Duration, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := min(len(sorted)-1, int(q*float64(len(sorted))))
-	return float64(sorted[i]) / 2 / float64(time.Microsecond)
+	return latency.OneWayQuantile(sorted, q)
 }
 
 func tcpImpl(buffered bool) string {

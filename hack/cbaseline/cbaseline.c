@@ -21,6 +21,19 @@
  * bw and pingpong take --endpoint msg|rdm (default msg, all of the above);
  * inject is always rdm.
  *
+ * Two processes (bw and pingpong, msg endpoints): with --listen HOST:PORT
+ * the program is the server side only, with --connect HOST:PORT the client
+ * side only, each the same loop as in one process; both need the same
+ * --max-count (messages, or timed round trips), which ends the run instead
+ * of --seconds. The server prints "LISTENING ip:port" (port 0: the bound
+ * one) as its first line. bw: the client sends, waits for its completions
+ * and closes (on tcp a send completes once the socket has its bytes); the
+ * server times from its first receive to its last and prints
+ * "role":"server". pingpong: the client connects the pings' connection,
+ * then the pongs'; the server echoes WARMUP + N pings and closes. Both
+ * print their JSON line with "role"; the client's pingpong line adds
+ * "latency_mean_us".
+ *
  * bw: the client keeps up to W sends of S bytes outstanding (default 64),
  * the server keeps R receives posted (default 2W) and posts each buffer again
  * as soon as its completion is read. The client stops posting after T
@@ -158,6 +171,8 @@ struct opts {
 	int yield;
 	unsigned noise_us; /* 0: no noise thread */
 	unsigned timeout;
+	const char *listen;  /* two processes: the server side, on HOST:PORT */
+	const char *connect; /* two processes: the client side, to HOST:PORT */
 };
 
 /*
@@ -185,6 +200,12 @@ struct side {
 };
 
 static struct opts o;
+
+/* Whether this process is one side of two (--listen or --connect). */
+static int two_proc(void)
+{
+	return o.listen || o.connect;
+}
 static struct fi_info *hints, *pep_info;
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
@@ -205,6 +226,9 @@ static atomic_int client_done;
 static atomic_int server_done; /* inject: the client drives progress until */
 static uint64_t server_received;
 static double last_receive;
+/* two processes: the server's first receive (time, CPU) and its echoes */
+static double first_receive, first_receive_cpu;
+static uint64_t server_echoed;
 
 /* ---------------------------------------------------------------- utils */
 
@@ -222,7 +246,9 @@ static void usage(void)
 		"[--timeout SEC]\n"
 		"  cbaseline memcpy   --size S [--window W] [--rx-depth R] "
 		"[--seconds T] [--max-count N] [--timeout SEC]\n"
-		"bw and pingpong take --endpoint msg|rdm (default msg)\n");
+		"bw and pingpong take --endpoint msg|rdm (default msg), or\n"
+		"--listen HOST:PORT | --connect HOST:PORT with --max-count N "
+		"(two processes, msg)\n");
 	exit(1);
 }
 
@@ -310,6 +336,10 @@ static void parse_args(int argc, char **argv)
 			o.noise_us = (unsigned)flag_value(a, v, 1, 1e6, 1);
 		else if (!strcmp(a, "--timeout"))
 			o.timeout = (unsigned)flag_value(a, v, 0, 86400, 1);
+		else if (!strcmp(a, "--listen") && !o.connect)
+			o.listen = v;
+		else if (!strcmp(a, "--connect") && !o.listen)
+			o.connect = v;
 		else
 			errx(1, "unknown flag '%s'", a);
 	}
@@ -317,6 +347,12 @@ static void parse_args(int argc, char **argv)
 		o.provider = "none";
 	if (!o.provider || !o.size)
 		errx(1, "--provider and --size are required");
+	if (two_proc() && (o.rdm || o.noise_us || !o.max_count ||
+			   (o.mode != MODE_BW && o.mode != MODE_PINGPONG)))
+		errx(1, "--listen and --connect: bw or pingpong, msg endpoints, "
+			"with --max-count, without --noise-us");
+	if (two_proc())
+		o.seconds = 3600; /* the count ends the run */
 	if (o.mode == MODE_INJECT) {
 		o.window = 1; /* the one buffer every inject copies from */
 		if (!o.rx_depth)
@@ -389,9 +425,20 @@ static void open_fabric(void)
 	hints = msg_hints(o.provider);
 	hints->domain_attr->threading = FI_THREAD_SAFE;
 
-	pep_info = get_info("127.0.0.1", "0", FI_SOURCE);
+	if (two_proc()) {
+		char host[256], port[16];
+
+		parse_hostport(o.listen ? "--listen" : "--connect",
+			       o.listen ? o.listen : o.connect, host,
+			       sizeof(host), port, sizeof(port));
+		pep_info = get_info(host, port, o.listen ? FI_SOURCE : 0);
+	} else {
+		pep_info = get_info("127.0.0.1", "0", FI_SOURCE);
+	}
 	TRY(fi_fabric(pep_info->fabric_attr, &fabric, NULL));
 	TRY(fi_domain(fabric, pep_info, &domain, NULL));
+	if (o.connect)
+		return; /* the client side: no passive endpoint */
 	pep_eq = open_eq();
 	TRY(fi_passive_ep(fabric, pep_info, &pep, NULL));
 	TRY(fi_pep_bind(pep, &pep_eq->fid, 0));
@@ -592,6 +639,20 @@ static void server_accept(size_t nslots, uint64_t access)
 	accept_side(&srv_pong, srv.cq, nslots, nslots, access);
 }
 
+/* The info a client side connects with: --connect's, or our listener's. */
+static struct fi_info *connect_info(void)
+{
+	char host[256], port[16];
+
+	if (o.connect) {
+		parse_hostport("--connect", o.connect, host, sizeof(host), port,
+			       sizeof(port));
+		return get_info(host, port, 0);
+	}
+	listening_port(port, sizeof(port));
+	return get_info("127.0.0.1", port, 0);
+}
+
 /*
  * Client: connect s (with eq and cq, see open_side) to the passive
  * endpoint, with receives posted into slots first..nslots-1.
@@ -599,11 +660,9 @@ static void server_accept(size_t nslots, uint64_t access)
 static void connect_side(struct side *s, struct fid_eq *eq, struct fid_cq *cq,
 			 size_t first, size_t nslots, uint64_t access)
 {
-	char port[16];
 	size_t i;
 
-	listening_port(port, sizeof(port));
-	open_side(s, get_info("127.0.0.1", port, 0), eq, cq, nslots, access);
+	open_side(s, connect_info(), eq, cq, nslots, access);
 	for (i = first; i < nslots; i++)
 		post_recv(s, i);
 	flush_recvs(s);
@@ -752,7 +811,8 @@ static void *bw_server(void *arg)
 
 	(void)arg;
 	server_accept(o.rx_depth, FI_RECV);
-	pthread_barrier_wait(&start_line);
+	if (!two_proc())
+		pthread_barrier_wait(&start_line);
 	for (;;) {
 		flush_recvs(&srv);
 		n = cq_poll(&srv, comp);
@@ -762,6 +822,10 @@ static void *bw_server(void *arg)
 				break;
 			continue;
 		}
+		if (received == 0) {
+			first_receive = now_sec();
+			first_receive_cpu = cpu_sec();
+		}
 		for (j = 0; j < n; j++) {
 			if (!(comp[j].flags & FI_RECV) || comp[j].len != o.size)
 				errx(1, "server: unexpected completion (%zu "
@@ -770,6 +834,8 @@ static void *bw_server(void *arg)
 		}
 		received += (uint64_t)n;
 		last_receive = now_sec();
+		if (two_proc() && received >= o.max_count)
+			break; /* the client's close may cancel what is posted */
 	}
 	server_received = received;
 	atomic_store(&server_done, 1);
@@ -964,18 +1030,24 @@ static void *pp_server(void *arg)
 
 	(void)arg;
 	struct side *pong = o.rdm ? &srv : &srv_pong; /* rdm: one endpoint */
+	/* two processes: until every echo of the client's pings completed */
+	uint64_t limit = two_proc() ? WARMUP + o.max_count : 0, done = 0;
 
 	server_accept(2, FI_SEND | FI_RECV);
-	pthread_barrier_wait(&start_line);
-	while (!atomic_load(&client_done)) {
+	if (!two_proc())
+		pthread_barrier_wait(&start_line);
+	while (limit ? done < limit : !atomic_load(&client_done)) {
 		n = cq_poll(&srv, comp);
 		for (j = 0; j < n; j++) {
-			if (!(comp[j].flags & FI_RECV))
-				continue; /* an echo's send completion */
+			if (!(comp[j].flags & FI_RECV)) {
+				done++; /* an echo's send completion */
+				continue;
+			}
 			post_recv(&srv, PP_RECV_SLOT);
 			flush_recvs(&srv);
 			while (!try_send(pong, PP_SEND_SLOT, comp[j].len))
 				;
+			server_echoed++;
 		}
 	}
 	return NULL;
@@ -1023,14 +1095,18 @@ static double one_way_us(const double *rtts, size_t n, double q)
 static void run_pingpong(void)
 {
 	double *rtts = malloc(o.max_count * sizeof(*rtts)), deadline, t, back;
+	double sum = 0;
 	struct side *pong = o.rdm ? &cli : &cli_pong; /* rdm: one endpoint */
-	pthread_t server;
+	pthread_t server = 0;
 	uint64_t trips = 0;
 	size_t n = 0;
 
 	if (!rtts)
 		errx(1, "malloc: out of memory");
-	server = start(pp_server, 2, FI_SEND | FI_RECV);
+	if (two_proc())
+		client_connect(2, FI_SEND | FI_RECV);
+	else
+		server = start(pp_server, 2, FI_SEND | FI_RECV);
 	deadline = now_sec() + o.seconds;
 	for (;;) {
 		t = now_sec();
@@ -1039,23 +1115,81 @@ static void run_pingpong(void)
 		back = pp_await();
 		post_recv(pong, PP_RECV_SLOT);
 		flush_recvs(pong);
-		if (++trips > WARMUP)
+		if (++trips > WARMUP) {
 			rtts[n++] = back - t;
+			sum += back - t;
+		}
 		if (n >= o.max_count || (back > deadline && n >= MIN_TIMED))
 			break;
 	}
 	atomic_store(&client_done, 1);
-	pthread_join(server, NULL);
+	if (!two_proc())
+		pthread_join(server, NULL);
 	close_all();
 
 	qsort(rtts, n, sizeof(*rtts), cmp_double);
-	printf("{\"mode\":\"pingpong\",\"provider\":\"%s\"%s,\"size\":%zu,"
+	printf("{\"mode\":\"pingpong\",\"provider\":\"%s\"%s%s,\"size\":%zu,"
 	       "\"round_trips\":%zu,\"latency_p50_us\":%.3f,"
-	       "\"latency_p99_us\":%.3f}\n",
-	       o.provider, o.rdm ? ",\"endpoint\":\"rdm\"" : "", o.size, n,
-	       one_way_us(rtts, n, 0.50),
-	       one_way_us(rtts, n, 0.99));
+	       "\"latency_p99_us\":%.3f,\"latency_mean_us\":%.3f}\n",
+	       o.provider, o.rdm ? ",\"endpoint\":\"rdm\"" : "",
+	       two_proc() ? ",\"role\":\"client\"" : "", o.size, n,
+	       one_way_us(rtts, n, 0.50), one_way_us(rtts, n, 0.99),
+	       n ? sum / (double)n / 2 * 1e6 : 0);
 	free(rtts);
+}
+
+/* ------------------------------------------------------- two processes */
+
+/* --listen: say where, as the first line (port 0: the bound port). */
+static void print_listening(void)
+{
+	char port[16];
+	struct sockaddr_in *sin = (struct sockaddr_in *)pep_info->src_addr;
+
+	listening_port(port, sizeof(port));
+	printf("LISTENING %s:%s\n", inet_ntoa(sin->sin_addr), port);
+	fflush(stdout);
+}
+
+/* bw --listen: receive --max-count messages, timed first to last. */
+static void serve_bw(void)
+{
+	atomic_store(&total_sent, o.max_count); /* what bw_server waits for */
+	atomic_store(&client_done, 1);
+	bw_server(NULL);
+	close_all();
+	print_bw("bw", ",\"role\":\"server\"", 0, server_received,
+		 last_receive - first_receive, cpu_sec() - first_receive_cpu);
+}
+
+/*
+ * bw --connect: send --max-count messages and close once every send
+ * completed (on tcp a send completes when the socket has its bytes).
+ */
+static void send_bw(void)
+{
+	double t0, cpu0, secs, cpu;
+	uint64_t sent;
+
+	client_connect(o.window, FI_SEND);
+	cpu0 = cpu_sec();
+	sent = bw_client(&t0);
+	secs = now_sec() - t0;
+	cpu = cpu_sec() - cpu0;
+	close_all();
+	print_bw("bw", ",\"role\":\"client\"", o.window, sent, secs, cpu);
+}
+
+/* pingpong --listen: echo WARMUP + --max-count pings, then close. */
+static void serve_pingpong(void)
+{
+	double t0 = now_sec();
+
+	pp_server(NULL);
+	close_all();
+	printf("{\"mode\":\"pingpong\",\"provider\":\"%s\",\"role\":\"server\","
+	       "\"size\":%zu,\"round_trips\":%" PRIu64 ",\"seconds\":%.6f}\n",
+	       o.provider, o.size, server_echoed, now_sec() - t0);
 }
 
 /* --noise-us: wake up every o.noise_us microseconds, for ever. */
@@ -1096,7 +1230,15 @@ int main(int argc, char **argv)
 	if (pthread_barrier_init(&start_line, NULL, 2))
 		errx(1, "pthread_barrier_init failed");
 	open_fabric();
-	if (o.mode == MODE_PINGPONG)
+	if (o.listen)
+		print_listening();
+	if (o.listen && o.mode == MODE_PINGPONG)
+		serve_pingpong();
+	else if (o.listen)
+		serve_bw();
+	else if (o.connect && o.mode == MODE_BW)
+		send_bw();
+	else if (o.mode == MODE_PINGPONG)
 		run_pingpong();
 	else if (o.mode == MODE_INJECT)
 		run_inject();

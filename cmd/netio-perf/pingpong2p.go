@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/latency"
+)
+
+// The two-process ping-pong (server and client --mode pingpong), in the
+// shape of fabtests' fi_msg_pingpong: the client bounces one message of
+// --size bytes off the server --count times and prints the one-way latency
+// (half the round trip) as p50, p99 and mean. Endpoints are
+// one-directional, so the two sides talk over two connections: the client
+// listens, dials the server and sends a hello naming its listener; the
+// server dials back, says it is ready with one message on the new
+// connection, then echoes every message that arrives. Every ping and echo
+// is sent from a poller callback, as in the sweep's ping-pong.
+
+// modePingPong is the server's and client's --mode for the ping-pong; their
+// default is modeSend (stream messages one way).
+const modePingPong = "pingpong"
+
+// maxPingPongIterations bounds --count in ping-pong mode: every round trip's
+// time is kept (8 bytes each) for the percentiles.
+const maxPingPongIterations = 10_000_000
+
+// helloPrefix starts the hello, the first message on the client's
+// connection; the client's listening address (IP:PORT) follows it.
+const helloPrefix = "netio-perf pingpong 1 "
+
+// errHello marks a first message that is not a ping-pong hello.
+var errHello = errors.New("not a netio-perf ping-pong hello")
+
+// hello returns the hello naming addr.
+func hello(addr string) []byte { return []byte(helloPrefix + addr) }
+
+// parseHello returns the client's listening address from a hello. It is
+// parsed off the wire: anything but a hello naming IP:PORT with a port in
+// 1..65535 is an error matching errHello.
+func parseHello(msg []byte) (hostPort, error) {
+	rest, ok := strings.CutPrefix(string(msg), helloPrefix)
+	if !ok {
+		return hostPort{}, fmt.Errorf("%w: %.40q", errHello, msg)
+	}
+	a, err := parseHostPort(rest, false)
+	if err != nil {
+		return hostPort{}, fmt.Errorf("%w: %w", errHello, err)
+	}
+	return a, nil
+}
+
+// peerFlags are the flags the server and the client share beyond
+// commonFlags: --mode, and the fabtests names of --bufs and --count.
+type peerFlags struct {
+	mode string
+}
+
+// register adds --mode and the aliases --window (for --bufs) and
+// --iterations (for --count), so that a fabtests user's habits work.
+func (p *peerFlags) register(fs *flag.FlagSet, bufs *int, count *uint64) {
+	p.mode = modeSend
+	fs.Func("mode", "send (stream messages one way, the default) or pingpong (bounce one message, print one-way latency p50/p99/mean like fi_msg_pingpong; the server serves one client, then exits)", func(s string) error {
+		if s != modeSend && s != modePingPong {
+			return fmt.Errorf("want %s or %s", modeSend, modePingPong)
+		}
+		p.mode = s
+		return nil
+	})
+	fs.IntVar(bufs, "window", *bufs, "alias of --bufs (fabtests' name)")
+	fs.Uint64Var(count, "iterations", *count, "alias of --count (fabtests' name)")
+}
+
+// check rejects a ping-pong count the percentiles cannot hold.
+func (p *peerFlags) check(count uint64) error {
+	if p.mode == modePingPong && (count < 1 || count > maxPingPongIterations) {
+		return fmt.Errorf("--count: want 1..%d round trips with --mode %s", maxPingPongIterations, modePingPong)
+	}
+	return nil
+}
+
+// pingPongReport is what both sides print: one-way latencies in µs (half
+// the round trip) at the client; the round trips echoed at the server.
+type pingPongReport struct {
+	Role       string  `json:"role"`
+	Provider   string  `json:"provider"`
+	Mode       string  `json:"mode"`
+	Size       int     `json:"size,omitempty"`
+	RoundTrips int     `json:"round_trips"`
+	Seconds    float64 `json:"seconds"`
+	LatP50us   float64 `json:"latency_p50_us,omitempty"`
+	LatP99us   float64 `json:"latency_p99_us,omitempty"`
+	LatMeanus  float64 `json:"latency_mean_us,omitempty"`
+}
+
+// print writes the report as one JSON line or one line of text.
+func (r pingPongReport) print(w io.Writer, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, r)
+	}
+	if r.Role == "server" {
+		_, err := fmt.Fprintf(w, "server (%s): pingpong, %d messages echoed in %.3f s\n", r.Provider, r.RoundTrips, r.Seconds)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "client (%s): pingpong %s, %d round trips in %.3f s: one-way latency p50 %.2f µs, p99 %.2f µs, mean %.2f µs\n",
+		r.Provider, formatSize(r.Size), r.RoundTrips, r.Seconds, r.LatP50us, r.LatP99us, r.LatMeanus)
+	return err
+}
+
+// echoer is the server side: it learns the client's address from the hello
+// and echoes every later message on the connection back to it. Its
+// callbacks run on the server's poller goroutine.
+type echoer struct {
+	pong    atomic.Pointer[endpoint.SendEndpointBuffered]
+	pingID  atomic.Uint64 // the client's connection, once its hello arrived (+1)
+	echoed  atomic.Uint64
+	failed  atomic.Pointer[error]
+	hello   chan hostPort // capacity 1: the client's listener
+	done    chan struct{} // closed when the client's connection ends
+	closing atomic.Bool
+}
+
+func newEchoer() *echoer {
+	return &echoer{hello: make(chan hostPort, 1), done: make(chan struct{})}
+}
+
+// onData takes the hello on the first connection, then echoes. A message
+// before the server is ready, or from a second client, is dropped and
+// counted as a failure.
+func (e *echoer) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
+	if pong := e.pong.Load(); pong != nil && e.pingID.Load() == ep.ID()+1 {
+		if err := sendOne(pong, len(data)); err != nil {
+			e.fail(fmt.Errorf("echo %d: %w", e.echoed.Load(), err))
+			return
+		}
+		e.echoed.Add(1)
+		return
+	}
+	if !e.pingID.CompareAndSwap(0, ep.ID()+1) {
+		e.fail(errors.New("a message before the ping-pong was ready, or from a second client"))
+		return
+	}
+	a, err := parseHello(data)
+	if err != nil {
+		e.fail(err)
+		return
+	}
+	e.hello <- a
+}
+
+// onClosed ends the run when the client's connection ends.
+func (e *echoer) onClosed(ep *endpoint.ReceiveEndpoint, _ error) {
+	if e.pingID.Load() == ep.ID()+1 && e.closing.CompareAndSwap(false, true) {
+		close(e.done)
+	}
+}
+
+// fail keeps the first failure and ends the run.
+func (e *echoer) fail(err error) {
+	if e.failed.CompareAndSwap(nil, &err) && e.closing.CompareAndSwap(false, true) {
+		close(e.done)
+	}
+}
+
+// runPingPongServer is server --mode pingpong: it serves one client, then
+// exits.
+func runPingPongServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
+	ctx, cancel := withTimeout(ctx, o.timeout)
+	defer cancel()
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	poller, err := cq.Open(mgr, o.poll.config())
+	if err != nil {
+		return err
+	}
+	defer poller.Close()
+	e := newEchoer()
+	l, err := endpoint.Listen(mgr, o.listen.String(), endpoint.ListenConfig{
+		Params: netio.ReceiveParams{BufferSize: o.bufSize, BufferCount: pingPongBufs},
+		OnData: e.onData, OnConnectionClosed: e.onClosed, Runtime: cq.Runtime{Poller: poller}})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	fmt.Fprintf(stdout, "LISTENING %s\n", l.Addr())
+	fmt.Fprintf(stderr, "listening on %s (ping-pong)\n", l.Addr())
+	start := time.Now()
+	runErr := e.serve(ctx, mgr, poller, o.bufSize)
+	r := pingPongReport{Role: "server", Provider: o.provider, Mode: modePingPong,
+		RoundTrips: int(e.echoed.Load()), Seconds: time.Since(start).Seconds()}
+	if err := r.print(stdout, o.json); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// serve waits for the hello, dials back, says it is ready and echoes until
+// the client's connection ends, a failure, or the context ends (a signal is
+// a clean exit, the timeout is not).
+func (e *echoer) serve(ctx context.Context, mgr *domain.Manager, poller *cq.Poller, bufSize int) error {
+	var a hostPort
+	select {
+	case a = <-e.hello:
+	case <-e.done:
+		return e.outcome()
+	case <-ctx.Done():
+		return ctxOutcome(ctx)
+	}
+	pong, err := endpoint.Dial(ctx, mgr, a.String(), endpoint.SendConfig{
+		Params:  netio.BufferedSendParams{BufferSize: bufSize, BufferCount: pingPongBufs},
+		Runtime: cq.Runtime{Poller: poller}})
+	if err != nil {
+		return fmt.Errorf("dial back %s: %w", a, err)
+	}
+	defer pong.Close()
+	e.pong.Store(pong)
+	if err := sendOne(pong, 1); err != nil {
+		return fmt.Errorf("ready: %w", err)
+	}
+	select {
+	case <-e.done:
+		return e.outcome()
+	case <-ctx.Done():
+		return ctxOutcome(ctx)
+	}
+}
+
+// outcome is the first failure, or nil.
+func (e *echoer) outcome() error {
+	if p := e.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// ctxOutcome is nil when the context ended by a signal (cancel), its cause
+// when it timed out.
+func ctxOutcome(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		return nil
+	}
+	return context.Cause(ctx)
+}
+
+// pinger is the client side: the sweep's pingPong, started by the server's
+// ready message. Its callback runs on the client's poller goroutine.
+type pinger struct {
+	p     *pingPong
+	ready bool // the ready message arrived; poller goroutine only
+}
+
+// onData starts the ping-pong on the ready message, then times pongs.
+func (c *pinger) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
+	if !c.ready {
+		c.ready = true
+		c.p.start()
+		return
+	}
+	c.p.onPong(ep, data)
+}
+
+// runPingPongClient is client --mode pingpong.
+func runPingPongClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
+	ctx, cancel := withTimeout(ctx, o.timeout)
+	defer cancel()
+	mgr, err := openToward(o.provider, o.connect, o.local, o.logger(stderr))
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	poller, err := cq.Open(mgr, o.poll.config())
+	if err != nil {
+		return err
+	}
+	defer poller.Close()
+	// No time bound but the timeout: the run ends after --count timed
+	// round trips, as fi_msg_pingpong's after its iterations.
+	c := &pinger{p: newPingPong(o.size, budget{pingPong: 365 * 24 * time.Hour, maxRoundTrips: int(o.count)})}
+	start := time.Now()
+	if err := c.run(ctx, mgr, poller, mgr.Address(), o.connect.String(), o.size); err != nil {
+		return err
+	}
+	r := pingPongReport{Role: "client", Provider: o.provider, Mode: modePingPong, Size: o.size,
+		RoundTrips: len(c.p.rtts), Seconds: time.Since(start).Seconds(), LatMeanus: latency.OneWayMean(c.p.rtts)}
+	r.LatP50us, r.LatP99us = oneWayPercentiles(c.p.rtts)
+	return r.print(stdout, o.json)
+}
+
+// run listens for the server's connection back, dials the server, sends
+// the hello and waits for the ping-pong's outcome.
+func (c *pinger) run(ctx context.Context, mgr *domain.Manager, poller *cq.Poller, local, server string, size int) error {
+	l, err := endpoint.Listen(mgr, hostPort{IP: local}.String(), endpoint.ListenConfig{
+		Params: netio.ReceiveParams{BufferSize: max(size, 1), BufferCount: pingPongBufs},
+		OnData: c.onData, Runtime: cq.Runtime{Poller: poller}})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	h := hello(l.Addr())
+	ping, err := endpoint.Dial(ctx, mgr, server, endpoint.SendConfig{
+		Params:  netio.BufferedSendParams{BufferSize: max(size, len(h)), BufferCount: pingPongBufs},
+		Runtime: cq.Runtime{Poller: poller}})
+	if err != nil {
+		return err
+	}
+	defer ping.Close()
+	c.p.ping.Store(ping)
+	if err := sendBytes(ping, h); err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	select {
+	case err := <-c.p.done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// sendBytes sends msg from a free buffer.
+func sendBytes(ep *endpoint.SendEndpointBuffered, msg []byte) error {
+	buf := ep.GetBuffer()
+	if buf == nil {
+		return errors.New("no free send buffer")
+	}
+	n := copy(buf.Bytes(), msg)
+	if st := ep.SendBuffer(buf, n); st != netio.OK {
+		ep.ReleaseBuffer(buf.ID())
+		return st.Err()
+	}
+	return nil
+}

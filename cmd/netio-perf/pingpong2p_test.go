@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func decodePingPong(t *testing.T, line string) pingPongReport {
+	t.Helper()
+	var r pingPongReport
+	require.NoError(t, json.Unmarshal([]byte(line), &r), "line %q", line)
+	return r
+}
+
+// TestPingPongTwoSides runs server and client --mode pingpong against each
+// other: the client times exactly --iterations round trips, the server
+// echoed those and the warm-up ones, and the latencies are ordered.
+func TestPingPongTwoSides(t *testing.T) {
+	for _, poll := range []string{"adaptive", "busy"} {
+		t.Run(poll, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			srv := startServer(t, ctx, "--mode", "pingpong", "--buf-size", "4K", "--poll", poll, "--json")
+			var out, errOut bytes.Buffer
+			code := run(ctx, []string{"client", "--mode", "pingpong", "--connect", srv.addr, "--size", "64",
+				"--iterations", "300", "--poll", poll, "--json"}, &out, &errOut)
+			require.Equal(t, exitOK, code, "client: %s", errOut.String())
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			c := decodePingPong(t, lines[len(lines)-1])
+			assert.Equal(t, "client", c.Role)
+			assert.Equal(t, modePingPong, c.Mode)
+			assert.Equal(t, 64, c.Size)
+			assert.Equal(t, 300, c.RoundTrips)
+			assert.Positive(t, c.LatP50us)
+			assert.GreaterOrEqual(t, c.LatP99us, c.LatP50us)
+			assert.Positive(t, c.LatMeanus)
+
+			code, last := srv.wait(t, ctx)
+			assert.Equal(t, exitOK, code)
+			s := decodePingPong(t, last)
+			assert.Equal(t, "server", s.Role)
+			assert.Equal(t, 300+pingPongWarmup, s.RoundTrips, "every timed and warm-up ping echoed")
+		})
+	}
+}
+
+// TestPingPongServerRefusesStream: a client streaming messages at a
+// ping-pong server sends no hello; the server says so and fails.
+func TestPingPongServerRefusesStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	srv := startServer(t, ctx, "--mode", "pingpong", "--buf-size", "4K", "--json")
+	go func() {
+		_ = run(ctx, []string{"client", "--connect", srv.addr, "--size", "64", "--count", "20"}, io.Discard, io.Discard)
+	}()
+	code, last := srv.wait(t, ctx)
+	assert.Equal(t, exitFail, code)
+	assert.Zero(t, decodePingPong(t, last).RoundTrips)
+}
+
+func TestParseHello(t *testing.T) {
+	a, err := parseHello(hello("127.0.0.1:7000"))
+	require.NoError(t, err)
+	assert.Equal(t, hostPort{IP: "127.0.0.1", Port: 7000}, a)
+	for _, in := range []string{"", "hello", helloPrefix, helloPrefix + "127.0.0.1:0", helloPrefix + "host:1",
+		"netio-perf pingpong 2 127.0.0.1:1", strings.Repeat("x", 5000)} {
+		_, err := parseHello([]byte(in))
+		assert.True(t, errors.Is(err, errHello), "%q: %v", in, err)
+	}
+}
+
+// FuzzParseHello: the hello is parsed off the wire. It is refused with
+// errHello or names an address whose own hello parses to the same.
+func FuzzParseHello(f *testing.F) {
+	for _, s := range []string{helloPrefix + "127.0.0.1:7000", helloPrefix + "[::1]:1", helloPrefix, "", "x", helloPrefix + "1.2.3.4:65536"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		a, err := parseHello(msg)
+		if err != nil {
+			if !errors.Is(err, errHello) {
+				t.Fatalf("parseHello(%q): %v does not match errHello", msg, err)
+			}
+			return
+		}
+		if a.Port < 1 || a.Port > 65535 {
+			t.Fatalf("parseHello(%q) = %v: port out of range", msg, a)
+		}
+		if back, err := parseHello(hello(a.String())); err != nil || back != a {
+			t.Errorf("parseHello(%q) = %v, its hello parsed back %v, %v", msg, a, back, err)
+		}
+	})
+}
+
+// The fabtests names are aliases: --window sets --bufs, --iterations sets
+// --count, on both sides.
+func TestPeerFlagAliases(t *testing.T) {
+	c, err := parseClientFlags([]string{"--connect", "127.0.0.1:1", "--window", "7", "--iterations", "123"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 7, c.bufs)
+	assert.Equal(t, uint64(123), c.count)
+	assert.Equal(t, modeSend, c.peer.mode)
+	s, err := parseServerFlags([]string{"--window", "9", "--iterations", "55"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 9, s.bufs)
+	assert.Equal(t, uint64(55), s.count)
+	c, err = parseClientFlags([]string{"--connect", "127.0.0.1:1", "--mode", "pingpong"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, modePingPong, c.peer.mode)
+}
+
+func TestPingPongUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"server", "--mode", "bw"},
+		{"server", "--mode", "pingpong", "--verify"},
+		{"server", "--mode", "pingpong", "--iterations", "5"},
+		{"server", "--window", "0"},
+		{"client", "--connect", "127.0.0.1:1", "--mode", "pingpong", "--count", "0"},
+		{"client", "--connect", "127.0.0.1:1", "--mode", "pingpong", "--iterations", "20000000"},
+		{"client", "--connect", "127.0.0.1:1", "--mode", "pingpong", "--zero-copy"},
+		{"client", "--connect", "127.0.0.1:1", "--mode", "pingpong", "--coalesce"},
+	} {
+		var out, errOut bytes.Buffer
+		assert.Equal(t, exitUsage, run(t.Context(), args, &out, &errOut), "%q", args)
+		assert.Contains(t, errOut.String(), "usage:", "%q", args)
+		assert.Empty(t, out.String(), "%q", args)
+	}
+}
