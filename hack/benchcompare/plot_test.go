@@ -55,7 +55,7 @@ func TestLoadFigureToleratesNewKeys(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(data, &doc))
-	doc["two_process"] = map[string]any{"rows": []any{map[string]any{"size": 64, "fabtests": 1.5}}}
+	doc["three_process"] = map[string]any{"rows": []any{map[string]any{"size": 64, "fabtests": 1.5}}}
 	doc["machine"].(map[string]any)["numa"] = 2
 	sec := doc["summary"].([]any)[0].(map[string]any)
 	sec["note"] = "added"
@@ -68,8 +68,41 @@ func TestLoadFigureToleratesNewKeys(t *testing.T) {
 
 	fig, err := loadFigure(path)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"netio-go", "C", "aaa-new", "fabtests", "raw Go (fabric)"}, names(fig.Bandwidth))
-	assert.Equal(t, []perfplot.Point{{Size: 64 << 10, Value: 1800}}, fig.Bandwidth[3].Points)
+	require.Equal(t, []string{"netio-go", "C", "fabtests", "aaa-new", "raw Go (fabric)"}, names(fig.Bandwidth))
+	assert.Equal(t, []perfplot.Point{{Size: 64 << 10, Value: 1800}}, fig.Bandwidth[2].Points)
+	assert.Equal(t, []perfplot.Point{{Size: 64 << 10, Value: 900}}, fig.Bandwidth[3].Points)
+}
+
+// With the two-process comparison in the file, the picture is that one:
+// median MB/s and mean one-way latency per contender, in table order.
+func TestLoadFigureTwoProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bench-compare.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"provider": "tcp", "rounds": 3, "summary": [],
+		"two_process": {"rounds": 7, "window": 64, "rows": [
+			{"size": 64, "impl": {
+				"go-tcp-2p": {"rounds": 7, "mb_per_s": 30, "latency_mean_us": 9},
+				"netio-go-2p": {"rounds": 7, "mb_per_s": 20, "latency_p50_us": 6, "latency_mean_us": 7},
+				"netio-go-2p-busy": {"latency_mean_us": 5},
+				"fabtests": {"rounds": 7, "mb_per_s": 25, "latency_mean_us": 4},
+				"c-libfabric-2p": {"rounds": 0}},
+			 "netio_bw_ratio": {"fabtests": 0.8}},
+			{"size": 4096, "impl": {
+				"netio-go-2p": {"rounds": 7, "mb_per_s": 900, "latency_mean_us": 8},
+				"fabtests": {"rounds": 7, "mb_per_s": 1000, "latency_mean_us": 7}}}]}}`), 0o644))
+	fig, err := loadFigure(path)
+	require.NoError(t, err)
+	assert.Contains(t, fig.Title, "two processes")
+	assert.Contains(t, fig.Title, "medians of 7 rounds")
+	assert.Contains(t, fig.LatencyTitle, "mean")
+	require.Equal(t, []string{"netio-go", "netio-go busy", "fabtests", "C", "TCP"}, names(fig.Bandwidth))
+	assert.Equal(t, []perfplot.Point{{Size: 64, Value: 20}, {Size: 4096, Value: 900}}, fig.Bandwidth[0].Points)
+	assert.Equal(t, []perfplot.Point{{Size: 64, Value: 25}, {Size: 4096, Value: 1000}}, fig.Bandwidth[2].Points)
+	require.Equal(t, names(fig.Bandwidth), names(fig.Latency))
+	assert.Equal(t, []perfplot.Point{{Size: 64, Value: 7}, {Size: 4096, Value: 8}}, fig.Latency[0].Points)
+	assert.Equal(t, []perfplot.Point{{Size: 64, Value: 5}}, fig.Latency[1].Points)
+
+	out := filepath.Join(t.TempDir(), "bench.svg")
+	require.NoError(t, writePlot(path, out), "lines without a positive point are left out, not an error")
 }
 
 func TestLoadFigureErrors(t *testing.T) {
