@@ -36,6 +36,7 @@ import (
 	"github.com/netio-go/netio/internal/closing"
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/quirks"
+	"github.com/netio-go/netio/stats"
 )
 
 // Mode selects how a Poller waits when there is nothing to read.
@@ -123,9 +124,17 @@ type Config struct {
 	// spinning pollers.
 	LockOSThread bool
 	// Logger receives errors the poller cannot hand to an endpoint. The
-	// zero value logs nothing.
+	// zero value takes the manager's (domain.Manager.Logger).
 	Logger zerolog.Logger
+	// Name labels the poller in snapshots and metrics (package stats):
+	// pollers of one name are summed there, so give a name per role
+	// ("readout", "builder"), never one per connection. "" is
+	// DefaultName.
+	Name string
 }
+
+// DefaultName is the name of a poller whose Config.Name is empty.
+const DefaultName = "default"
 
 // Runtime says which poller runs an endpoint's completions and callbacks,
 // and where the endpoint logs. Every endpoint config (endpoint.SendConfig,
@@ -139,7 +148,7 @@ type Runtime struct {
 	// PollerConfig configures the endpoint's own poller.
 	PollerConfig Config
 	// Logger receives connection messages (never one per message). The
-	// zero value logs nothing.
+	// zero value takes the manager's (domain.Manager.Logger).
 	Logger zerolog.Logger
 }
 
@@ -151,6 +160,8 @@ type Stats struct {
 	Dropped     uint64 // completions or events whose endpoint was gone
 	Sleeps      uint64 // times the poller blocked on its file descriptors
 	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
+	WakeUps     uint64 // blocks ended by a ready descriptor (traffic, or work handed over)
+	Timeouts    uint64 // blocks ended by MaxBlock
 }
 
 // Poller is a completion poller that endpoints of one domain can share:
@@ -159,7 +170,9 @@ type Stats struct {
 type Poller struct {
 	p       *poll.Poller
 	mgr     *domain.Manager
-	closing atomic.Bool // Close has begun: the manager waits for the end
+	closing atomic.Bool  // Close has begun: the manager waits for the end
+	entry   *stats.Entry // the poller in its manager's stats.Registry
+	name    string
 }
 
 func init() {
@@ -180,6 +193,7 @@ func Open(mgr *domain.Manager, cfg Config) (*Poller, error) {
 		return nil, fmt.Errorf("%w: cq: nil domain", netio.ErrInvalidArgument)
 	}
 	cp := &Poller{mgr: mgr}
+	cfg.Logger = mgr.Logger(cfg.Logger)
 	pc := cfg.internal()
 	pc.OnStopped = cp.stopped
 	// A provider that leaves closed endpoints in its queues' wait sets gets
@@ -190,14 +204,49 @@ func Open(mgr *domain.Manager, cfg Config) (*Poller, error) {
 		return nil, err
 	}
 	cp.p = p
+	name := cfg.Name
+	if name == "" {
+		name = DefaultName
+	}
+	cp.name = name
+	cp.entry = mgr.Registry().AddPoller(name, cp.fillStats)
 	return cp, nil
 }
 
-// stopped ends the close the manager waits for (see Close).
+// stopped leaves the registry with the final counters and ends the close
+// the manager waits for (see Close).
 func (p *Poller) stopped() {
+	p.entry.Remove(nil)
 	if p.closing.Load() {
 		closing.End(p.mgr)
 	}
+}
+
+// fillStats is the poller's record in its manager's stats.Registry.
+func (p *Poller) fillStats(s *stats.Poller) {
+	st := p.p.Stats()
+	s.Completions, s.Errors, s.Events, s.Dropped = st.Completions, st.Errors, st.Events, st.Dropped
+	s.Spins, s.Blocks, s.WakeUps, s.Timeouts = st.EmptyPolls, st.Sleeps, st.WakeUps, st.Timeouts
+	h := st.CallbackTime
+	s.Callbacks = stats.Histogram{Bounds: callbackBounds, Counts: h.Counts[:], Count: h.Count, SumSeconds: h.Sum.Seconds()}
+}
+
+// callbackBounds are poll.CallbackBounds in seconds.
+var callbackBounds = func() []float64 {
+	out := make([]float64, len(poll.CallbackBounds))
+	for i, b := range poll.CallbackBounds {
+		out[i] = b.Seconds()
+	}
+	return out
+}()
+
+// Name returns the poller's name (Config.Name, DefaultName when unset);
+// "" for a Poller not from Open.
+func (p *Poller) Name() string {
+	if p == nil {
+		return ""
+	}
+	return p.name
 }
 
 // Domain returns the manager the poller was opened on; endpoints refuse a
@@ -222,7 +271,7 @@ func (p *Poller) Stats() Stats {
 	}
 	s := p.p.Stats()
 	return Stats{Completions: s.Completions, Errors: s.Errors, Events: s.Events,
-		Dropped: s.Dropped, Sleeps: s.Sleeps, EmptyPolls: s.EmptyPolls}
+		Dropped: s.Dropped, Sleeps: s.Sleeps, EmptyPolls: s.EmptyPolls, WakeUps: s.WakeUps, Timeouts: s.Timeouts}
 }
 
 // Close stops the poller goroutine and closes the queues. Close the

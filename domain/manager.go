@@ -21,6 +21,7 @@ import (
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/closing"
 	"github.com/netio-go/netio/internal/quirks"
+	"github.com/netio-go/netio/stats"
 )
 
 // ErrRegistrationsAlive is returned by Close while registrations are alive:
@@ -69,8 +70,10 @@ type Config struct {
 	// MaxRegisteredBytes caps the bytes of live registrations. 0 means no
 	// limit.
 	MaxRegisteredBytes int64
-	// Logger receives setup and teardown messages. The zero value logs
-	// nothing.
+	// Logger receives setup and teardown messages, and is the logger of
+	// every poller, endpoint, listener, pool and cache opened on the
+	// manager whose own config leaves its Logger the zero value (see
+	// Manager.Logger). The zero value logs nothing.
 	Logger zerolog.Logger
 }
 
@@ -112,7 +115,8 @@ type Manager struct {
 	caps uint64 // the capabilities asked for and granted
 	log  zerolog.Logger
 
-	nextKey atomic.Uint64 // requested registration keys, unique per domain
+	nextKey atomic.Uint64  // requested registration keys, unique per domain
+	reg     stats.Registry // what is open on the domain, for Snapshot
 
 	mu     sync.Mutex
 	closed bool

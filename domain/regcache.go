@@ -8,6 +8,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/stats"
 )
 
 // RegistrationCache lends memory registrations for user memory (zero-copy
@@ -49,18 +50,21 @@ type RegistrationCache struct {
 	staleMax int // stale entries kept; 0: none
 	merge    bool
 
-	mu        sync.Mutex
-	closed    bool
-	tree      *btree.BTreeG[item] // entries that serve lookups
-	lruHead   *CachedRegistration // most recently released stale entry
-	lruTail   *CachedRegistration // least recently released stale entry
-	lruLen    int                 // listed stale entries (a parked hot entry is not listed)
-	alive     int                 // entries still registered by the cache: in tree or invalidated/merged but in use
-	maxLen    uintptr             // longest registration ever inserted: bounds tree scans
-	seq       uint64              // orders entries with the same range
-	misses    uint64
-	merges    uint64
-	evictions uint64
+	mu      sync.Mutex
+	closed  bool
+	tree    *btree.BTreeG[item] // entries that serve lookups
+	lruHead *CachedRegistration // most recently released stale entry
+	lruTail *CachedRegistration // least recently released stale entry
+	// The counts below change under mu and are atomics only so that
+	// Stats and snapshots read them without it.
+	lruLen    atomic.Int64 // listed stale entries (a parked hot entry is not listed)
+	alive     atomic.Int64 // entries still registered by the cache: in tree or invalidated/merged but in use
+	maxLen    uintptr      // longest registration ever inserted: bounds tree scans
+	seq       uint64       // orders entries with the same range
+	entry     *stats.Entry // the cache in its manager's stats.Registry
+	misses    atomic.Uint64
+	merges    atomic.Uint64
+	evictions atomic.Uint64
 }
 
 // The state word of an entry. The low bits count users; the flags above
@@ -149,6 +153,7 @@ func (m *Manager) NewRegistrationCache(cfg CacheConfig) (*RegistrationCache, err
 	case cfg.StaleLimit < 0:
 		c.staleMax = 0
 	}
+	c.entry = m.reg.AddCache(c.fillStats)
 	return c, nil
 }
 
@@ -167,7 +172,7 @@ func (c *RegistrationCache) Close() error {
 		return nil
 	}
 	c.freezeLocked()
-	if inUse := c.alive - c.lruLen; inUse > 0 {
+	if inUse := int(c.alive.Load() - c.lruLen.Load()); inUse > 0 {
 		c.thawLocked()
 		c.mu.Unlock()
 		return fmt.Errorf("%w: registration cache: %d entries in use: release them first", ErrRegistrationsAlive, inUse)
@@ -178,5 +183,6 @@ func (c *RegistrationCache) Close() error {
 	c.closed = true
 	c.tree.Clear(false)
 	c.mu.Unlock()
+	c.entry.Remove(nil)
 	return v.close()
 }

@@ -119,7 +119,7 @@ func (c *RegistrationCache) missLocked(addr, end uintptr, v *victims) (_ *Cached
 	// make room after the registration (a merge may retire some of them
 	// anyway). Refuse first when that cannot work, so that a refused
 	// Acquire changes nothing.
-	if inUse := c.alive - c.lruLen; c.max > 0 && inUse+1 > c.max {
+	if inUse := int(c.alive.Load() - c.lruLen.Load()); c.max > 0 && inUse+1 > c.max {
 		return nil, false, fmt.Errorf("%w: registration cache: all %d registrations in use (limit %d)",
 			netio.ErrNoResources, inUse, c.max)
 	}
@@ -137,7 +137,7 @@ func (c *RegistrationCache) missLocked(addr, end uintptr, v *victims) (_ *Cached
 	}
 
 	if len(covered) > 0 {
-		c.merges++
+		c.merges.Add(1)
 		for _, e := range covered {
 			c.removeLocked(e, v)
 		}
@@ -146,10 +146,10 @@ func (c *RegistrationCache) missLocked(addr, end uintptr, v *victims) (_ *Cached
 	e := &CachedRegistration{addr: lo, end: hi, desc: reg.Desc(), key: reg.Key(), seq: c.seq, c: c, reg: reg}
 	e.state.Store(1)
 	c.tree.ReplaceOrInsert(e.item())
-	c.alive++
-	c.misses++
+	c.alive.Add(1)
+	c.misses.Add(1)
 	c.maxLen = max(c.maxLen, hi-lo)
-	for c.max > 0 && c.alive > c.max && c.evictLocked(v) {
+	for c.max > 0 && int(c.alive.Load()) > c.max && c.evictLocked(v) {
 	}
 	c.setHotLocked(e)
 	return e, false, nil
@@ -205,11 +205,11 @@ func (c *RegistrationCache) releaseSlow(r *CachedRegistration) {
 		}
 		if ns&stDoomed != 0 {
 			r.state.Store(stRetired)
-			c.alive--
+			c.alive.Add(-1)
 			v.add(r)
 		} else {
 			c.listLocked(r)
-			for c.lruLen > c.staleMax && c.evictLocked(&v) {
+			for int(c.lruLen.Load()) > c.staleMax && c.evictLocked(&v) {
 			}
 		}
 	}

@@ -82,7 +82,7 @@ func (c *RegistrationCache) retireLocked(e *CachedRegistration, v *victims) {
 	c.unlistLocked(e)
 	c.tree.Delete(e.item())
 	e.state.Store(stRetired)
-	c.alive--
+	c.alive.Add(-1)
 	v.add(e)
 }
 
@@ -94,7 +94,7 @@ func (c *RegistrationCache) evictLocked(v *victims) bool {
 		return false
 	}
 	c.retireLocked(e, v)
-	c.evictions++
+	c.evictions.Add(1)
 	return true
 }
 

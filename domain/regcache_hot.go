@@ -30,7 +30,7 @@ func (c *RegistrationCache) freezeLocked() {
 // limit has room for one more stale entry. Call it before unlocking.
 func (c *RegistrationCache) thawLocked() {
 	e := c.hot.Load()
-	if e == nil || c.lruLen >= c.staleMax {
+	if e == nil || int(c.lruLen.Load()) >= c.staleMax {
 		return
 	}
 	for s := e.state.Load(); !e.state.CompareAndSwap(s, s|stParkOK); s = e.state.Load() {

@@ -71,7 +71,7 @@ func (c *RegistrationCache) listLocked(e *CachedRegistration) {
 		c.lruTail = e
 	}
 	c.lruHead = e
-	c.lruLen++
+	c.lruLen.Add(1)
 }
 
 func (c *RegistrationCache) unlistLocked(e *CachedRegistration) {
@@ -86,5 +86,5 @@ func (c *RegistrationCache) unlistLocked(e *CachedRegistration) {
 		c.lruTail = e.prev
 	}
 	e.prev, e.next, e.listed = nil, nil, false
-	c.lruLen--
+	c.lruLen.Add(-1)
 }

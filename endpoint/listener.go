@@ -17,6 +17,7 @@ import (
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
 	"github.com/netio-go/netio/pool"
+	"github.com/netio-go/netio/stats"
 )
 
 // ListenConfig configures a listener and the receive endpoint it runs for
@@ -114,6 +115,7 @@ type Listener struct {
 	closer   sendcore.Closer
 	accepted atomic.Uint64
 	rejected atomic.Uint64
+	entry    *stats.Entry // the listener in its manager's stats.Registry
 }
 
 // Listen starts accepting connections on addr ("HOST:PORT"; port 0 picks a
@@ -149,11 +151,12 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{cfg: cfg, mgr: mgr, log: cfg.Logger, conns: make(map[*ReceiveEndpoint]struct{})}
+	l := &Listener{cfg: cfg, mgr: mgr, log: mgr.Logger(cfg.Logger), conns: make(map[*ReceiveEndpoint]struct{})}
 	if err := l.open(host, port); err != nil {
 		_ = l.release()
 		return nil, fmt.Errorf("endpoint: listen %s: %w", addr, err)
 	}
+	l.entry = mgr.Registry().AddListener(l.addr, l.fillStats)
 	l.log.Debug().Str("addr", l.addr).Msg("listening")
 	return l, nil
 }
@@ -233,13 +236,14 @@ func (l *Listener) handleEvent(ev fabric.Event) {
 // rejects the request when that fails.
 func (l *Listener) accept(info *fabric.Info) {
 	r := &ReceiveEndpoint{l: l, id: l.accepted.Load() + l.rejected.Load() + 1}
+	r.peer, _ = info.PeerAddr() // for logs and snapshots; "" when unknown
 	err := l.admit(info)
 	if err == nil {
 		err = r.open(info)
 	}
 	if err != nil {
 		l.rejected.Add(1)
-		l.log.Warn().Err(err).Msg("rejecting connection")
+		l.log.Warn().Str("peer", r.peer).Err(err).Msg("rejecting connection")
 		r.release(err)
 		if rerr := l.pep.Reject(info); rerr != nil {
 			l.log.Warn().Err(rerr).Msg("reject")
@@ -251,6 +255,23 @@ func (l *Listener) accept(info *fabric.Info) {
 	l.accepted.Add(1)
 	l.mu.Lock()
 	l.conns[r] = struct{}{}
+	l.mu.Unlock()
+	r.entry = l.mgr.Registry().AddEndpoint(stats.Endpoint{Kind: stats.KindReceive, Peer: r.peer, Poller: l.pollerName()}, r.fillStats)
+}
+
+// pollerName is the name of the listener's poller, for snapshots.
+func (l *Listener) pollerName() string {
+	if l.cfg.Poller != nil {
+		return l.cfg.Poller.Name()
+	}
+	return l.ownPoller.Name()
+}
+
+// fillStats is the listener's record in its manager's stats.Registry.
+func (l *Listener) fillStats(s *stats.Listener) {
+	s.Accepted, s.Refused = l.accepted.Load(), l.rejected.Load()
+	l.mu.Lock() // taken on accept and close, never per message
+	s.Active = len(l.conns)
 	l.mu.Unlock()
 }
 
@@ -339,7 +360,9 @@ func (l *Listener) Close() error {
 				r.teardown(netio.ErrClosed)
 			}
 		})
-		return l.release()
+		err := l.release()
+		l.entry.Remove(nil)
+		return err
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
+	"github.com/netio-go/netio/stats"
 )
 
 // ReceiveStats counts what a receive endpoint did.
@@ -56,6 +57,9 @@ type ReceiveEndpoint struct {
 
 	idle      *time.Timer // IdleTimeout's check; set once connected
 	truncated atomic.Bool // a message larger than the buffers arrived
+
+	peer  string       // the peer's address, "" when unknown
+	entry *stats.Entry // the connection in its manager's stats.Registry
 }
 
 // open registers or leases the buffers, opens the endpoint for the
@@ -104,6 +108,18 @@ func (r *ReceiveEndpoint) LocalAddr() string {
 		return *p
 	}
 	return ""
+}
+
+// RemoteAddr returns the peer's address ("ip:port"), or "" when the
+// provider did not say.
+func (r *ReceiveEndpoint) RemoteAddr() string { return r.peer }
+
+// fillStats is the connection's record in its manager's stats.Registry.
+func (r *ReceiveEndpoint) fillStats(e *stats.Endpoint) {
+	s := r.Stats()
+	e.MessagesReceived, e.BytesReceived, e.ReceiveErrors = s.Messages, s.Bytes, s.Errors
+	e.DecodedMessages, e.MalformedBuffers = s.CoalescedMessages, s.MalformedBuffers
+	e.Buffers = r.l.cfg.Params.BufferCount // all posted while it is open
 }
 
 // Stats returns the endpoint's counters.
@@ -190,7 +206,7 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 		if t := r.l.cfg.IdleTimeout; t > 0 {
 			r.watchIdle(t)
 		}
-		r.l.log.Debug().Uint64("conn", r.id).Msg("connection established")
+		r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Msg("connection established")
 		if cb := r.l.cfg.OnConnectionEstablished; cb != nil {
 			cb(r)
 		}
@@ -267,8 +283,9 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 		r.idle.Stop()
 	}
 	r.l.retire(r)
+	r.entry.Remove(reason)
 	r.release(reason) // closing the endpoint tells the peer; see closeEndpoint
-	r.l.log.Debug().Uint64("conn", r.id).Err(reason).Msg("connection closed")
+	r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
 		cb(r, reason)
 	}
@@ -319,7 +336,7 @@ func (r *ReceiveEndpoint) watchIdle(timeout time.Duration) {
 	ended := func() bool { return r.state.Load() == stateClosed }
 	r.idle = sendcore.StallWatch(timeout, activity, ended, func() {
 		reason := fmt.Errorf("%w: %w: no message for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
-		r.l.log.Warn().Uint64("conn", r.id).Dur("timeout", timeout).Msg("receive idle timeout: closing the connection")
+		r.l.log.Warn().Uint64("conn", r.id).Str("peer", r.peer).Dur("timeout", timeout).Msg("receive idle timeout: closing the connection")
 		r.l.poller.Do(func() { r.teardown(reason) })
 	})
 }

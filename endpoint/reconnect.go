@@ -10,6 +10,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/stats"
 )
 
 // Defaults and limits for ReconnectConfig.
@@ -151,6 +152,8 @@ type ReconnectingSender struct {
 
 	handedOver, completed, failed, canceled atomic.Uint64
 	connections, dialErrors                 atomic.Uint64
+	bytes                                   atomic.Uint64 // of the messages handed over
+	entry                                   *stats.Entry  // the sender in its manager's stats.Registry
 
 	ctx    context.Context // canceled by Close: ends dials and backoff waits
 	cancel context.CancelFunc
@@ -179,6 +182,7 @@ func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*R
 		r.backlog[i].data = make([]byte, cfg.Send.Params.BufferSize)
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.entry = mgr.Registry().AddEndpoint(stats.Endpoint{Kind: stats.KindReconnecting, Peer: addr}, r.fillStats)
 	go r.run()
 	return r, nil
 }
@@ -201,7 +205,7 @@ func (r *ReconnectingSender) Send(data []byte) (uint64, netio.Status) {
 	if r.n == 0 && r.ep != nil {
 		switch r.post(key, data) {
 		case netio.OK:
-			r.accept()
+			r.accept(len(data))
 			return key, netio.OK
 		case netio.NoResources:
 			return 0, netio.NoResources
@@ -214,17 +218,35 @@ func (r *ReconnectingSender) Send(data []byte) (uint64, netio.Status) {
 	slot := &r.backlog[(r.head+r.n)%len(r.backlog)]
 	slot.key, slot.data = key, slot.data[:copy(slot.data[:cap(slot.data)], data)]
 	r.n++
-	r.accept()
+	r.accept(len(data))
 	if r.ep != nil {
 		r.drain()
 	}
 	return key, netio.OK
 }
 
-// accept counts a message Send took. Callers hold mu.
-func (r *ReconnectingSender) accept() {
+// accept counts a message of n bytes Send took. Callers hold mu.
+func (r *ReconnectingSender) accept(n int) {
 	r.nextKey++
 	r.handedOver.Add(1)
+	r.bytes.Add(uint64(n))
+}
+
+// fillStats is the sender's record in its manager's stats.Registry: its
+// connections are not registered apart, so each message counts once.
+// Messages handed over count as sent; pending are those not yet reported
+// (in the backlog or in flight).
+func (r *ReconnectingSender) fillStats(e *stats.Endpoint) {
+	completed, failed, canceled := r.completed.Load(), r.failed.Load(), r.canceled.Load()
+	e.MessagesSent, e.BytesSent = r.handedOver.Load(), r.bytes.Load()
+	e.SendsCompleted, e.SendsFailed, e.SendsCanceled = completed, failed, canceled
+	if done := completed + failed + canceled; e.MessagesSent > done {
+		e.PendingSends = int(e.MessagesSent - done)
+	}
+	e.Connections, e.DialErrors = r.connections.Load(), r.dialErrors.Load()
+	if e.Connections > 1 {
+		e.Reconnects = e.Connections - 1
+	}
 }
 
 // post sends data on the current connection as message key. NoResources
@@ -342,7 +364,8 @@ func (r *ReconnectingSender) dial(ended chan<- error) (*SendEndpointBuffered, er
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.DialTimeout)
 	defer cancel()
-	return Dial(ctx, r.mgr, r.addr, cfg)
+	return dialKind(ctx, r.mgr, r.addr, cfg, "") // counted as the sender's own
+
 }
 
 // attach makes ep the current connection and sends the backlog on it.
@@ -405,6 +428,7 @@ func (r *ReconnectingSender) Close() error {
 	r.cancel()
 	<-r.done
 	r.stop()
+	r.entry.Remove(nil)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/sendcore"
+	"github.com/netio-go/netio/stats"
 )
 
 // RMA (remote memory access) in the manner of Thallium's bulk transfers: one
@@ -41,6 +42,10 @@ func (rmaKind) ReleaseResources() error { return nil }
 // Progress: RMA transfers are bounded by their contexts, not by a
 // progress timeout.
 func (rmaKind) Progress() (bool, uint64) { return false, 0 }
+
+// FillStats: RMA transfers are not messages; the record counts the
+// connection only.
+func (rmaKind) FillStats(*stats.Endpoint) {}
 
 // RMAConfig configures an RMA endpoint.
 type RMAConfig struct {
@@ -81,7 +86,7 @@ func DialRMA(ctx context.Context, mgr *domain.Manager, addr string, cfg RMAConfi
 	s := &RMAEndpoint{}
 	s.c.addr = addr
 	opts := connOptions{Options: sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
-		OnClosed: cfg.OnConnectionClosed}, rma: true}
+		OnClosed: cfg.OnConnectionClosed}, rma: true, statsKind: stats.KindRMA}
 	prepare := func() error {
 		s.rmaOps.init(mgr, s.c.Poller, s.c.Owner, &s.c.Guard, cfg.Params, cfg.Logger)
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
 	"github.com/netio-go/netio/sendbuf"
+	"github.com/netio-go/netio/stats"
 )
 
 // SendConfig configures a buffered send endpoint.
@@ -104,7 +105,9 @@ type SendStats struct {
 	Failed    uint64 // sends that completed with an error or were canceled
 }
 
-func sendStats(s sendcore.Snapshot) SendStats { return SendStats(s) }
+func sendStats(s sendcore.Snapshot) SendStats {
+	return SendStats{Sent: s.Sent, Bytes: s.Bytes, Completed: s.Completed, Failed: s.Failed + s.Canceled}
+}
 
 // SendEndpointBuffered sends messages from registered buffers (netio3's
 // SendEndpointBuffered): GetBuffer, fill, SendBuffer; the completion returns
@@ -131,6 +134,12 @@ type SendEndpointBuffered struct {
 // exposed on this side: tcp and sockets check those against the
 // registration's access, not the endpoint's capabilities.
 func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig) (*SendEndpointBuffered, error) {
+	return dialKind(ctx, mgr, addr, cfg, stats.KindBuffered)
+}
+
+// dialKind is Dial, registering the endpoint in the manager's
+// stats.Registry as statsKind ("": not at all).
+func dialKind(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig, statsKind string) (*SendEndpointBuffered, error) {
 	if err := cfg.validate(mgr); err != nil {
 		return nil, err
 	}
@@ -140,7 +149,9 @@ func Dial(ctx context.Context, mgr *domain.Manager, addr string, cfg SendConfig)
 	}
 	s := &SendEndpointBuffered{cfg: cfg, holder: sendcore.NewHolder()}
 	s.c.addr = addr
-	if err := s.c.dial(ctx, mgr, (*bufferedKind)(s), host, port, cfg.options(), s.prepare); err != nil {
+	o := cfg.options()
+	o.statsKind = statsKind
+	if err := s.c.dial(ctx, mgr, (*bufferedKind)(s), host, port, o, s.prepare); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -334,6 +345,15 @@ func (k *bufferedKind) CancelPending(error) {
 }
 
 func (k *bufferedKind) Progress() (bool, uint64) { return k.c.Counters.Progress() }
+
+// FillStats adds the buffers and the coalescing counters.
+func (k *bufferedKind) FillStats(e *stats.Endpoint) {
+	e.Buffers = k.set.Len()
+	e.FreeBuffers, e.MinFreeBuffers = k.set.ReadFree()
+	if co := k.co; co != nil {
+		e.CoalescedMessages, e.CoalescedBuffers, e.CoalesceDropped = co.Posted()
+	}
+}
 
 // ReleaseResources gives the buffers back: a pool of its own is closed, a
 // shared one keeps them.

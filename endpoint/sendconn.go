@@ -45,6 +45,9 @@ type connOptions struct {
 	// for RMA itself, such as a plain C program's, refuses a dial that
 	// does (see infoFor).
 	rma bool
+	// statsKind is the kind the endpoint registers as in the manager's
+	// stats.Registry once connected ("": not at all).
+	statsKind string
 }
 
 // dial connects to host:port. prepare sets up the kind's resources once the
@@ -66,6 +69,9 @@ func (c *sendConn) dial(ctx context.Context, mgr *domain.Manager, kind sendcore.
 		c.MarkTornDown()
 		_ = c.Release()
 		return connectError(c.addr, err)
+	}
+	if o.statsKind != "" {
+		c.Register(o.statsKind)
 	}
 	if o.progressTimeout > 0 {
 		c.WatchProgress(o.progressTimeout)

@@ -12,6 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/zerocopy"
+	"github.com/netio-go/netio/stats"
 )
 
 // Defaults for ZeroCopyConfig.
@@ -102,7 +103,7 @@ func DialZeroCopy(ctx context.Context, mgr *domain.Manager, addr string, cfg Zer
 	z.c.addr = addr
 	opts := connOptions{Options: sendcore.Options{Poller: cfg.Poller, PollerConfig: cfg.PollerConfig, Log: cfg.Logger,
 		OnClosed: cfg.OnConnectionClosed, OnSendCompleted: cfg.OnSendCompleted},
-		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout}
+		deliveryComplete: cfg.DeliveryComplete, progressTimeout: cfg.ProgressTimeout, statsKind: stats.KindZeroCopy}
 	if err := z.c.dial(ctx, mgr, (*zeroCopyKind)(z), host, port, opts, z.prepare); err != nil {
 		return nil, err
 	}
@@ -206,6 +207,11 @@ func (k *zeroCopyKind) Pending(dst []uint32) []uint32 { return k.zc.Pending(dst,
 func (k *zeroCopyKind) HandleCompletion(idx uint32, r poll.Result) { k.c.Complete(k, idx, r) }
 func (k *zeroCopyKind) CancelPending(error)                        { k.c.CancelAll(k) }
 func (k *zeroCopyKind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
+
+// FillStats adds the header slots: a zero-copy send holds one in flight.
+func (k *zeroCopyKind) FillStats(e *stats.Endpoint) {
+	e.Buffers, e.FreeBuffers, e.MinFreeBuffers = k.zc.ReadFree()
+}
 
 // ReleaseResources frees the header slots, the endpoint's own cache and
 // region; the endpoint is closed and every slot detached.

@@ -28,6 +28,7 @@ func (p *Pool) Close() error {
 	p.nwait.Add(-int32(len(p.waiters)))
 	p.waiters = nil
 	p.waitMu.Unlock()
+	p.entry.Remove(nil)
 	return p.sweep()
 }
 
@@ -40,6 +41,7 @@ func (p *Pool) sweep() error {
 		victims = append(victims, t.extra...)
 		t.count -= len(t.free) + len(t.extra)
 		t.free, t.extra = nil, nil
+		t.publish()
 		t.mu.Unlock()
 	}
 	var errs []error

@@ -77,6 +77,7 @@ func (p *Pool) GetOrExtend(minSize int) (Buffer, error) {
 		return Buffer{}, errClosed
 	}
 	t.count++
+	t.publish()
 	t.mu.Unlock()
 	return s.lease(), nil
 }

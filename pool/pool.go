@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/stats"
 )
 
 // cacheLine pads the hot fields of tiers and the pool apart.
@@ -41,6 +42,8 @@ type Pool struct {
 	closeMu sync.Mutex
 	stop    chan struct{}
 	done    chan struct{}
+
+	entry *stats.Entry // the pool in its manager's stats.Registry
 }
 
 // New registers the configured buffers in mgr and returns the pool. When
@@ -57,7 +60,7 @@ func New(mgr *domain.Manager, cfg Config) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{mgr: mgr, access: cfg.Access, budget: cfg.Budget, idle: cfg.IdleTimeout,
-		alloc: cfg.Allocator, log: cfg.Logger}
+		alloc: cfg.Allocator, log: mgr.Logger(cfg.Logger)}
 	if p.access == 0 {
 		p.access = domain.AccessSend
 	}
@@ -85,6 +88,7 @@ func New(mgr *domain.Manager, cfg Config) (*Pool, error) {
 		p.stop, p.done = make(chan struct{}), make(chan struct{})
 		go p.shrinker()
 	}
+	p.entry = mgr.Registry().AddPool(p.fillStats)
 	return p, nil
 }
 

@@ -47,6 +47,8 @@ func (p *Pool) fill(t *tier, n int) error {
 	}
 	slices.Reverse(t.free) // lowest address on top: handed out first
 	t.minFree = n
+	t.readMin.Store(noMin)
+	t.publish()
 	return nil
 }
 

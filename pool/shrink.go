@@ -43,6 +43,7 @@ func (p *Pool) shrink(epoch int64) {
 			t.extra = slices.Delete(t.extra, 0, n)
 			t.count -= n
 			t.minFree = min(t.minFree, len(t.free)+len(t.extra))
+			t.publish()
 		}
 		t.mu.Unlock()
 	}

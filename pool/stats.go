@@ -1,5 +1,7 @@
 package pool
 
+import "github.com/netio-go/netio/stats"
+
 // TierStats describes one tier.
 type TierStats struct {
 	Size    int // buffer size in bytes
@@ -51,4 +53,18 @@ func (p *Pool) Stats() Stats {
 	st.Waiters = len(p.waiters) // queued, not merely counted
 	p.waitMu.Unlock()
 	return st
+}
+
+// fillStats is the pool's record in its manager's stats.Registry. Unlike
+// Stats it takes no lock a Get or a release takes, and its minimum free is
+// an interval of its own.
+func (p *Pool) fillStats(s *stats.Pool) {
+	ts := *p.tiers.Load()
+	s.Tiers = make([]stats.Tier, len(ts))
+	for i, t := range ts {
+		count, free, minFree := t.readFree()
+		s.Tiers[i] = stats.Tier{Size: t.size, Count: count, Free: free, MinFree: minFree}
+	}
+	s.RegisteredBytes, s.PeakBytes, s.Budget = p.registered.Load(), p.peak.Load(), p.budget
+	s.Waiters = int(p.nwait.Load())
 }

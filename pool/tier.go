@@ -1,7 +1,9 @@
 package pool
 
 import (
+	"math"
 	"sync"
+	"sync/atomic"
 )
 
 // tier holds the buffers of one size.
@@ -15,7 +17,34 @@ type tier struct {
 	extra   []*slot // free extra buffers, oldest first, taken from the top
 	count   int     // registered buffers, free and leased
 	minFree int     // fewest free since the previous Stats
-	_       [cacheLine]byte
+	// The same counts for snapshots (package stats), which read them
+	// without t.mu: written by publish under it.
+	nFree, nCount, readMin atomic.Int64
+	_                      [cacheLine]byte
+}
+
+// noMin is readMin before the first readFree.
+const noMin = math.MaxInt64
+
+// publish makes the counts readable without t.mu. Call with t.mu held,
+// after a change.
+func (t *tier) publish() {
+	f := int64(len(t.free) + len(t.extra))
+	t.nFree.Store(f)
+	if c := int64(t.count); c != t.nCount.Load() { // rarely: a grow or a shrink
+		t.nCount.Store(c)
+	}
+	if f < t.readMin.Load() {
+		t.readMin.Store(f)
+	}
+}
+
+// readFree returns the buffers registered and free now and the fewest
+// free since the previous readFree, without t.mu.
+func (t *tier) readFree() (count, free, minFree int) {
+	f := t.nFree.Load()
+	m := min(t.readMin.Swap(f), f) // the next interval starts here
+	return int(t.nCount.Load()), int(f), int(m)
 }
 
 // pop takes a free buffer, configured ones first so that extra buffers sit
@@ -30,11 +59,13 @@ func (t *tier) pop() *slot {
 		t.extra = t.extra[:n-1]
 	} else {
 		t.minFree = 0
+		t.readMin.Store(0)
 		return nil
 	}
 	if f := len(t.free) + len(t.extra); f < t.minFree {
 		t.minFree = f
 	}
+	t.publish()
 	return s
 }
 
@@ -47,6 +78,7 @@ func (t *tier) put(s *slot) {
 		// Close has swept (or will not look at) the free list: this lease
 		// was the buffer's last user.
 		t.count--
+		t.publish()
 		t.mu.Unlock()
 		p.destroy(s)
 		return
@@ -60,6 +92,7 @@ func (t *tier) put(s *slot) {
 	// Read under t.mu: a waiter counts itself before it looks at the free
 	// lists (under t.mu), so either it sees this buffer or we see it.
 	waiting := p.nwait.Load() != 0
+	t.publish()
 	t.mu.Unlock()
 	if waiting {
 		p.handoff(t)

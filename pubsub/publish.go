@@ -68,8 +68,8 @@ func (p *Publisher) publish(tag uint64, status uint8, parts [][]byte) Status {
 	}
 	unlockBlock(subs)
 	ts.seq++
-	ts.published++
-	ts.delivered += ok
+	ts.published.Add(1)
+	ts.delivered.Add(ok)
 	ts.mu.Unlock()
 	switch {
 	case bad == 0:
@@ -89,8 +89,8 @@ func (p *Publisher) publish(tag uint64, status uint8, parts [][]byte) Status {
 func (ts *tagState) admit(subs []*subscription) Status {
 	if len(subs) == 0 {
 		ts.seq++
-		ts.published++
-		ts.noSubs++
+		ts.published.Add(1)
+		ts.noSubs.Add(1)
 		ts.mu.Unlock()
 		return NoSubscriptions
 	}
@@ -102,7 +102,7 @@ func (ts *tagState) admit(subs []*subscription) Status {
 		ss.mu.Lock()
 		if ss.pending.Load() && !ss.drainLocked() {
 			unlockBlock(subs[:i+1])
-			ts.refused++
+			ts.refused.Add(1)
 			ts.mu.Unlock()
 			return NoResources
 		}
@@ -144,7 +144,7 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 			s.drop(ts)
 			return false
 		default:
-			ts.failed++
+			ts.failed.Add(1)
 			return false
 		}
 	}
@@ -164,7 +164,7 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 		s.drop(ts)
 		return false
 	default:
-		ts.failed++
+		ts.failed.Add(1)
 		return false
 	}
 }
@@ -192,7 +192,7 @@ func (s *subscription) synced(ts *tagState) {
 // tells it how many it missed. ts.mu is held.
 func (s *subscription) drop(ts *tagState) {
 	s.dropped++
-	ts.dropped++
+	ts.dropped.Add(1)
 	s.sess.dropped.Add(1)
 	if !s.needSync {
 		s.needSync = true
@@ -218,7 +218,7 @@ func (s *subscription) sendStart(ts *tagState, seq uint64) bool {
 	case netio.NoResources:
 		s.drop(ts)
 	default:
-		ts.failed++
+		ts.failed.Add(1)
 	}
 	return false
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/stats"
 )
 
 // Publisher serves tags to subscribers: it takes subscriptions on a TCP
@@ -30,6 +31,7 @@ import (
 // returned OK (or PartiallyFailed), each with the next sequence number of
 // the tag.
 type Publisher struct {
+	entry      *stats.Entry // the publisher in its manager's stats.Registry
 	mgr        *domain.Manager
 	cfg        PublisherConfig
 	log        zerolog.Logger
@@ -86,7 +88,9 @@ type tagState struct {
 	// drop); read without mu by the housekeeping goroutine to skip the tag.
 	unsynced atomic.Int32
 
-	published, noSubs, refused, delivered, dropped, failed uint64
+	// Counters: written under mu, atomics so that snapshots (package
+	// stats) read them without it.
+	published, noSubs, refused, delivered, dropped, failed atomic.Uint64
 }
 
 // subscription is one subscriber's subscription to one tag, guarded by its
@@ -164,7 +168,7 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: subscription port: %w", err)
 	}
-	p := &Publisher{mgr: mgr, cfg: cfg, log: cfg.Logger, ln: ln, addr: ln.Addr().String(),
+	p := &Publisher{mgr: mgr, cfg: cfg, log: mgr.Logger(cfg.Logger), ln: ln, addr: ln.Addr().String(),
 		instance: randomNonZero(), maxPayload: maxPayload, syncEvery: cfg.SyncInterval,
 		sessions: map[uint64]*pubSession{}, stop: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -205,6 +209,7 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 	p.wg.Add(2)
 	go p.acceptLoop()
 	go p.housekeeping()
+	p.entry = mgr.Registry().AddPublisher(p.addr, p.fillStats)
 	return p, nil
 }
 
@@ -367,6 +372,7 @@ func (p *Publisher) Close() error {
 			err = errors.Join(err, p.cfg.Bus.Withdraw(p.busID))
 		}
 		p.closeErr = errors.Join(err, p.closeResources())
+		p.entry.Remove(nil)
 	})
 	return p.closeErr
 }

@@ -24,8 +24,8 @@ func (p *Publisher) TagStats(tag uint64) (PublisherTagStats, bool) {
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return PublisherTagStats{Published: ts.published, NoSubscriptions: ts.noSubs, Refused: ts.refused,
-		Delivered: ts.delivered, Dropped: ts.dropped, Failed: ts.failed, Subscribers: len(ts.subs), NextSeq: ts.seq}, true
+	return PublisherTagStats{Published: ts.published.Load(), NoSubscriptions: ts.noSubs.Load(), Refused: ts.refused.Load(),
+		Delivered: ts.delivered.Load(), Dropped: ts.dropped.Load(), Failed: ts.failed.Load(), Subscribers: len(ts.subs), NextSeq: ts.seq}, true
 }
 
 // PublisherStats counts what a publisher's subscription port did.

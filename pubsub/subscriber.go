@@ -18,6 +18,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/stats"
 )
 
 // Defaults for SubscriberConfig.
@@ -138,6 +139,7 @@ type SubscriberConfig struct {
 // concurrent use; Subscribe, Unsubscribe and Close block and must not be
 // called from a callback.
 type Subscriber struct {
+	entry    *stats.Entry // the subscriber in its manager's stats.Registry
 	mgr      *domain.Manager
 	cfg      SubscriberConfig
 	log      zerolog.Logger
@@ -257,7 +259,7 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 	if cfg.Address == "" {
 		cfg.Address = mgr.Address()
 	}
-	s := &Subscriber{mgr: mgr, cfg: cfg, log: cfg.Logger, recvSize: cfg.Receive.BufferSize,
+	s := &Subscriber{mgr: mgr, cfg: cfg, log: mgr.Logger(cfg.Logger), recvSize: cfg.Receive.BufferSize,
 		sessions: map[string]*subSession{}, owner: map[uint64]*subSession{}, unresolved: map[uint64]bool{}, lost: map[uint64]bool{},
 		tokens: map[uint64]tokenInfo{}, conns: map[*endpoint.ReceiveEndpoint]*dataConn{}, stop: make(chan struct{})}
 	empty := map[uint64]*recvTag{}
@@ -274,6 +276,7 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 	s.ln, s.dataAddr = ln, ln.Addr()
 	s.wg.Add(1)
 	go s.resolver()
+	s.entry = mgr.Registry().AddSubscriber(s.fillStats)
 	return s, nil
 }
 
@@ -434,6 +437,7 @@ func (s *Subscriber) Close() error {
 		}
 		s.wg.Wait()
 		s.closeErr = s.ln.Close()
+		s.entry.Remove(nil)
 	})
 	return s.closeErr
 }

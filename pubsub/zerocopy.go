@@ -126,8 +126,8 @@ func (p *Publisher) PublishZeroCopy(tag uint64, status uint8, data []byte, key u
 	}
 	unlockBlock(subs)
 	ts.seq++
-	ts.published++
-	ts.delivered += ok
+	ts.published.Add(1)
+	ts.delivered.Add(ok)
 	ts.mu.Unlock()
 	if ok == 0 {
 		p.zcFree <- idx // no send holds it: nothing to report
@@ -198,7 +198,7 @@ func (s *subscription) deliverZC(ts *tagState, seq uint64, status uint8, data []
 		}
 		ss.setPendingZCLocked(kind, ts.tag, seq, status, data, idx)
 	default:
-		ts.failed++
+		ts.failed.Add(1)
 		return false
 	}
 	if withSync {

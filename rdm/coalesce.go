@@ -57,12 +57,14 @@ func (c *CoalesceConfig) validate() error {
 type coalescers struct {
 	mu    sync.Mutex
 	ended coalescer.Stats
+	// counts are every peer's coalescer's, live or ended, for snapshots.
+	counts coalescer.Counts
 }
 
 // newCoalescer starts the coalescer of a peer just added. It runs on the
 // poller goroutine, inside AddPeer.
 func (e *Endpoint) newCoalescer(p Peer, name string) *coalescer.Coalescer {
-	return coalescer.New(&peerTarget{e: e, to: p}, e.bufs.Pool.BufferSize(), e.cfg.Coalesce.FlushInterval, e.c.Log, name)
+	return coalescer.NewShared(&peerTarget{e: e, to: p}, e.bufs.Pool.BufferSize(), e.cfg.Coalesce.FlushInterval, e.c.Log, name, &e.cos.counts)
 }
 
 // endCoalescer ends a peer's coalescer (a removed peer, or Close) and keeps

@@ -15,6 +15,7 @@ import (
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
 	"github.com/netio-go/netio/internal/zerocopy"
+	"github.com/netio-go/netio/stats"
 )
 
 // Endpoint is a connectionless endpoint: it sends to and receives from
@@ -72,6 +73,7 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 		err = joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
 		return nil, joinRelease(err, releasePoller(mgr))
 	}
+	e.c.Register(stats.KindRDM)
 	if cfg.ProgressTimeout > 0 {
 		e.c.WatchProgress(cfg.ProgressTimeout)
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/stats"
 )
 
 // Key marks. One endpoint posts receives, buffered sends, zero-copy sends
@@ -62,6 +63,17 @@ func (k *kind) HandleCompletion(key uint32, r poll.Result) { k.c.Complete(k, key
 func (k *kind) CancelPending(error)                        { (*Endpoint)(k).cancelPending() }
 func (k *kind) Progress() (bool, uint64)                   { return k.c.Counters.Progress() }
 func (k *kind) ReleaseResources() error                    { return (*Endpoint)(k).releaseResources() }
+
+// FillStats adds the send buffers, what every peer's coalescer posted and
+// dropped, what was received and decoded, and the peers.
+func (k *kind) FillStats(s *stats.Endpoint) {
+	s.CoalescedMessages, s.CoalescedBuffers, s.CoalesceDropped = k.cos.counts.Read()
+	s.Buffers = k.bufs.Set.Len()
+	s.FreeBuffers, s.MinFreeBuffers = k.bufs.Set.ReadFree()
+	s.MessagesReceived, s.BytesReceived, s.ReceiveErrors = k.received.Load(), k.receivedBytes.Load(), k.receiveErrors.Load()
+	s.DecodedMessages = k.decoded.Load()
+	s.Peers = k.peers.count()
+}
 
 // cancelPending ends coalescing first (a callback below finds it closed),
 // forgets the parked sends, then reports every send in flight.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/netio-go/netio/domain"
@@ -132,6 +133,11 @@ func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) e
 		return err
 	}
 	defer mgr.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	var pat *testpattern.Pattern
 	if o.verify {
 		pat = testpattern.New(o.size)

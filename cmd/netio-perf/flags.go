@@ -166,6 +166,8 @@ func (m pollMode) config() cq.Config {
 
 // commonFlags are the flags every mode has.
 type commonFlags struct {
+	metricsFlags // --metrics-addr (metrics.go)
+
 	provider string
 	json     bool
 	poll     pollMode
@@ -174,6 +176,7 @@ type commonFlags struct {
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	c.poll = pollAdaptive
+	c.registerMetrics(fs)
 	fs.StringVar(&c.provider, "provider", "tcp", "libfabric provider (tcp, sockets, ...)")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object as the last line")
 	fs.Var(&c.poll, "poll", "how pollers wait: adaptive (spin briefly, then sleep), block (sleep at once) or busy (never sleep)")

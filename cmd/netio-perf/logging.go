@@ -31,12 +31,13 @@ func (l *logLevel) Set(s string) error {
 
 // logger returns the logger netio-perf gives the library, which hands it
 // on to what the manager opens: zerolog's console format on w from
-// --log-level on, or one that logs nothing (the default).
+// --log-level on, or one that logs nothing (the default). Pollers log from
+// their own goroutines, so the lines go through one lock (SyncWriter).
 func (c commonFlags) logger(w io.Writer) zerolog.Logger {
 	if zerolog.Level(c.logLevel) == zerolog.Disabled {
 		return zerolog.Nop()
 	}
-	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: true}).Level(zerolog.Level(c.logLevel)).
+	return zerolog.New(zerolog.ConsoleWriter{Out: zerolog.SyncWriter(w), NoColor: true}).Level(zerolog.Level(c.logLevel)).
 		With().Timestamp().Logger()
 }
 

@@ -61,7 +61,8 @@ func TestLogger(t *testing.T) {
 }
 
 // --log-level reaches the library through domain.Config: the manager logs
-// "domain opened" at debug level, in every mode (streaming and ping-pong),
+// "domain opened" at debug level, and passes the logger on to what it
+// opens; in every mode (streaming and ping-pong),
 // and nothing by default.
 func TestLogLevelReachesTheLibrary(t *testing.T) {
 	for _, args := range [][]string{
@@ -71,13 +72,22 @@ func TestLogLevelReachesTheLibrary(t *testing.T) {
 		{"server", "--mode", "pingpong", "--timeout", "10ms"},
 		{"client", "--mode", "pingpong", "--connect", "127.0.0.1:1", "--timeout", "2s"},
 	} {
-		var quiet, loud bytes.Buffer
+		var quiet, loud lockedBuffer // the library logs from its pollers' goroutines
 		run(t.Context(), args, io.Discard, &quiet)
 		assert.NotContains(t, quiet.String(), "domain opened", "%q", args)
 		run(t.Context(), append(args, "--log-level", "debug"), io.Discard, &loud)
 		assert.Contains(t, loud.String(), "DBG domain opened", "%q", args)
 		assert.Contains(t, loud.String(), "provider=tcp", "%q", args)
 	}
+	// The manager hands the logger on: the sweep's listeners and senders
+	// log their connections with the peer's address, at info not at all.
+	var debug, info lockedBuffer
+	require.Equal(t, exitOK, run(t.Context(), []string{"--quick", "--sizes", "64", "--log-level", "debug"}, io.Discard, &debug))
+	assert.Contains(t, debug.String(), "DBG connection established")
+	assert.Regexp(t, `connection closed .*peer=127\.0\.0\.1:\d+`, debug.String())
+	require.Equal(t, exitOK, run(t.Context(), []string{"--quick", "--sizes", "64", "--log-level", "info"}, io.Discard, &info))
+	assert.NotContains(t, info.String(), "connection established")
+
 	var out, errOut bytes.Buffer
 	assert.Equal(t, exitUsage, run(t.Context(), []string{"server", "--log-level", "loud"}, &out, &errOut))
 	assert.Contains(t, errOut.String(), "-log-level")

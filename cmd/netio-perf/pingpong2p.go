@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -182,6 +183,11 @@ func runPingPongServer(ctx context.Context, o serverOptions, stdout, stderr io.W
 		return err
 	}
 	defer mgr.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	poller, err := cq.Open(mgr, o.poll.config())
 	if err != nil {
 		return err
@@ -281,6 +287,11 @@ func runPingPongClient(ctx context.Context, o clientOptions, stdout, stderr io.W
 		return err
 	}
 	defer mgr.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	poller, err := cq.Open(mgr, o.poll.config())
 	if err != nil {
 		return err

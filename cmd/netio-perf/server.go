@@ -84,6 +84,11 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 		return err
 	}
 	defer mgr.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	var pat *testpattern.Pattern
 	if o.verify {
 		pat = testpattern.New(o.bufSize)

@@ -155,6 +155,11 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	defer mgr.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	w := sweeper{mgr: mgr, budget: b.withDuration(o.duration), poll: o.poll, zeroCopy: o.zeroCopy,
 		mode: o.mode, window: o.window, rxBufs: o.rxBufs, coalesce: o.coalesce, verify: o.verify, progress: stderr}
 	var rows []sweepRow

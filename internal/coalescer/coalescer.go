@@ -10,6 +10,7 @@ package coalescer
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -93,6 +94,11 @@ type Coalescer struct {
 	bytes   uint64
 	flushes [numFlushCauses]uint64
 	dropped uint64
+	// counts are the same counts per buffer, for snapshots (package
+	// stats): added under mu once per posted or dropped buffer, read
+	// without it (Posted); shared by the coalescers of one endpoint
+	// (NewShared).
+	counts *Counts
 
 	timer    *time.Timer
 	stop     chan struct{}
@@ -100,14 +106,34 @@ type Coalescer struct {
 	done     chan struct{} // closed when the flusher returns
 }
 
+// Counts are what coalescers posted and dropped, counted per buffer in
+// atomics that a snapshot reads without the lock a send takes. One
+// Counts may serve several coalescers (an rdm endpoint's peers): its sums
+// then only grow, whichever coalescer ends.
+type Counts struct {
+	messages, buffers, dropped atomic.Uint64
+}
+
+// Read returns the messages in posted buffers, the buffers posted and
+// the messages dropped.
+func (c *Counts) Read() (messages, buffers, dropped uint64) {
+	return c.messages.Load(), c.buffers.Load(), c.dropped.Load()
+}
+
 // New starts coalescing into t's buffers of bufferSize bytes, posting a
 // buffer at most interval (0: DefaultFlushInterval) after its first
 // message. End stops it.
 func New(t Target, bufferSize int, interval time.Duration, log zerolog.Logger, peer string) *Coalescer {
+	return NewShared(t, bufferSize, interval, log, peer, new(Counts))
+}
+
+// NewShared is New counting into counts, which other coalescers may
+// share.
+func NewShared(t Target, bufferSize int, interval time.Duration, log zerolog.Logger, peer string, counts *Counts) *Coalescer {
 	if interval == 0 {
 		interval = DefaultFlushInterval
 	}
-	co := &Coalescer{t: t, log: log, peer: peer, interval: interval, maxLen: bufferSize,
+	co := &Coalescer{t: t, log: log, peer: peer, interval: interval, maxLen: bufferSize, counts: counts,
 		timer: time.NewTimer(time.Hour), stop: make(chan struct{}), done: make(chan struct{})}
 	co.timer.Stop()
 	go co.run()
@@ -146,6 +172,12 @@ func (co *Coalescer) Flush() netio.Status {
 	}
 	return co.post(flushExplicit)
 }
+
+// Posted returns, without the lock a send takes, the messages in posted
+// buffers, the buffers posted and the messages dropped: the counters a
+// snapshot (package stats) reads (summed with the coalescers that share
+// them).
+func (co *Coalescer) Posted() (messages, buffers, dropped uint64) { return co.counts.Read() }
 
 // Stats returns the counters.
 func (co *Coalescer) Stats() Stats {
@@ -207,6 +239,8 @@ func (co *Coalescer) post(cause flushCause) netio.Status {
 	if st := co.t.Post(co.cur, co.enc.Len()); st != netio.OK {
 		return st
 	}
+	co.counts.messages.Add(uint64(co.enc.Count()))
+	co.counts.buffers.Add(1)
 	co.cur = nil
 	co.enc.Reset(nil)
 	co.flushes[cause]++
@@ -286,6 +320,7 @@ func (co *Coalescer) dropCurrent() {
 	}
 	n := co.enc.Count()
 	co.dropped += uint64(n)
+	co.counts.dropped.Add(uint64(n))
 	co.log.Warn().Str("peer", co.peer).Int("messages", n).Int("bytes", co.enc.Len()).
 		Msg("coalesced messages dropped: the sender ended before they were posted")
 	co.t.Release(co.cur)

@@ -64,6 +64,7 @@ func (p *Poller) run() {
 		case pending:
 			p.yield() // something is pending: look again, but let others run
 		case ready:
+			p.wakeups.Add(1)
 			// A queue's descriptor woke us: traffic (or a Do) again, so a
 			// fresh spin budget, as after a completion, stretched if the
 			// work came soon. Read the event queue in the next round, in
@@ -71,6 +72,7 @@ func (p *Poller) run() {
 			budget = stretchedBudget(p.cfg.SpinBudget, time.Since(idleSince))
 			idleSince, eqDue = time.Time{}, true
 		case timedOut:
+			p.timeouts.Add(1)
 			// idleSince stays as it was: a wake-up that brings nothing (the
 			// MaxBlock timeout) leads straight back to blocking, not to
 			// another spin budget, so an idle poller costs no CPU.
@@ -154,6 +156,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 			return total
 		}
 		owners := *p.owners.Load()
+		start := p.batchStart()
 		for i := range n {
 			c := p.cq.Entry(i)
 			h, ok := owners[uint32(c.Context>>32)]
@@ -163,6 +166,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 			}
 			h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len), Source: c.Source})
 		}
+		p.batchEnd(start)
 		p.completions.Add(uint64(n))
 		total += n
 		if n < fabric.MaxBatch {

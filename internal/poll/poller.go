@@ -44,6 +44,12 @@ type Stats struct {
 	Dropped     uint64 // completions or events whose owner was gone
 	Sleeps      uint64 // times the poller blocked on its file descriptors
 	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
+	WakeUps     uint64 // blocks ended by a ready descriptor (traffic, or work handed over)
+	Timeouts    uint64 // blocks ended by MaxBlock
+	// CallbackTime is the time spent delivering a batch of completions
+	// to their owners (the callbacks that run on the poller goroutine),
+	// for one batch in CallbackSample.
+	CallbackTime Histogram
 }
 
 // Poller owns a completion queue and an event queue and the goroutine that
@@ -79,6 +85,9 @@ type Poller struct {
 	closeErr  error
 
 	completions, errs, events, dropped, sleeps, empty atomic.Uint64
+	wakeups, timeouts                                 atomic.Uint64
+	callbacks                                         histogram
+	batches                                           uint32 // poller goroutine only: batches delivered, for sampling
 }
 
 // Open opens a completion queue and an event queue on the domain and starts
@@ -188,6 +197,10 @@ func (p *Poller) Stats() Stats {
 		Dropped:     p.dropped.Load(),
 		Sleeps:      p.sleeps.Load(),
 		EmptyPolls:  p.empty.Load(),
+		WakeUps:     p.wakeups.Load(),
+		Timeouts:    p.timeouts.Load(),
+
+		CallbackTime: p.callbacks.read(),
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/stats"
 )
 
 // Kind is what a sender kind adds to the core. Every method runs on the
@@ -41,6 +42,11 @@ type Kind interface {
 	// ReleaseResources frees the kind's memory once the endpoint is
 	// closed. It runs once, from teardown or from a failed open.
 	ReleaseResources() error
+	// FillStats adds what the kind counts beyond the core's Counters to
+	// its record in the manager's stats.Registry: its buffers and anything
+	// else it has. It runs on any goroutine, once Register has
+	// been called, and reads atomics only (see package stats).
+	FillStats(e *stats.Endpoint)
 	// Progress reports whether operations are pending and how many have
 	// finished so far, for the progress watchdog. It is safe for
 	// concurrent use.
@@ -86,6 +92,11 @@ type Core struct {
 	freeErr  error
 	watchdog atomic.Pointer[time.Timer]
 
+	// entry is the endpoint in the manager's stats.Registry from Register
+	// until free; freed says free has begun, for a Register that races it.
+	entry atomic.Pointer[stats.Entry]
+	freed atomic.Bool
+
 	hand handOff // sends for the poller goroutine to post (HandOffSize)
 	// postSend is the kind's post of one send, by key and length (see Send).
 	postSend     func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
@@ -99,6 +110,7 @@ type Core struct {
 // open (Guard.Endpoint non-nil) and frees what the opener keeps with it.
 // On error the caller calls Release.
 func (c *Core) Attach(mgr *domain.Manager, kind Kind, h poll.Handler, closeEP func(), o Options) error {
+	o.Log = mgr.Logger(o.Log)
 	c.Mgr, c.kind, c.closeEP, c.opts, c.Log = mgr, kind, closeEP, o, o.Log
 	var err error
 	if c.Poller, c.own, err = AttachPoller(mgr, o.Poller, o.PollerConfig); err != nil {
@@ -175,7 +187,9 @@ func (c *Core) Teardown(reason error) {
 // goroutine ends after the callback (domain.Manager.Close waits for it).
 func (c *Core) free() error {
 	c.freeOnce.Do(func() {
+		c.freed.Store(true)
 		errs := []error{c.kind.ReleaseResources()}
+		c.unregister()
 		if c.own != nil {
 			errs = append(errs, c.own.Close())
 		}
@@ -244,3 +258,34 @@ func PostStatus(errno fabric.Errno) netio.Status {
 
 // Kind returns the kind the core was attached with.
 func (c *Core) Kind() Kind { return c.kind }
+
+// Register adds the endpoint to its manager's stats.Registry as one of
+// kind (stats.KindBuffered, ...), once it is open: the kind's FillStats
+// may read everything from then on. The
+// endpoint leaves it when its resources are freed, with its final
+// counters and the reason it ended.
+func (c *Core) Register(kind string) {
+	name := cq.DefaultName
+	if p := c.opts.Poller; p != nil {
+		name = p.Name()
+	} else if c.own != nil {
+		name = c.own.Name()
+	}
+	c.entry.Store(c.Mgr.Registry().AddEndpoint(stats.Endpoint{Kind: kind, Peer: c.opts.Peer, Poller: name}, c.fillStats))
+	if c.freed.Load() { // ended meanwhile: free may have missed the entry
+		c.unregister()
+	}
+}
+
+// unregister takes the endpoint out of the registry, once.
+func (c *Core) unregister() {
+	if e := c.entry.Swap(nil); e != nil {
+		e.Remove(c.reason)
+	}
+}
+
+// fillStats is the endpoint's record: the core's counters and the kind's.
+func (c *Core) fillStats(e *stats.Endpoint) {
+	c.Counters.Fill(e)
+	c.kind.FillStats(e)
+}

@@ -4,12 +4,13 @@ import (
 	"sync/atomic"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/stats"
 )
 
 // Counters count what a sender did. They are atomics the data path owns;
 // readers take a snapshot without a lock.
 type Counters struct {
-	sent, bytes, completed, failed atomic.Uint64
+	sent, bytes, completed, failed, canceled atomic.Uint64
 }
 
 // Snapshot is a reading of Counters.
@@ -17,7 +18,8 @@ type Snapshot struct {
 	Sent      uint64 // messages posted, or queued for the poller to post
 	Bytes     uint64 // bytes posted
 	Completed uint64 // sends completed OK
-	Failed    uint64 // sends that completed with an error or were canceled
+	Failed    uint64 // sends that completed with an error
+	Canceled  uint64 // sends reported Canceled: pending when the endpoint ended
 }
 
 // Posted counts a send of n bytes. Count before the post: once posted, the
@@ -35,9 +37,12 @@ func (c *Counters) Unposted(n int) {
 
 // Finished counts n sends that ended with st.
 func (c *Counters) Finished(st netio.Status, n int) {
-	if st == netio.OK {
+	switch st {
+	case netio.OK:
 		c.completed.Add(uint64(n))
-	} else {
+	case netio.Canceled:
+		c.canceled.Add(uint64(n))
+	default:
 		c.failed.Add(uint64(n))
 	}
 }
@@ -45,13 +50,24 @@ func (c *Counters) Finished(st netio.Status, n int) {
 // Read reads the finished counters first: Sent only grows and is counted
 // before each post, so the snapshot never shows more finished than sent.
 func (c *Counters) Read() Snapshot {
-	completed, failed := c.completed.Load(), c.failed.Load()
-	return Snapshot{Sent: c.sent.Load(), Bytes: c.bytes.Load(), Completed: completed, Failed: failed}
+	completed, failed, canceled := c.completed.Load(), c.failed.Load(), c.canceled.Load()
+	return Snapshot{Sent: c.sent.Load(), Bytes: c.bytes.Load(), Completed: completed, Failed: failed, Canceled: canceled}
+}
+
+// Fill puts a reading into an endpoint's record: the counters, and the
+// sends pending (sent and not finished).
+func (c *Counters) Fill(e *stats.Endpoint) {
+	s := c.Read()
+	e.MessagesSent, e.BytesSent = s.Sent, s.Bytes
+	e.SendsCompleted, e.SendsFailed, e.SendsCanceled = s.Completed, s.Failed, s.Canceled
+	if finished := s.Completed + s.Failed + s.Canceled; s.Sent > finished {
+		e.PendingSends = int(s.Sent - finished)
+	}
 }
 
 // Progress reports whether sends are pending and how many have finished,
 // for the progress watchdog.
 func (c *Counters) Progress() (pending bool, finished uint64) {
-	finished = c.completed.Load() + c.failed.Load()
+	finished = c.completed.Load() + c.failed.Load() + c.canceled.Load()
 	return c.sent.Load() > finished, finished
 }

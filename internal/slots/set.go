@@ -14,6 +14,7 @@ package slots
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -69,6 +70,9 @@ type Set struct {
 	mu      sync.Mutex
 	free    []uint32 // stack of free slots, low numbers on top at first
 	minFree int      // fewest free since the last NumAvailable
+	// readMin is the fewest free since the last ReadFree (noMin before
+	// the first): written under mu, read without it by snapshots.
+	readMin atomic.Int64
 	closed  bool
 	// shut is set while Close decides: MarkPosted, which does not lock,
 	// backs out when it sees it, and Close refuses when it sees a slot
@@ -85,6 +89,7 @@ type Set struct {
 // NewSet returns a set of n free slots.
 func NewSet(n int) *Set {
 	s := &Set{slots: make([]slot, n), free: make([]uint32, n), minFree: n}
+	s.readMin.Store(noMin)
 	for i := range n {
 		s.free[n-1-i] = uint32(i) // hand out low numbers first
 	}
@@ -122,6 +127,9 @@ func (s *Set) take(holder, state, key uint64) (id uint32, ok bool) {
 	id = s.free[n-1]
 	s.free = s.free[:n-1]
 	s.minFree = min(s.minFree, n-1)
+	if v := int64(n - 1); v < s.readMin.Load() { // a load while the minimum holds
+		s.readMin.Store(v)
+	}
 	sl := &s.slots[id]
 	if state == posted {
 		sl.key = key
@@ -290,6 +298,21 @@ func (s *Set) Free() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.free)
+}
+
+// noMin is readMin before the first ReadFree.
+const noMin = math.MaxInt64
+
+// ReadFree returns the number of free slots now and the fewest free since
+// the previous ReadFree, for snapshots (package stats): it takes no lock,
+// so it never delays a Take, and its interval is its own, apart from
+// NumAvailable's. A slot being taken or given back as it reads may be
+// counted on either side.
+func (s *Set) ReadFree() (free, minFree int) {
+	nLeased, nPosted := s.Count()
+	free = len(s.slots) - nLeased - nPosted
+	m := s.readMin.Swap(int64(free)) // the next interval starts here
+	return free, int(min(m, int64(free)))
 }
 
 // Count reports how many slots are leased and how many posted now.

@@ -99,6 +99,17 @@ type Sends struct {
 	regionPinner runtime.Pinner       // pins a Go Region until Release
 }
 
+// ReadFree returns the header slots, the free ones and the fewest free
+// since the previous ReadFree, without a lock a send takes (for snapshots,
+// package stats); zeros before Open.
+func (z *Sends) ReadFree() (total, free, minFree int) {
+	if z.inFlight == nil {
+		return 0, 0, 0
+	}
+	free, minFree = z.inFlight.ReadFree()
+	return z.inFlight.Len(), free, minFree
+}
+
 // Open sets up the header slots, the region and the cache for cfg, which
 // WithDefaults has checked. On error the caller calls Release.
 func (z *Sends) Open(mgr *domain.Manager, cfg Settings) error {
