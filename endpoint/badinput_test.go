@@ -266,6 +266,7 @@ func TestBadInputAfterClose(t *testing.T) {
 	assert.Empty(t, buffered.PendingSends())
 	assert.Equal(t, netio.Closed, zc.Send([]byte("h"), []byte("data"), 1))
 	assert.Equal(t, netio.Closed, zc.SendV(nil, nil, 2))
+	assert.Equal(t, netio.InvalidArgument, zc.SendV(nil, make([][]byte, zc.MaxPieces()+1), 3), "too many pieces, closed or not")
 	assert.Empty(t, zc.PendingSends())
 	assert.Zero(t, zc.Stats().Sent)
 	_, err = s.ep.PullAsync(local, 0, desc, 0, 64)

@@ -158,6 +158,9 @@ func (z *SendEndpointZeroCopy) Send(header, data []byte, key uint64) netio.Statu
 // SendV is Send with the data in several pieces, gathered into one message
 // after the header. Up to MaxPieces pieces; more is InvalidArgument.
 func (z *SendEndpointZeroCopy) SendV(header []byte, data [][]byte, key uint64) netio.Status {
+	if len(data) > z.zc.MaxPieces() {
+		return netio.InvalidArgument // bad input first, closed or not
+	}
 	ep, ok := z.c.Guard.Acquire()
 	if !ok {
 		return netio.Closed

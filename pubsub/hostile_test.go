@@ -148,7 +148,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // TestPlainPeer speaks the protocol by hand, as a C++ peer would: a TCP
 // control connection with JSON lines, and a plain listener that decodes
 // the coalesced format with no knowledge of pubsub. It sees the HELLO
-// record with its token, a SYNC record, then the messages; a second hello
+// record with its token, a START record and the SYNC that follows it
+// (docs/wire.md's worked example), then the messages; a second hello
 // is refused.
 func TestPlainPeer(t *testing.T) {
 	for _, prov := range providers {
@@ -197,6 +198,7 @@ func TestPlainPeer(t *testing.T) {
 			want := []msg{
 				{pubsub.ControlTag, string(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordHello, A: 77, B: p.Instance()})), 0},
 				{pubsub.ControlTag, string(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordStart, A: 42, B: 1000})), 0},
+				{pubsub.ControlTag, string(pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordSync, A: 42, B: 1000})), 0},
 				{42, "first", 0},
 				{42, "second", pubsub.StatusFirmwareCRC},
 			}

@@ -128,8 +128,10 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 	if withSync && !s.sendStart(ts, seq) {
 		return false
 	}
-	if withSync {
-		kind := s.syncKind()
+	for kind := RecordKind(0); withSync; {
+		if kind = nextRecord(kind, s.syncKind()); kind == 0 {
+			break
+		}
 		var rec [RecordLen]byte
 		putRecord(&rec, kind, ts.tag, seq)
 		switch ss.ep.SendMessageStatus(ControlTag, 0, rec[:]) {
@@ -137,7 +139,7 @@ func (s *subscription) deliver(ts *tagState, seq uint64, status uint8, parts [][
 			s.synced(ts)
 		case netio.NoResources:
 			if ss.policy == Block {
-				s.synced(ts) // the record goes with the message
+				s.synced(ts) // the records go with the message
 				ss.setPendingLocked(kind, ts.tag, seq, status, parts)
 				return true
 			}
@@ -178,6 +180,23 @@ func (s *subscription) syncKind() RecordKind {
 	return RecordSync
 }
 
+// nextRecord returns the record to send after prev (0: none yet, first
+// is the kind owed) before a message: a START whose number is the
+// message's is followed by a SYNC of the same number, so that a reader
+// of the first version of the protocol, which does not know START and
+// ignores it, still learns the number (a START that does not name the
+// message's number is sent alone, and the SYNC follows anyway). 0 means
+// no more.
+func nextRecord(prev, first RecordKind) RecordKind {
+	switch prev {
+	case 0:
+		return first
+	case RecordStart:
+		return RecordSync
+	}
+	return 0
+}
+
 // synced records that s's SYNC record was taken. ts.mu is held.
 func (s *subscription) synced(ts *tagState) {
 	s.fresh = false
@@ -205,8 +224,11 @@ func (s *subscription) drop(ts *tagState) {
 // before any SYNC record of it got through: without it the subscriber
 // would take seq for its start and never learn of those copies. It
 // reports whether the message may go on; a copy that cannot is dropped
-// (Drop) or failed. Only Drop subscriptions can need it, since Block
-// takes every copy or none. ts.mu is held, and s.sess.mu for Block.
+// (owing a SYNC, which reports it as a gap) or failed. A Block
+// subscription needs it only after a copy of it failed (its connection is
+// ending, since Block takes every copy or none); its copy is then dropped
+// like a Drop one's, and reported the same way. ts.mu is held, and
+// s.sess.mu for Block.
 func (s *subscription) sendStart(ts *tagState, seq uint64) bool {
 	if !s.fresh || seq == s.start {
 		return true
@@ -240,9 +262,13 @@ func (s *subscription) sendSync(ts *tagState) {
 		}
 		s.fresh = false
 	}
-	if s.sendSyncRecord(s.syncKind(), ts.tag, ts.seq) == netio.OK {
-		s.synced(ts)
+	for kind := nextRecord(0, s.syncKind()); kind != 0; kind = nextRecord(kind, 0) {
+		if s.sendSyncRecord(kind, ts.tag, ts.seq) != netio.OK {
+			return // still owed: try again next tick (a START sent is not sent again)
+		}
+		s.fresh = false
 	}
+	s.synced(ts)
 }
 
 // sendSyncRecord sends a SYNC (or START) record of tag and seq alone on

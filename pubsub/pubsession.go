@@ -460,14 +460,14 @@ func (ss *pubSession) drainLocked() bool {
 	if ss.zep != nil {
 		return ss.drainZCLocked()
 	}
-	if ss.pendSync != 0 {
+	for ss.pendSync != 0 {
 		var rec [RecordLen]byte
 		putRecord(&rec, ss.pendSync, ss.pendTag, ss.pendSeq)
 		switch ss.ep.SendMessageStatus(ControlTag, 0, rec[:]) {
 		case netio.NoResources:
 			return false
 		case netio.OK:
-			ss.pendSync = 0
+			ss.pendSync = nextRecord(ss.pendSync, 0)
 		default:
 			ss.pending.Store(false)
 			ss.p.lostPending.Add(1)

@@ -31,11 +31,19 @@ type subSession struct {
 	kick   chan struct{} // cap 1: want changed
 	done   chan struct{} // closed when run returns
 
-	mu        sync.Mutex
-	want      map[uint64]bool // changed under s.mu and mu
-	acked     map[uint64]bool // subscribed at the publisher on the current connection
-	refused   map[uint64]bool // refused since last wanted
-	live      bool            // the current connection is past hello
+	mu      sync.Mutex
+	want    map[uint64]bool // changed under s.mu and mu
+	acked   map[uint64]bool // subscribed at the publisher on the current connection since last wanted
+	refused map[uint64]bool // refused since last wanted
+	// leaving holds the tags subscribed at the publisher on the current
+	// connection that were unwanted since: their unsubscribe is owed or
+	// not yet acknowledged. A tag wanted again meanwhile is subscribed
+	// only after its unsubscribe is acknowledged, so that its new
+	// subscription starts afresh at the publisher (and its Subscribe
+	// returns only then), never riding on the old one the subscriber
+	// has forgotten.
+	leaving   map[uint64]bool
+	live      bool // the current connection is past hello
 	lastErr   error
 	downSince time.Time     // when the session last went down (or started)
 	changed   chan struct{} // closed and replaced when acked, refused or live change
@@ -52,7 +60,7 @@ func (s *Subscriber) sessionLocked(addr string) *subSession {
 		return ss
 	}
 	ss := &subSession{s: s, addr: addr, kick: make(chan struct{}, 1), done: make(chan struct{}),
-		want: map[uint64]bool{}, acked: map[uint64]bool{}, refused: map[uint64]bool{},
+		want: map[uint64]bool{}, acked: map[uint64]bool{}, refused: map[uint64]bool{}, leaving: map[uint64]bool{},
 		changed: make(chan struct{}), downSince: time.Now()}
 	ss.ctx, ss.cancel = context.WithCancel(context.Background())
 	s.sessions[addr] = ss
@@ -153,6 +161,10 @@ func (ss *subSession) setWant(t uint64, on bool) {
 		delete(ss.refused, t)
 	} else {
 		delete(ss.want, t)
+		if ss.acked[t] { // a later want waits for a new ack
+			delete(ss.acked, t)
+			ss.leaving[t] = true
+		}
 		ss.signalLocked() // a Subscribe waiting for t returns now
 	}
 	ss.mu.Unlock()
@@ -221,7 +233,7 @@ func (ss *subSession) waitGone(ctx context.Context, tags []uint64) error {
 		ss.mu.Lock()
 		done := !ss.live
 		if !done {
-			done = !slices.ContainsFunc(tags, func(t uint64) bool { return ss.acked[t] && !ss.want[t] })
+			done = !slices.ContainsFunc(tags, func(t uint64) bool { return ss.leaving[t] })
 		}
 		ch := ss.changed
 		ss.mu.Unlock()
@@ -320,7 +332,8 @@ func (ss *subSession) lose(err error) {
 		}
 	}
 	clear(ss.acked)
-	if ss.live { // down from now on; failed attempts do not move it
+	clear(ss.leaving) // the publisher ends them with the connection
+	if ss.live {      // down from now on; failed attempts do not move it
 		ss.downSince = time.Now()
 	}
 	ss.live = false
@@ -406,16 +419,10 @@ func (ss *subSession) connect() (reached bool, err error) {
 			}
 			ss.subscribed(resp)
 		case len(unsub) > 0:
-			resp, err := c.call(ss.ctx, Request{Op: OpUnsubscribe, Tags: unsub})
-			if err != nil {
+			if _, err := c.call(ss.ctx, Request{Op: OpUnsubscribe, Tags: unsub}); err != nil {
 				return true, fmt.Errorf("unsubscribe: %w", err)
 			}
-			ss.mu.Lock()
-			for _, t := range resp.Tags {
-				delete(ss.acked, t)
-			}
-			ss.signalLocked()
-			ss.mu.Unlock()
+			ss.unsubscribed(unsub)
 		default:
 			ss.mu.Lock()
 			idle := len(ss.want) == 0
@@ -435,18 +442,18 @@ func (ss *subSession) connect() (reached bool, err error) {
 }
 
 // diff returns the tags to subscribe (wanted, not acknowledged, not
-// refused) and to unsubscribe (acknowledged, no longer wanted), each at
-// most MaxTagsPerRequest.
+// refused, not leaving) and to unsubscribe (leaving), each at most
+// MaxTagsPerRequest.
 func (ss *subSession) diff() (sub, unsub []uint64) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for t := range ss.want {
-		if !ss.acked[t] && !ss.refused[t] && len(sub) < MaxTagsPerRequest {
+		if !ss.acked[t] && !ss.refused[t] && !ss.leaving[t] && len(sub) < MaxTagsPerRequest {
 			sub = append(sub, t)
 		}
 	}
-	for t := range ss.acked {
-		if !ss.want[t] && len(unsub) < MaxTagsPerRequest {
+	for t := range ss.leaving {
+		if len(unsub) < MaxTagsPerRequest {
 			unsub = append(unsub, t)
 		}
 	}
@@ -462,13 +469,16 @@ func (ss *subSession) subscribed(resp Response) {
 	var fresh, refused []uint64
 	tags := *s.tags.Load()
 	for i, t := range resp.Tags {
-		if !ss.acked[t] && ss.want[t] {
+		switch {
+		case !ss.want[t]: // unwanted while the request was out
+			ss.leaving[t] = true
+		case !ss.acked[t]:
 			fresh = append(fresh, t)
 			if rt := tags[t]; rt != nil && resp.Next != nil {
 				rt.ackedAt(ss.gen, resp.Next[i])
 			}
+			ss.acked[t] = true
 		}
-		ss.acked[t] = true
 	}
 	for _, t := range resp.Refused {
 		if ss.want[t] && !ss.refused[t] {
@@ -507,6 +517,18 @@ func (ss *subSession) subscribed(resp Response) {
 	if cb := s.cfg.OnSubscribed; cb != nil && len(subscribed) > 0 {
 		cb(ss.addr, subscribed)
 	}
+}
+
+// unsubscribed records the ack of an unsubscribe request of tags: none
+// of them is subscribed at the publisher any more (one it did not hold
+// was not), and those wanted again may be subscribed now.
+func (ss *subSession) unsubscribed(tags []uint64) {
+	ss.mu.Lock()
+	for _, t := range tags {
+		delete(ss.leaving, t)
+	}
+	ss.signalLocked()
+	ss.mu.Unlock()
 }
 
 // stillRefused returns the tags of refused that are refused still: a tag

@@ -16,7 +16,7 @@ import (
 // withdrawn (a concurrent Unsubscribe, a refusal) before its request went
 // out returns ErrCanceled at once, not when its context ends.
 func TestWaitWokenWhenTagWithdrawn(t *testing.T) {
-	ss := &subSession{want: map[uint64]bool{}, acked: map[uint64]bool{}, refused: map[uint64]bool{},
+	ss := &subSession{want: map[uint64]bool{}, acked: map[uint64]bool{}, refused: map[uint64]bool{}, leaving: map[uint64]bool{},
 		changed: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	ss.setWant(7, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

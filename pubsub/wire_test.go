@@ -86,6 +86,7 @@ func dataExample(t *testing.T) []byte {
 	e := coalesce.NewEncoder(make([]byte, 256))
 	require.NoError(t, e.Append(pubsub.ControlTag, 0, pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordHello, A: 0x77, B: 0x1122334455667788})))
 	require.NoError(t, e.Append(pubsub.ControlTag, 0, pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordStart, A: 42, B: 1000})))
+	require.NoError(t, e.Append(pubsub.ControlTag, 0, pubsub.AppendRecord(nil, pubsub.Record{Kind: pubsub.RecordSync, A: 42, B: 1000})))
 	require.NoError(t, e.Append(42, 0, []byte("first")))
 	require.NoError(t, e.Append(42, pubsub.StatusFirmwareCRC, []byte("second")))
 	return e.Bytes()

@@ -15,9 +15,10 @@ const (
 	// syncMessageLen is a SYNC record as a coalesced message: header word,
 	// ControlTag, the record.
 	syncMessageLen = coalesce.HeaderWordLen + 8 + RecordLen
-	// zcHeaderMax is the longest header of a zero-copy send: a SYNC record
-	// message, then the data message's header word, status and tag.
-	zcHeaderMax = syncMessageLen + coalesce.HeaderWordLen + 1 + 8
+	// zcHeaderMax is the longest header of a zero-copy send: a START and a
+	// SYNC record message, then the data message's header word, status
+	// and tag.
+	zcHeaderMax = 2*syncMessageLen + coalesce.HeaderWordLen + 1 + 8
 	// zcNoKey marks a send that belongs to no publish (HELLO, a SYNC sent
 	// alone).
 	zcNoKey = ^uint64(0)
@@ -45,13 +46,13 @@ func putSyncMessage(b []byte, kind RecordKind, tag, seq uint64) int {
 }
 
 // putZCHeader writes the header of a zero-copy message into b: the SYNC
-// record message of kind kind unless it is 0, then the data message's
-// header word, status (when not 0) and tag. It returns the header's
-// length.
+// record message of kind kind unless it is 0 (a START is followed by a
+// SYNC: nextRecord), then the data message's header word, status (when
+// not 0) and tag. It returns the header's length.
 func putZCHeader(b *[zcHeaderMax]byte, kind RecordKind, tag, seq uint64, status uint8, size int) int {
 	n := 0
-	if kind != 0 {
-		n = putSyncMessage(b[:], kind, tag, seq)
+	for k := nextRecord(0, kind); k != 0; k = nextRecord(k, 0) {
+		n += putSyncMessage(b[n:], k, tag, seq)
 	}
 	word := uint32(wordTag | size)
 	if status != 0 {

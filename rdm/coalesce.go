@@ -57,6 +57,9 @@ func (c *CoalesceConfig) validate() error {
 type coalescers struct {
 	mu    sync.Mutex
 	ended coalescer.Stats
+	// allEnded: teardown ended every peer's coalescer, whose counts are in
+	// ended now although the peer table still holds them until release.
+	allEnded bool
 	// counts are every peer's coalescer's, live or ended, for snapshots.
 	counts coalescer.Counts
 }
@@ -67,17 +70,14 @@ func (e *Endpoint) newCoalescer(p Peer, name string) *coalescer.Coalescer {
 	return coalescer.NewShared(&peerTarget{e: e, to: p}, e.bufs.Pool.BufferSize(), e.cfg.Coalesce.FlushInterval, e.c.Log, name, &e.cos.counts)
 }
 
-// endCoalescer ends a peer's coalescer (a removed peer, or Close) and keeps
-// its counts.
-func (e *Endpoint) endCoalescer(co *coalescer.Coalescer) {
+// endCoalescerLocked ends a peer's coalescer (a removed peer, or Close)
+// and keeps its counts. The caller holds e.cos.mu (see CoalesceStats).
+func (e *Endpoint) endCoalescerLocked(co *coalescer.Coalescer) {
 	if co == nil {
 		return
 	}
 	co.End()
-	st := co.Stats()
-	e.cos.mu.Lock()
-	e.cos.ended.Add(st)
-	e.cos.mu.Unlock()
+	e.cos.ended.Add(co.Stats())
 }
 
 // peerTarget is a peer's coalescer's view of the endpoint.
@@ -147,10 +147,15 @@ func (e *Endpoint) Flush(to Peer) netio.Status {
 // CoalesceStats returns the coalescing counters of every peer, removed
 // ones included; all zero when the endpoint is not coalescing.
 func (e *Endpoint) CoalesceStats() CoalesceStats {
+	// Under cos.mu, which RemovePeer holds from taking a peer out of the
+	// table to adding its counts to the ended ones: each peer is counted
+	// once, so the totals never go back.
 	e.cos.mu.Lock()
+	defer e.cos.mu.Unlock()
 	sum := e.cos.ended
-	e.cos.mu.Unlock()
-	e.peers.eachCoalescer(func(co *coalescer.Coalescer) { sum.Add(co.Stats()) })
+	if !e.cos.allEnded {
+		e.peers.eachCoalescer(func(co *coalescer.Coalescer) { sum.Add(co.Stats()) })
+	}
 	return CoalesceStats(sum)
 }
 
@@ -162,5 +167,8 @@ func (e *Endpoint) flushAllOnClose() {
 // endAllCoalescers ends every peer's coalescer at teardown: what was not
 // posted is dropped and counted, and the flushers return.
 func (e *Endpoint) endAllCoalescers() {
-	e.peers.eachCoalescer(e.endCoalescer)
+	e.cos.mu.Lock()
+	defer e.cos.mu.Unlock()
+	e.peers.eachCoalescer(e.endCoalescerLocked)
+	e.cos.allEnded = true
 }

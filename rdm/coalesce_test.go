@@ -268,3 +268,54 @@ func TestMalformedCoalescedBuffer(t *testing.T) {
 	assert.Equal(t, 1, got.count(), "the valid prefix")
 	assert.Equal(t, uint64(1), rx.Stats().ReceiveErrors)
 }
+
+// TestCoalesceStatsNeverGoBack: CoalesceStats read while peers with
+// messages come and go, and while the endpoint closes, never loses a
+// removed peer's counts from one reading: the totals only grow.
+func TestCoalesceStatsNeverGoBack(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			mgr := openDomain(t, p.name)
+			other := open(t, mgr, p.local, rdm.Config{OnData: nop})
+			tx, err := rdm.Open(mgr, p.local, rdm.Config{OnData: nop,
+				Send:     netio.BufferedSendParams{BufferSize: 512, BufferCount: 16},
+				Coalesce: &rdm.CoalesceConfig{FlushInterval: time.Hour}})
+			require.NoError(t, err)
+			stop := make(chan struct{})
+			var backwards, reads int
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				var last uint64
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if m := tx.CoalesceStats().Messages; m < last {
+						backwards++
+					} else {
+						last = m
+					}
+					reads++
+				}
+			}()
+			const rounds = 300
+			for i := range rounds {
+				peer, err := tx.AddPeer(other.Addr())
+				require.NoError(t, err, "round %d", i)
+				require.Equal(t, netio.OK, tx.SendMessage(1, []byte("dropped at removal"), peer))
+				require.NoError(t, tx.RemovePeer(peer), "round %d", i)
+			}
+			last, err := tx.AddPeer(other.Addr())
+			require.NoError(t, err)
+			require.Equal(t, netio.OK, tx.SendMessage(1, []byte("flushed at close"), last))
+			require.NoError(t, tx.Close())
+			close(stop)
+			<-done
+			assert.Zero(t, backwards, "readings that went back, of %d", reads)
+			assert.Equal(t, uint64(rounds+1), tx.CoalesceStats().Messages)
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/coalescer"
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
@@ -135,7 +136,7 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	// Every send is queued for the poller once at most: room for all.
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
 	e.c.InitHandOff(sends, e.postSend)
-	e.park.init(e.cfg.MaxPeers, sends, e.retryParked, e.c.Poller)
+	e.park.init(e.cfg.MaxPeers, sends, e.retryParked, e.postTo, e.c.Poller)
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {
 		return err
@@ -232,22 +233,32 @@ func (e *Endpoint) onPoller(fn func() error) error {
 }
 
 // RemovePeer forgets p and removes it from the address vector. New sends
-// to it are refused; sends to it still queued for the poller fail, and
-// those the provider holds complete as it decides (Failed, usually), each
+// to it are refused; sends to it still queued for the poller or parked
+// fail (EHOSTUNREACH), and those the provider holds already complete as it
+// decides (OK on tcp;ofi_rxm and sockets: TestRemovePeerInFlight), each
 // reported once; messages in its coalescing buffer that were not posted are
 // dropped, logged and counted (CoalesceStats.Dropped): Flush first and wait
 // for the completion to avoid that. A restarted peer needs
 // RemovePeer and AddPeer again. Unknown or removed peers are an error
 // matching netio.ErrInvalidArgument.
 func (e *Endpoint) RemovePeer(p Peer) error {
-	err := e.onPoller(func() error {
-		co, err := e.peers.remove(p)
-		if err == nil {
-			e.failLane(p.slot, errRemoved) // before a new peer takes the slot
-			e.park.lanes[p.slot].unreachable = false
+	err := netio.ErrClosed
+	e.c.Poller.Do(func() {
+		if _, ok := e.c.Guard.Acquire(); !ok {
+			return
 		}
-		e.endCoalescer(co) // its unposted messages are dropped and counted
-		return err
+		e.cos.mu.Lock() // CoalesceStats sees the peer's counts in the table or among the ended
+		var co *coalescer.Coalescer
+		co, err = e.peers.remove(p)
+		e.endCoalescerLocked(co) // its unposted messages are dropped and counted
+		e.cos.mu.Unlock()
+		e.c.Guard.Release()
+		if err == nil {
+			// Before a new peer takes the slot, and after the guard is
+			// released: the reports run callbacks, which may Close.
+			e.park.lanes[p.slot].unreachable = false
+			e.failLane(p.slot, errRemoved)
+		}
 	})
 	if err != nil {
 		if errors.Is(err, netio.ErrClosed) {

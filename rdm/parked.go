@@ -48,15 +48,18 @@ type parking struct {
 	count   int     // parked sends
 	timer   *time.Timer
 	retryFn func() // retryParked, bound once so that retrying does not allocate
+	// post posts one send to a peer: Endpoint.postTo, bound once; a test
+	// puts a fault between the lanes and the provider with it.
+	post func(ep *fabric.Endpoint, key uint32, n int, to Peer) fabric.Errno
 }
 
-func (pk *parking) init(peers, sends int, retry func(), poller *poll.Poller) {
+func (pk *parking) init(peers, sends int, retry func(), post func(*fabric.Endpoint, uint32, int, Peer) fabric.Errno, poller *poll.Poller) {
 	pk.lanes = make([]lane, peers+1)
 	for i := range pk.lanes {
 		pk.lanes[i].head = -1
 	}
 	pk.next, pk.n = make([]int32, sends), make([]int, sends)
-	pk.retryFn = retry
+	pk.retryFn, pk.post = retry, post
 	pk.timer = time.AfterFunc(time.Hour, func() { poller.Go(pk.retryFn) })
 	pk.timer.Stop()
 }
@@ -136,7 +139,7 @@ func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 		e.park.push(to.slot, e.sendIndex(key), n, time.Now())
 		return 0
 	}
-	errno := e.postTo(ep, key, n, to)
+	errno := e.park.post(ep, key, n, to)
 	l := &e.park.lanes[to.slot]
 	switch {
 	case errno.Temporary() && l.unreachable:
@@ -152,39 +155,47 @@ func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 
 // retryParked posts what the lanes hold, in order per lane, and fails a
 // lane that took nothing for PeerTimeout. It runs on the poller goroutine.
+// The post guard is held around each post only, never while a send is
+// reported: the callback may Close the endpoint, whose teardown takes the
+// guard exclusively on this very goroutine.
 func (e *Endpoint) retryParked() {
 	if e.park.count == 0 {
 		return
 	}
-	ep, ok := e.c.Guard.Acquire()
-	if !ok {
-		return // closing: CancelAll reports them
-	}
-	defer e.c.Guard.Release()
 	now := time.Now()
 	for slot := range e.park.lanes {
-		e.retryLane(ep, uint32(slot), now)
+		if !e.retryLane(uint32(slot), now) {
+			return // closing: CancelAll reports them
+		}
 	}
 	if e.park.count > 0 {
 		e.park.timer.Reset(parkRetry)
 	}
 }
 
-// retryLane posts slot's lane until the provider refuses again.
-func (e *Endpoint) retryLane(ep *fabric.Endpoint, slot uint32, now time.Time) {
+// retryLane posts slot's lane until the provider refuses again. It reports
+// false once the endpoint is closed.
+func (e *Endpoint) retryLane(slot uint32, now time.Time) bool {
 	l := &e.park.lanes[slot]
 	for l.head >= 0 {
 		idx := l.head
 		key := e.keyOf(idx)
-		errno := e.postTo(ep, key, e.park.n[idx], e.peerOfKey(key))
+		ep, open := e.c.Guard.Acquire()
+		if !open {
+			return false
+		}
+		errno := e.park.post(ep, key, e.park.n[idx], e.peerOfKey(key))
+		e.c.Guard.Release()
 		if errno.Temporary() {
 			if now.Sub(l.since) >= e.cfg.PeerTimeout {
 				e.c.Log.Warn().Str("peer", e.peers.nameOfSlot(slot)).Dur("timeout", e.cfg.PeerTimeout).
 					Msg("rdm: the provider took no send to this peer for PeerTimeout: failing its queued sends")
-				e.failLane(slot, fabric.ETIMEDOUT)
+				// Before the reports: a callback may RemovePeer, whose
+				// reset of the flag must stand for the slot's next peer.
 				l.unreachable = true
+				e.failLane(slot, fabric.ETIMEDOUT)
 			}
-			return
+			return true
 		}
 		l.unreachable = false
 		e.park.pop(slot, now)
@@ -192,9 +203,13 @@ func (e *Endpoint) retryLane(ep *fabric.Endpoint, slot uint32, now time.Time) {
 			e.c.Complete((*kind)(e), key, poll.Result{Status: netio.Failed, Errno: errno})
 		}
 	}
+	return true
 }
 
-// failLane reports every send parked for slot Failed with errno.
+// failLane reports every send parked for slot Failed with errno. It runs
+// on the poller goroutine without the post guard (see retryParked); a
+// callback may RemovePeer, Close, or send again, as each key is taken off
+// the lane before it is reported.
 func (e *Endpoint) failLane(slot uint32, errno fabric.Errno) {
 	if !e.park.busy(slot) {
 		return

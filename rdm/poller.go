@@ -20,6 +20,27 @@ import (
 // are handed to it (sendcore.Options.PostOnPoller; an inject is copied into
 // the inject queue first), and Open, AddPeer and RemovePeer run there
 // through Do.
+//
+// One exception: memory registration for zero-copy sends. SendZeroCopy(V)
+// attaches each data piece outside ZeroCopyConfig.Region and SharedRegion
+// through the registration cache on the caller's goroutine, holding the
+// post guard: a cache miss registers it there (fi_mr_reg on the domain),
+// and may close the least recently used registration (fi_close) to make
+// room; and when the send fails before it is queued (a piece that cannot
+// be registered, no room), the pieces already attached go back to the
+// cache there, which deregisters (fi_close) an entry invalidated or merged
+// meanwhile, or every one with KeepGoRegistrations false. Completions and
+// Close let go of them on the poller goroutine. Moving the miss to the poller would need Do from under the
+// post guard, which deadlocks with a teardown running on the poller (see
+// onPoller), or registering at post time, which turns Send's synchronous
+// NoResources into a later Failed completion; and cache hits, the steady
+// state, call no provider function. Memory registration is a domain
+// call, not an endpoint or completion-queue call; the crashes above are in
+// fi_cq_readfrom, and two goroutines sending fresh memory on tcp;ofi_rxm
+// for 3x8 s showed none. A program that wants no provider call off the
+// poller declares its data memory as Region or SharedRegion (registered
+// at Open, on the poller, or once by the caller before the endpoints
+// send), or sends with SendBuffer and Inject.
 
 // domainPollers is the poller each domain's endpoints share, with the
 // number of endpoints using it.

@@ -85,8 +85,8 @@ func (e *Endpoint) SendZeroCopy(header, data []byte, key uint64, to Peer) netio.
 // SendZeroCopyV is SendZeroCopy with the data in several pieces, gathered
 // into one message after the header.
 func (e *Endpoint) SendZeroCopyV(header []byte, data [][]byte, key uint64, to Peer) netio.Status {
-	if e.cfg.ZeroCopy == nil {
-		return netio.InvalidArgument
+	if e.cfg.ZeroCopy == nil || len(data) > e.zc.MaxPieces() {
+		return netio.InvalidArgument // bad input first, closed or not
 	}
 	ep, st := e.acquireFor(to)
 	if st != netio.OK {

@@ -148,6 +148,7 @@ func TestZeroCopyBadInput(t *testing.T) {
 	}
 	require.NoError(t, e.Close())
 	assert.Equal(t, netio.Closed, e.SendZeroCopy(nil, data, 1, peer))
+	assert.Equal(t, netio.InvalidArgument, e.SendZeroCopyV(nil, make([][]byte, e.MaxPieces()+1), 1, peer), "too many pieces, closed or not")
 }
 
 // TestZeroCopyCloseCancelsPending: zero-copy sends to a peer nobody

@@ -76,6 +76,13 @@ type churnReport struct {
 	RegistrationsBase   int    `json:"registrations_base"`
 	RegistrationsAfter  int    `json:"registrations_after"`
 	SubscribedAfterward int    `json:"subscribed_after"`
+	// SilentTags and UnsolicitedSettled are what the check after the
+	// churn found (settled): tags subscribed that delivered nothing, and
+	// messages dropped as Unsolicited once every tag delivered. Both are 0
+	// unless the subscriber and the publisher disagree on what is
+	// subscribed: a silent loss.
+	SilentTags         int    `json:"silent_tags"`
+	UnsolicitedSettled uint64 `json:"unsolicited_settled"`
 }
 
 // baseline is the subscriber's state before it subscribed.
@@ -126,6 +133,9 @@ func runChurn(ctx context.Context, sub *pubsub.Subscriber, mgr *domain.Manager, 
 	}
 	wg.Wait()
 	r.Canceled, r.Errors = int(canceled.Load()), int(failed.Load())
+	if err := settled(ctx, sub, tags, r); err != nil {
+		return r, err
+	}
 	uctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := sub.Unsubscribe(uctx, tags...); err != nil {
@@ -143,4 +153,58 @@ func runChurn(ctx context.Context, sub *pubsub.Subscriber, mgr *domain.Manager, 
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// settledRun is how many messages each tag must deliver, after the first,
+// while settled watches for Unsolicited ones.
+const settledRun = 64
+
+// settled subscribes every tag after the churn and watches the traffic
+// (at most churnSettle): each tag must deliver messages, and once each
+// did, none may arrive for a tag the subscriber does not count (the
+// publisher sends it, the subscriber thinks it unsubscribed). It fills
+// r.SilentTags and r.UnsolicitedSettled.
+func settled(ctx context.Context, sub *pubsub.Subscriber, tags []uint64, r *churnReport) error {
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sub.Subscribe(sctx, tags...); err != nil {
+		return fmt.Errorf("subscribe after the churn: %w", err)
+	}
+	deadline := time.Now().Add(churnSettle)
+	start := waitMessages(sub, tags, nil, 1, deadline)
+	r.SilentTags = countBelow(sub, tags, nil, 1)
+	if r.SilentTags > 0 {
+		return nil
+	}
+	u0 := sub.Stats().Unsolicited
+	waitMessages(sub, tags, start, settledRun, deadline)
+	r.UnsolicitedSettled = sub.Stats().Unsolicited - u0
+	return nil
+}
+
+// waitMessages waits until every tag delivered at least n messages more
+// than from (nil: since it was subscribed), or deadline passes, and
+// returns each tag's count then.
+func waitMessages(sub *pubsub.Subscriber, tags []uint64, from map[uint64]uint64, n uint64, deadline time.Time) map[uint64]uint64 {
+	for countBelow(sub, tags, from, n) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	now := map[uint64]uint64{}
+	for _, t := range tags {
+		st, _ := sub.TagStats(t)
+		now[t] = st.Messages
+	}
+	return now
+}
+
+// countBelow returns how many tags delivered fewer than n messages more
+// than from.
+func countBelow(sub *pubsub.Subscriber, tags []uint64, from map[uint64]uint64, n uint64) int {
+	below := 0
+	for _, t := range tags {
+		if st, _ := sub.TagStats(t); st.Messages < from[t]+n {
+			below++
+		}
+	}
+	return below
 }

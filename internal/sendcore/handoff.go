@@ -181,9 +181,21 @@ func (c *Core) scheduleDrain() { c.Poller.Go(c.drainFn) }
 // afterCompletion) or HandOffRetry; a post the provider refuses is
 // reported as the kind reports an error completion. It runs on the poller
 // goroutine.
+//
+// One drain posts at most the sends queued when it began, then queues
+// itself on the poller again: posts that free their slot at once (an
+// inject, a send refused or parked by the kind) let producers keep the
+// queue non-empty for ever, and a drain that ran until it was empty would
+// starve the poller's completions and every other endpoint's work (Do).
 func (c *Core) drainHandOff() {
 	c.hand.stalled.Store(false)
-	for {
+	for budget := c.hand.n.Load(); ; budget-- {
+		if budget <= 0 {
+			if c.hand.busy() {
+				c.scheduleDrain() // still scheduled: the next drain goes on
+				return
+			}
+		}
 		q, ok := c.hand.peek()
 		if !ok {
 			return

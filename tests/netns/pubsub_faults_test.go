@@ -27,6 +27,8 @@ type subJSON struct {
 		GoroutinesAfter    int    `json:"goroutines_after"`
 		RegistrationsBase  int    `json:"registrations_base"`
 		RegistrationsAfter int    `json:"registrations_after"`
+		SilentTags         int    `json:"silent_tags"`
+		UnsolicitedSettled uint64 `json:"unsolicited_settled"`
 	} `json:"churn"`
 }
 
@@ -132,8 +134,10 @@ func TestPubSubDropStalled(t *testing.T) {
 // publishes on all of them meanwhile, then unsubscribes everything. Every
 // operation succeeds (or is a subscribe withdrawn by a concurrent
 // unsubscribe), every message delivered carries the number it was counted
-// at, and both processes come back to their baseline: no subscription,
-// no session, goroutines and registrations as before.
+// at, every tag subscribed after the churn delivers and none of its
+// messages is dropped as Unsolicited (what a silent loss looks like), and
+// both processes come back to their baseline: no subscription, no
+// session, goroutines and registrations as before.
 func TestPubSubChurn(t *testing.T) {
 	bin := buildPerf(t)
 	const ops = 10000
@@ -161,6 +165,12 @@ func TestPubSubChurn(t *testing.T) {
 		// subscription that ended before its SYNC record went out is not
 		// reported: nobody is subscribed to miss it).
 		assert.LessOrEqual(t, sr.Missed, pr.Dropped, "gaps reported beyond what the publisher dropped")
+		// Lost copies do not show in the counts above: after the churn every
+		// tag is subscribed, and each must deliver (a tag the publisher does
+		// not send is a silent loss), and then none may be dropped as
+		// Unsolicited (one the subscriber does not count).
+		assert.Zero(t, c.SilentTags, "tags subscribed after the churn that delivered nothing")
+		assert.Zero(t, c.UnsolicitedSettled, "messages dropped as Unsolicited once every tag delivered")
 
 		assert.Positive(t, pr.Published)
 		if assert.NotNil(t, pr.Baseline, "no baseline in the publisher's report") {

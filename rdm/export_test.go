@@ -1,0 +1,23 @@
+package rdm
+
+import (
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/sendcore"
+)
+
+// LanePost posts one send to a peer (parking.post).
+type LanePost = func(ep *fabric.Endpoint, key uint32, n int, to Peer) fabric.Errno
+
+// WrapLanePost puts wrap between e's sends (queued and parked) and the
+// provider, on the poller goroutine.
+func WrapLanePost(e *Endpoint, wrap func(LanePost) LanePost) {
+	e.c.Poller.Do(func() { e.park.post = wrap(e.park.post) })
+}
+
+// WrapHandOffPost puts wrap between e's hand-off queue and its post.
+func WrapHandOffPost(e *Endpoint, wrap func(sendcore.PostFunc) sendcore.PostFunc) {
+	e.c.Poller.Do(func() { e.c.SetPostFunc(wrap(e.c.PostFunc())) })
+}
+
+// IsInjectKey reports whether a send key is an inject's.
+func IsInjectKey(key uint32) bool { return key&injectKey != 0 }
