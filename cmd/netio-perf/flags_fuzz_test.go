@@ -104,6 +104,8 @@ func FuzzCommandLine(f *testing.F) {
 		"--connect 127.0.0.1:7000 --size 4K --count 1 --bufs 4 --zero-copy --timeout 1s",
 		"--mode scale --conns 1,4 --sizes 1K --window 8 --rx-bufs 16 --duration 300ms",
 		"--bufs -1", "-h", "--timeout -1s", "extra", "--listen", "--sizes 64,x", "--provider sockets --poll busy",
+		"--plot a.svg --sizes 64", "--plot a.gif", "--progress on --progress-interval 10ms", "--progress on --json",
+		"--log-level debug", "--log-level x",
 	} {
 		f.Add(s)
 	}
@@ -116,17 +118,17 @@ func FuzzCommandLine(f *testing.F) {
 			return err == nil
 		}
 		if o, err := parseServerFlags(args, io.Discard); check("server", err) {
-			if o.bufs < 1 || o.timeout < 0 || o.bufSize < 1 || o.bufSize > gib {
+			if o.bufs < 1 || o.timeout < 0 || o.bufSize < 1 || o.bufSize > gib || o.progress.check(o.json) != nil {
 				t.Errorf("server %q: %+v", args, o)
 			}
 		}
 		if o, err := parseClientFlags(args, io.Discard); check("client", err) {
-			if o.bufs < 1 || o.timeout < 0 || o.size < 1 || o.size > gib || o.connect.Port < 1 {
+			if o.bufs < 1 || o.timeout < 0 || o.size < 1 || o.size > gib || o.connect.Port < 1 || o.progress.check(o.json) != nil {
 				t.Errorf("client %q: %+v", args, o)
 			}
 		}
 		if o, err := parseSweepFlags(args, io.Discard); check("sweep", err) {
-			if len(o.sizes) == 0 || len(o.conns) == 0 || o.window < 0 || o.rxBufs < 0 || o.duration < 0 {
+			if len(o.sizes) == 0 || len(o.conns) == 0 || o.window < 0 || o.rxBufs < 0 || o.duration < 0 || o.checkPlot() != nil {
 				t.Errorf("sweep %q: %+v", args, o)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D]"
+const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D] [--progress auto|on|off]"
 
 // closeGrace is how long a server that received its --count messages waits
 // for the clients to close their connections before it closes them itself:
@@ -31,6 +31,7 @@ type serverOptions struct {
 	verify   bool
 	coalesce bool          // decode coalesced buffers into messages (OnMessage)
 	timeout  time.Duration // 0: none
+	progress progressFlags // progress lines (progress.go)
 }
 
 // parseServerFlags parses the server's command line.
@@ -46,8 +47,12 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	fs.BoolVar(&o.verify, "verify", false, "check that byte i of message k of each connection is (k+i)%251 (and with --coalesce that its tag is k)")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "decode each buffer received as coalesced messages (from client --coalesce) and count those; --buf-size must hold the client's coalescing buffers")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long; 0: never (without --count the default is never)")
+	o.progress.register(fs)
 	if err := fs.parse(args); err != nil {
 		return o, err
+	}
+	if err := o.progress.check(o.json); err != nil {
+		return o, fs.fail(err)
 	}
 	var err error
 	if o.listen, err = parseHostPort(*listen, true); err != nil {
@@ -74,7 +79,7 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 	if o.peer.mode == modePingPong {
 		return runPingPongServer(ctx, o, stdout, stderr)
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
 	if err != nil {
 		return err
 	}
@@ -99,7 +104,9 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "LISTENING %s\n", l.Addr())
 	fmt.Fprintf(stderr, "listening on %s\n", l.Addr())
+	stopProgress := o.progress.start(stdout, o.json, "server", "connections", s.progressCounts)
 	waitErr := waitServer(ctx, s, o.timeout)
+	stopProgress()
 	closeErr := l.Close()
 	r := s.report(o.provider)
 	if err := r.print(stdout, o.json); err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write|scale|coalesce|pubsub] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json]"
+const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write|scale|coalesce|pubsub] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json] [--plot FILE.svg|.png]"
 
 // Default sizes and connection counts of the sweep and of --mode scale.
 var (
@@ -34,6 +34,7 @@ type sweepOptions struct {
 	rxBufs   int           // 0: twice the window
 	coalesce coalesceFlags // --mode coalesce: the coalescing buffers
 	verify   bool          // --mode coalesce: sequence tags and pattern payloads, checked
+	plot     string        // --plot: picture file (plot.go); "" for none
 }
 
 // budget bounds one part of the sweep for one size, by time and by count.
@@ -80,10 +81,14 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 	fs.IntVar(&o.rxBufs, "rx-bufs", 0, "receive buffers posted per connection (default: twice the window)")
 	o.coalesce.register(fs, "--mode coalesce")
 	fs.BoolVar(&o.verify, "verify", false, "--mode coalesce: message k has tag k and byte i of its payload is (k+i)%251; the receiver checks both")
+	o.registerPlot(fs)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
 	if err := o.validate(*sizes, *conns); err != nil {
+		return o, fs.fail(err)
+	}
+	if err := o.checkPlot(); err != nil {
 		return o, fs.fail(err)
 	}
 	if err := o.coalesce.check(fs, o.mode == modeCoalesce, "--mode coalesce", slices.Max(o.sizes)); err != nil {
@@ -145,7 +150,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	if o.quick {
 		b = quickBudget
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1"})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1", Logger: o.logger(stderr)})
 	if err != nil {
 		return err
 	}
@@ -168,6 +173,11 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	}
 	if err != nil {
 		return err
+	}
+	if o.plot != "" {
+		if err := writeSweepPlot(o, rows, stderr); err != nil {
+			return err
+		}
 	}
 	if o.json {
 		return printJSON(stdout, sweepReport{Role: "sweep", Provider: o.provider, Mode: o.mode, Rows: rows})
