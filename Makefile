@@ -21,7 +21,7 @@ BENCH_COMPARE_ARGS ?=
 FUZZ_TIME   ?= 50000x
 SOAK_TIME   ?= 60s
 SOAK_LARGE_TIME ?= 20s
-DEMO_ARGS   ?=
+DEMO_ARGS   ?= --plot bin/netio-perf.png
 
 # Prerequisites run in the order written (deps before build), even under -j.
 .NOTPARALLEL:
@@ -39,7 +39,8 @@ build:
 	$(GO) build ./...
 	$(GO) build -o bin/netio-perf ./cmd/netio-perf
 
-## demo: set up, build and run netio-perf's loopback sweep
+## demo: set up, build and run netio-perf's loopback sweep; the table, and
+## bin/netio-perf.png (bandwidth and latency against message size)
 demo: deps build
 	./bin/netio-perf $(DEMO_ARGS)
 

@@ -13,7 +13,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const clientSynopsis = "netio-perf client [--endpoint msg|rdm [--inject]] [--provider P] --connect IP:PORT|NAME [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP]"
+const clientSynopsis = "netio-perf client [--endpoint msg|rdm [--inject]] [--provider P] --connect IP:PORT|NAME [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP] [--progress auto|on|off]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -33,6 +33,7 @@ type clientOptions struct {
 	coalesce bool          // send with SendMessage through coalescing buffers
 	coal     coalesceFlags // their size and flush interval
 	timeout  time.Duration // 0: none
+	progress progressFlags // progress lines (progress.go)
 }
 
 // parseClientFlags parses the client's command line.
@@ -54,9 +55,13 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	fs.BoolVar(&o.coalesce, "coalesce", false, "pack messages into coalescing buffers with SendMessage (netio3's format; the server needs --coalesce): --size defaults to 64, --bufs counts coalescing buffers, and with --verify message k has tag k")
 	o.coal.register(fs, "with --coalesce")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
+	o.progress.register(fs)
 	o.registerEndpoint(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return o, err
+	}
+	if err := o.progress.check(o.json); err != nil {
+		return o, fs.fail(err)
 	}
 	parseIP, err := o.endpointFlags.check(fs, &o.commonFlags, "connect", *connect, false)
 	if err != nil {
@@ -118,7 +123,7 @@ func localFor(server hostPort) (string, error) {
 // openDomain opens the client's domain, at --local or else at the local
 // address that reaches the server, and returns that address too ("" for
 // a provider of named addresses).
-func (o clientOptions) openDomain() (*domain.Manager, string, error) {
+func (o clientOptions) openDomain(stderr io.Writer) (*domain.Manager, string, error) {
 	local := o.local
 	if local == "" && o.addr == "" {
 		var err error
@@ -129,25 +134,25 @@ func (o clientOptions) openDomain() (*domain.Manager, string, error) {
 	var mgr *domain.Manager
 	var err error
 	if o.rdm() {
-		mgr, err = rdmDomain(o.provider, local)
+		mgr, err = rdmDomain(o.provider, local, o.logger(stderr))
 	} else {
-		mgr, err = domain.Open(domain.Config{Provider: o.provider, Address: local})
+		mgr, err = domain.Open(domain.Config{Provider: o.provider, Address: local, Logger: o.logger(stderr)})
 	}
 	return mgr, local, err
 }
 
 // runClient is the client mode: it sends --count messages, waits for every
 // completion and closes.
-func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
+func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
 	if o.peer.mode == modePingPong {
-		return runPingPongClient(ctx, o, stdout)
+		return runPingPongClient(ctx, o, stdout, stderr)
 	}
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
 		defer cancel()
 	}
-	mgr, local, err := o.openDomain()
+	mgr, local, err := o.openDomain(stderr)
 	if err != nil {
 		return err
 	}
@@ -174,6 +179,12 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	read := s.progressCounts
+	if o.coalesce {
+		read = s.coalescedProgressCounts
+	}
+	stopProgress := o.progress.start(stdout, o.json, "client", "in flight", read)
+	defer stopProgress()
 	var sendErr, drainErr error
 	start := time.Now()
 	if o.coalesce {
@@ -184,6 +195,7 @@ func runClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
 		drainErr = s.drain(ctx)
 	}
 	elapsed := time.Since(start)
+	stopProgress()
 	s.lingerIfStaged(ctx, o.provider)
 	closeErr := closeEndpoint()
 	r := s.report(o.provider, elapsed)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/internal/perfplot"
 )
 
 // errUsage marks a command-line error: the caller prints the usage and exits
@@ -74,17 +75,9 @@ func parseList(s string, parse func(string) (int, error)) ([]int, error) {
 }
 
 // formatSize renders a size the way the sweep table shows it: "64 B",
-// "4 KiB", "1 MiB", or plain bytes when it is not a whole multiple.
-func formatSize(n int) string {
-	switch {
-	case n >= mib && n%mib == 0:
-		return fmt.Sprintf("%d MiB", n/mib)
-	case n >= kib && n%kib == 0:
-		return fmt.Sprintf("%d KiB", n/kib)
-	default:
-		return fmt.Sprintf("%d B", n)
-	}
-}
+// "4 KiB", "1 MiB", or plain bytes when it is not a whole multiple (the
+// plot's tick labels, one implementation).
+func formatSize(n int) string { return perfplot.FormatSize(n) }
 
 // sizeFlag is a flag.Value for a byte count in parseSize's syntax.
 type sizeFlag struct{ n *int }
@@ -178,6 +171,7 @@ type commonFlags struct {
 	provider string
 	json     bool
 	poll     pollMode
+	logLevel logLevel // --log-level (logging.go)
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -186,6 +180,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.provider, "provider", "tcp", "libfabric provider (tcp, sockets, ...)")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object as the last line")
 	fs.Var(&c.poll, "poll", "how pollers wait: adaptive (spin briefly, then sleep), block (sleep at once) or busy (never sleep)")
+	c.logLevel.register(fs)
 }
 
 // cmdLine is the flag set of one mode together with its usage text.

@@ -106,6 +106,8 @@ func FuzzCommandLine(f *testing.F) {
 		"--bufs -1", "-h", "--timeout -1s", "extra", "--listen", "--sizes 64,x", "--provider sockets --poll busy",
 		"--endpoint rdm --connect 127.0.0.1:7000 --inject --size 64", "--endpoint rdm --provider shm --connect fi_shm://1:0:0",
 		"--endpoint rdm --provider shm --listen x", "--endpoint dgram",
+		"--plot a.svg --sizes 64", "--plot a.gif", "--progress on --progress-interval 10ms", "--progress on --json",
+		"--log-level debug", "--log-level x",
 	} {
 		f.Add(s)
 	}
@@ -118,17 +120,17 @@ func FuzzCommandLine(f *testing.F) {
 			return err == nil
 		}
 		if o, err := parseServerFlags(args, io.Discard); check("server", err) {
-			if o.bufs < 1 || o.timeout < 0 || o.bufSize < 1 || o.bufSize > gib {
+			if o.bufs < 1 || o.timeout < 0 || o.bufSize < 1 || o.bufSize > gib || o.progress.check(o.json) != nil {
 				t.Errorf("server %q: %+v", args, o)
 			}
 		}
 		if o, err := parseClientFlags(args, io.Discard); check("client", err) {
-			if o.bufs < 1 || o.timeout < 0 || o.size < 1 || o.size > gib || (o.connect.Port < 1 && o.addr == "") {
+			if o.bufs < 1 || o.timeout < 0 || o.size < 1 || o.size > gib || (o.connect.Port < 1 && o.addr == "") || o.progress.check(o.json) != nil {
 				t.Errorf("client %q: %+v", args, o)
 			}
 		}
 		if o, err := parseSweepFlags(args, io.Discard); check("sweep", err) {
-			if len(o.sizes) == 0 || len(o.conns) == 0 || o.window < 0 || o.rxBufs < 0 || o.duration < 0 {
+			if len(o.sizes) == 0 || len(o.conns) == 0 || o.window < 0 || o.rxBufs < 0 || o.duration < 0 || o.checkPlot() != nil {
 				t.Errorf("sweep %q: %+v", args, o)
 			}
 		}

@@ -7,10 +7,13 @@
 // one message bounced over two connections (one each way) with the one-way
 // latency taken as half the round trip. It prints a table, then the CPU
 // time (getrusage user+sys of the process, both sides) per GB each
-// throughput part took, or one JSON object with --json.
+// throughput part took, or one JSON object with --json. --plot also draws
+// bandwidth and one-way latency against message size into an SVG or PNG
+// file (--mode send, rma-read, rma-write).
 //
 //	netio-perf [--provider P] [--mode send|rma-read|rma-write|scale] [--sizes LIST]
 //	           [--duration D] [--window N] [--rx-bufs N] [--quick] [--zero-copy] [--json]
+//	           [--plot FILE.svg|FILE.png]
 //	netio-perf --mode scale [--conns 1,4,16,64] [--sizes 4K] [--duration D] [--json]
 //	netio-perf --mode coalesce [--sizes 64] [--buf-size 64K] [--flush-interval 1ms]
 //	           [--duration D] [--window N] [--rx-bufs N] [--verify] [--json]
@@ -38,6 +41,11 @@
 //	netio-perf client [--provider P] [--mode send|pingpong] --connect IP:PORT [--size S] [--count N]
 //	                  [--bufs N] [--verify] [--json] [--timeout D] [--local IP]
 //	                  [--coalesce [--buf-size 64K] [--flush-interval 1ms]]
+//
+// When stdout is a terminal and --json is off, the server and the client
+// print a progress line every --progress-interval (1s): messages so far,
+// MB/s and Mmsg/s over the last interval, and the sends in flight (client)
+// or the connections open (server); --progress on|off overrides.
 //
 // The server prints "LISTENING ip:port" as its first line on stdout, then
 // receives from any number of connections until --count messages arrived
@@ -96,6 +104,11 @@
 // reports whether goroutines and registrations came back to their
 // baseline; publish --until-unsubscribed stops once every subscriber has
 // left and reports the same of the publisher.
+//
+// Every mode takes --log-level LEVEL (a zerolog level: trace, debug, info,
+// warn, error; the default, disabled, logs nothing): the logger netio-perf
+// gives the library (domain.Config.Logger, and the publisher's and the
+// subscriber's) writes from that level on to stderr.
 //
 // With --endpoint rdm (the default is msg) the sweep, server and client
 // use connectionless endpoints (package rdm) instead of connections, on
@@ -162,7 +175,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "client":
 		var o clientOptions
 		if o, err = parseClientFlags(args, stderr); err == nil {
-			err = runClient(ctx, o, stdout)
+			err = runClient(ctx, o, stdout, stderr)
 		}
 	case "publish":
 		var o publishOptions

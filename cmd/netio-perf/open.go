@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/domain"
+	"github.com/rs/zerolog"
 )
 
 // withTimeout bounds ctx by d (0: no bound); the cause of the timeout says
@@ -18,13 +19,13 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 // openToward opens the provider's domain on local, or when local is empty
-// on the local address that reaches server (localFor).
-func openToward(provider string, server hostPort, local string) (*domain.Manager, error) {
+// on the local address that reaches server (localFor), logging to log.
+func openToward(provider string, server hostPort, local string, log zerolog.Logger) (*domain.Manager, error) {
 	if local == "" {
 		var err error
 		if local, err = localFor(server); err != nil {
 			return nil, err
 		}
 	}
-	return domain.Open(domain.Config{Provider: provider, Address: local})
+	return domain.Open(domain.Config{Provider: provider, Address: local, Logger: log})
 }

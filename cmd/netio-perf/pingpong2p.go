@@ -178,7 +178,7 @@ func (e *echoer) fail(err error) {
 func runPingPongServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
 	ctx, cancel := withTimeout(ctx, o.timeout)
 	defer cancel()
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
 	if err != nil {
 		return err
 	}
@@ -279,10 +279,10 @@ func (c *pinger) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
 }
 
 // runPingPongClient is client --mode pingpong.
-func runPingPongClient(ctx context.Context, o clientOptions, stdout io.Writer) error {
+func runPingPongClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
 	ctx, cancel := withTimeout(ctx, o.timeout)
 	defer cancel()
-	mgr, err := openToward(o.provider, o.connect, o.local)
+	mgr, err := openToward(o.provider, o.connect, o.local, o.logger(stderr))
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/internal/testpattern"
@@ -182,7 +180,7 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
 		defer cancel()
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.roleLogger(stderr, "publish", o.log)})
 	if err != nil {
 		return err
 	}
@@ -199,9 +197,7 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 		Send:          netio.BufferedSendParams{BufferSize: o.bufSize, BufferCount: o.bufs},
 		FirstSequence: func(uint64) uint64 { return o.firstSeq }}
 	cfg.PollerConfig = o.poll.config()
-	if o.log {
-		cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).With().Timestamp().Str("role", "publish").Logger()
-	}
+	cfg.Logger = o.roleLogger(stderr, "publish", o.log)
 	o.churn.hook(&cfg)
 	p, err := pubsub.NewPublisher(mgr, o.listen.String(), cfg)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
@@ -83,13 +85,13 @@ func (e *endpointFlags) check(fs *cmdLine, c *commonFlags, name, value string, a
 	return false, nil
 }
 
-// rdmDomain opens a domain for connectionless endpoints; ip is "" for a
-// provider of named addresses.
-func rdmDomain(provider, ip string) (*domain.Manager, error) {
+// rdmDomain opens a domain for connectionless endpoints, logging to log;
+// ip is "" for a provider of named addresses.
+func rdmDomain(provider, ip string, log zerolog.Logger) (*domain.Manager, error) {
 	if quirks.For(provider).NamedAddresses {
 		ip = ""
 	}
-	return domain.Open(domain.Config{Provider: provider, Address: ip, Endpoints: domain.EndpointRDM})
+	return domain.Open(domain.Config{Provider: provider, Address: ip, Endpoints: domain.EndpointRDM, Logger: log})
 }
 
 // rdmLocal returns the address an rdm endpoint binds: ip:port, or the
@@ -181,7 +183,7 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 // cannot tell the senders apart (a provider need not name them, and the
 // server never added its clients) and assumes no order.
 func runRDMServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
-	mgr, err := rdmDomain(o.provider, o.listen.IP)
+	mgr, err := rdmDomain(o.provider, o.listen.IP, o.logger(stderr))
 	if err != nil {
 		return err
 	}
@@ -201,7 +203,9 @@ func runRDMServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "LISTENING %s\n", rx.Addr())
 	fmt.Fprintf(stderr, "listening on %s (%s, rdm)\n", rx.Addr(), o.provider)
+	stopProgress := o.progress.start(stdout, o.json, "server", "connections", s.progressCounts)
 	waitErr := waitServer(ctx, s, o.timeout, func() { time.Sleep(rdmLinger) })
+	stopProgress()
 	closeErr := rx.Close() // the poller has stopped: s is this goroutine's now
 	s.finishUnordered()
 	return finishServer(s, o, stdout, waitErr, closeErr)

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"io"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
@@ -14,11 +17,11 @@ import (
 
 // openSweepDomain opens the sweep's domain: for connected endpoints at
 // 127.0.0.1, for --endpoint rdm one of connectionless endpoints.
-func openSweepDomain(o sweepOptions) (*domain.Manager, error) {
+func openSweepDomain(o sweepOptions, stderr io.Writer) (*domain.Manager, error) {
 	if o.rdm() {
-		return rdmDomain(o.provider, "127.0.0.1")
+		return rdmDomain(o.provider, "127.0.0.1", o.logger(stderr))
 	}
-	return domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1"})
+	return domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1", Logger: o.logger(stderr)})
 }
 
 // sweepLocal is where the sweep's rdm endpoints bind: a free port at
@@ -56,7 +59,7 @@ func (w *sweeper) throughputRDM(ctx context.Context, size int, row *sweepRow) er
 // domain share one poller, and a ping-pong between two of them never
 // leaves its goroutine.)
 func (w *sweeper) latencyRDM(ctx context.Context, size int, row *sweepRow) error {
-	serverMgr, err := rdmDomain(w.mgr.Provider(), "127.0.0.1")
+	serverMgr, err := rdmDomain(w.mgr.Provider(), "127.0.0.1", w.mgr.Logger(zerolog.Logger{}))
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const serverSynopsis = "netio-perf server [--endpoint msg|rdm] [--provider P] [--listen IP:PORT|NAME] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D]"
+const serverSynopsis = "netio-perf server [--endpoint msg|rdm] [--provider P] [--listen IP:PORT|NAME] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D] [--progress auto|on|off]"
 
 // closeGrace is how long a server that received its --count messages waits
 // for the clients to close their connections before it closes them itself:
@@ -32,6 +32,7 @@ type serverOptions struct {
 	verify   bool
 	coalesce bool          // decode coalesced buffers into messages (OnMessage)
 	timeout  time.Duration // 0: none
+	progress progressFlags // progress lines (progress.go)
 }
 
 // parseServerFlags parses the server's command line.
@@ -47,9 +48,13 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	fs.BoolVar(&o.verify, "verify", false, "check that byte i of message k of each connection is (k+i)%251 (and with --coalesce that its tag is k)")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "decode each buffer received as coalesced messages (from client --coalesce) and count those; --buf-size must hold the client's coalescing buffers")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long; 0: never (without --count the default is never)")
+	o.progress.register(fs)
 	o.registerEndpoint(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return o, err
+	}
+	if err := o.progress.check(o.json); err != nil {
+		return o, fs.fail(err)
 	}
 	parseIP, err := o.endpointFlags.check(fs, &o.commonFlags, "listen", *listen, true)
 	if err != nil {
@@ -87,7 +92,7 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 	if o.peer.mode == modePingPong {
 		return runPingPongServer(ctx, o, stdout, stderr)
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
 	if err != nil {
 		return err
 	}
@@ -112,7 +117,9 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintf(stdout, "LISTENING %s\n", l.Addr())
 	fmt.Fprintf(stderr, "listening on %s\n", l.Addr())
+	stopProgress := o.progress.start(stdout, o.json, "server", "connections", s.progressCounts)
 	waitErr := waitServer(ctx, s, o.timeout, func() { waitPeersClosed(s, closeGrace) })
+	stopProgress()
 	return finishServer(s, o, stdout, waitErr, l.Close())
 }
 

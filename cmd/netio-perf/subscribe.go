@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/pubsub"
@@ -156,7 +154,7 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 			return err
 		}
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local})
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local, Logger: o.roleLogger(stderr, "subscribe", o.log)})
 	if err != nil {
 		return err
 	}
@@ -212,9 +210,7 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		},
 	}
 	cfg.PollerConfig = o.poll.config()
-	if o.log {
-		cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).With().Timestamp().Str("role", "subscribe").Logger()
-	}
+	cfg.Logger = o.roleLogger(stderr, "subscribe", o.log)
 	sub, err := pubsub.NewSubscriber(mgr, cfg)
 	if err != nil {
 		return err

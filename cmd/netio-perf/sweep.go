@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-const sweepSynopsis = "netio-perf [--endpoint msg|rdm] [--provider P] [--mode send|rma-read|rma-write|scale|coalesce|pubsub] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json]"
+const sweepSynopsis = "netio-perf [--endpoint msg|rdm] [--provider P] [--mode send|rma-read|rma-write|scale|coalesce|pubsub] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json] [--plot FILE.svg|.png]"
 
 // Default sizes and connection counts of the sweep and of --mode scale.
 var (
@@ -35,6 +35,7 @@ type sweepOptions struct {
 	rxBufs   int           // 0: twice the window
 	coalesce coalesceFlags // --mode coalesce: the coalescing buffers
 	verify   bool          // --mode coalesce: sequence tags and pattern payloads, checked
+	plot     string        // --plot: picture file (plot.go); "" for none
 }
 
 // budget bounds one part of the sweep for one size, by time and by count.
@@ -82,6 +83,7 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 	o.coalesce.register(fs, "--mode coalesce")
 	fs.BoolVar(&o.verify, "verify", false, "--mode coalesce: message k has tag k and byte i of its payload is (k+i)%251; the receiver checks both")
 	o.registerEndpoint(fs.FlagSet)
+	o.registerPlot(fs)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
@@ -92,6 +94,9 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 		return o, fs.fail(errors.New("--endpoint rdm measures --mode send, without --zero-copy"))
 	}
 	if err := o.validate(*sizes, *conns); err != nil {
+		return o, fs.fail(err)
+	}
+	if err := o.checkPlot(); err != nil {
 		return o, fs.fail(err)
 	}
 	if err := o.coalesce.check(fs, o.mode == modeCoalesce, "--mode coalesce", slices.Max(o.sizes)); err != nil {
@@ -153,7 +158,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	if o.quick {
 		b = quickBudget
 	}
-	mgr, err := openSweepDomain(o)
+	mgr, err := openSweepDomain(o, stderr)
 	if err != nil {
 		return err
 	}
@@ -176,6 +181,11 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	}
 	if err != nil {
 		return err
+	}
+	if o.plot != "" {
+		if err := writeSweepPlot(o, rows, stderr); err != nil {
+			return err
+		}
 	}
 	if o.json {
 		return printJSON(stdout, sweepReport{Role: "sweep", Provider: o.provider, Mode: o.mode, Rows: rows})

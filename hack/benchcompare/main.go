@@ -4,7 +4,7 @@
 // hack/bench-compare (make bench) builds the programs and runs it.
 //
 //	benchcompare [--provider tcp|sockets] [--rounds N] [--sizes LIST] [--duration D]
-//	             [--scale-size S] [--conns LIST] [--json FILE] [--timeout D]
+//	             [--scale-size S] [--conns LIST] [--json FILE] [--plot FILE] [--timeout D]
 //	             [--netio-perf PATH] [--cbaseline PATH] [--raw-go PATH]
 //
 // Every round measures every size with every implementation, the order of
@@ -37,8 +37,11 @@
 // round: rounds are interleaved, so per-round ratios that straddle 1 say
 // that the median ratio is the machine's noise, not a difference.
 // The raw numbers of every round, the medians and the ratios go
-// to the JSON file. The exit status is 1 when a measurement failed (its cells say
-// "failed"; the rest is still printed and written), 2 on a usage error.
+// to the JSON file, and a picture of the medians (bandwidth and one-way
+// latency against message size, one line per program) to --plot. The exit
+// status is 1 when a measurement failed (its cells say "failed"; the rest
+// is still printed and written) or the picture could not be drawn, 2 on a
+// usage error.
 package main
 
 import (
@@ -53,6 +56,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/netio-go/netio/internal/perfplot"
 )
 
 // config is the command line.
@@ -64,6 +69,7 @@ type config struct {
 	scaleSize int
 	conns     []int
 	jsonPath  string
+	plotPath  string // picture drawn from the JSON file (plot.go); "" for none
 	timeout   time.Duration
 	netioPerf string
 	cbaseline string
@@ -87,6 +93,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	scaleSize := fs.String("scale-size", "4K", "message size of the scaling runs")
 	conns := fs.String("conns", "1,4,16,64", "connection counts of the scaling runs")
 	fs.StringVar(&c.jsonPath, "json", "bench-compare.json", "file for the raw numbers of every round, the medians and the ratios")
+	fs.StringVar(&c.plotPath, "plot", "bench-compare.png", "picture of the JSON file: bandwidth and one-way latency against message size, one line per program (.svg or .png; empty: none)")
 	fs.DurationVar(&c.timeout, "timeout", time.Minute, "limit for each process the harness starts")
 	fs.StringVar(&c.netioPerf, "netio-perf", "bin/netio-perf", "netio-perf binary")
 	fs.StringVar(&c.cbaseline, "cbaseline", "bin/cbaseline", "C baseline binary (hack/cbaseline)")
@@ -124,6 +131,11 @@ func (c *config) check(sizes, scaleSize, conns string) error {
 		return fmt.Errorf("--timeout %v: want at least --duration + 5s", c.timeout)
 	case c.jsonPath == "":
 		return errors.New("--json: want a file name")
+	}
+	if c.plotPath != "" {
+		if _, err := perfplot.CheckPath(c.plotPath); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
 	}
 	if c.sizes, err = parseList(sizes, parseSize); err != nil {
 		return fmt.Errorf("--sizes: %w", err)
@@ -209,9 +221,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "\nwall time %s; raw numbers of every round in %s\n", time.Duration(r.WallSeconds*float64(time.Second)).Round(time.Second), c.jsonPath)
+	code := 0
+	if c.plotPath != "" {
+		if err := writePlot(c.jsonPath, c.plotPath); err != nil {
+			fmt.Fprintf(stderr, "benchcompare: %v\n", err)
+			code = 1
+		} else {
+			fmt.Fprintf(stdout, "picture of the medians in %s\n", c.plotPath)
+		}
+	}
 	if r.Failures > 0 {
 		fmt.Fprintf(stderr, "benchcompare: %d measurements failed (see the errors above and in %s)\n", r.Failures, c.jsonPath)
 		return 1
 	}
-	return 0
+	return code
 }

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/netio-go/netio/internal/perfplot"
 	"golang.org/x/sys/unix"
 )
 
@@ -255,13 +256,6 @@ func coalescedLine(c coalescedRow) string {
 	return strings.Join(parts, "; ")
 }
 
-// formatSize renders a size as the tables show it: "64 B", "4 KiB", "1 MiB".
-func formatSize(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d B", n)
-}
+// formatSize renders a size as the tables show it: "64 B", "4 KiB", "1 MiB"
+// (the plot's tick labels, one implementation).
+func formatSize(n int) string { return perfplot.FormatSize(n) }
