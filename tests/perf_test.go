@@ -115,13 +115,21 @@ func perfStart(t *testing.T, ctx context.Context, bin string, args ...string) *p
 // listening waits for the "LISTENING ip:port" line and returns the address.
 func (p *perfProc) listening(t *testing.T, ctx context.Context) string {
 	t.Helper()
+	addr := p.listeningAt(t, ctx)
+	_, _, err := net.SplitHostPort(addr)
+	require.NoError(t, err, "%s: LISTENING %q is not ip:port", p.name, addr)
+	return addr
+}
+
+// listeningAt waits for the "LISTENING ADDR" line and returns ADDR: ip:port,
+// or a name (an shm rdm endpoint's).
+func (p *perfProc) listeningAt(t *testing.T, ctx context.Context) string {
+	t.Helper()
 	select {
 	case line, ok := <-p.first:
 		require.True(t, ok, "%s exited before listening; stderr: %s", p.name, p.stderrText())
 		addr, found := strings.CutPrefix(line, "LISTENING ")
-		require.True(t, found, "%s: first line %q is not LISTENING ip:port", p.name, line)
-		_, _, err := net.SplitHostPort(addr)
-		require.NoError(t, err, "%s: first line %q", p.name, line)
+		require.True(t, found && addr != "", "%s: first line %q is not LISTENING ADDR", p.name, line)
 		return addr
 	case <-ctx.Done():
 		require.FailNow(t, "no LISTENING line", "%s", p.name)
@@ -196,7 +204,7 @@ func perfExchange(t *testing.T, ctx context.Context, recvBin string, recvArgs []
 	recvCtx, endRecv := context.WithCancel(ctx)
 	defer endRecv()
 	r := perfStart(t, recvCtx, recvBin, recvArgs...)
-	addr := r.listening(t, ctx)
+	addr := r.listeningAt(t, ctx)
 	s := perfStart(t, ctx, sendBin, append(sendArgs, "--connect", addr)...)
 	sendCode := s.wait(t, ctx)
 	if sendCode != 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/rdm"
 )
@@ -82,38 +83,38 @@ func TestRDMInteropCPeer(t *testing.T) {
 	}
 }
 
+// rdmDomain opens a connectionless domain at 127.0.0.1, or without an
+// address for a provider of named addresses (shm).
 func rdmDomain(t *testing.T, provider string) *domain.Manager {
 	t.Helper()
-	mgr, err := domain.Open(domain.Config{Provider: provider, Address: "127.0.0.1", Endpoints: domain.EndpointRDM})
+	addr := "127.0.0.1"
+	if quirks.For(provider).NamedAddresses {
+		addr = ""
+	}
+	mgr, err := domain.Open(domain.Config{Provider: provider, Address: addr, Endpoints: domain.EndpointRDM})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, mgr.Close()) })
 	return mgr
 }
 
-// patternSink checks messages of one sender that carry the pattern, in
-// whatever order they come: the first byte of message k is k % 251, so
-// each message is checked against the pattern that starts there, and the
-// count is what must add up.
+// patternSink checks the messages of senders that send the pattern from
+// message 0, in whatever order they come (testpattern.Unordered).
 type patternSink struct {
-	pat  *testpattern.Pattern
 	mu   sync.Mutex
+	u    testpattern.Unordered
 	n    int
 	errs []error
 }
 
-func newPatternSink(size int) *patternSink { return &patternSink{pat: testpattern.New(size)} }
+func newPatternSink(size int) *patternSink {
+	return &patternSink{u: testpattern.Unordered{Pattern: testpattern.New(size), Len: size}}
+}
 
 func (s *patternSink) onData(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
-	var err error
-	if len(data) == 0 {
-		err = fmt.Errorf("an empty message")
-	} else {
-		err = s.pat.Check(data, 0, uint64(data[0])) // k ≡ data[0] (mod 251)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
-	if err != nil && len(s.errs) < 5 {
+	if err := s.u.Check(data); err != nil && len(s.errs) < 5 {
 		s.errs = append(s.errs, err)
 	}
 }
@@ -124,11 +125,13 @@ func (s *patternSink) count() int {
 	return s.n
 }
 
+// err returns the first bad message, or whether the counts are not those
+// of streams from message 0; call it once every message arrived.
 func (s *patternSink) err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.errs) > 0 {
 		return fmt.Errorf("%d+ bad messages, first: %w", len(s.errs), s.errs[0])
 	}
-	return nil
+	return s.u.Finish()
 }

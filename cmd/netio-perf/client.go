@@ -13,7 +13,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const clientSynopsis = "netio-perf client [--provider P] --connect IP:PORT [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP] [--progress auto|on|off]"
+const clientSynopsis = "netio-perf client [--endpoint msg|rdm [--inject]] [--provider P] --connect IP:PORT|NAME [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP] [--progress auto|on|off]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -21,6 +21,7 @@ const defaultTimeout = 120 * time.Second
 // clientOptions are the client's flags.
 type clientOptions struct {
 	commonFlags
+	endpointFlags
 	connect  hostPort
 	local    string
 	peer     peerFlags // --mode, --window, --iterations (pingpong2p.go)
@@ -55,18 +56,27 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	o.coal.register(fs, "with --coalesce")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long (0: none)")
 	o.progress.register(fs)
+	o.registerEndpoint(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
 	if err := o.progress.check(o.json); err != nil {
 		return o, fs.fail(err)
 	}
-	if *connect == "" {
+	parseIP, err := o.endpointFlags.check(fs, &o.commonFlags, "connect", *connect, false)
+	if err != nil {
+		return o, fs.fail(err)
+	}
+	if parseIP && *connect == "" {
 		return o, fs.fail(errors.New("--connect is required"))
 	}
-	var err error
-	if o.connect, err = parseHostPort(*connect, false); err != nil {
-		return o, fs.fail(fmt.Errorf("--connect: %w", err))
+	if parseIP {
+		if o.connect, err = parseHostPort(*connect, false); err != nil {
+			return o, fs.fail(fmt.Errorf("--connect: %w", err))
+		}
+	}
+	if o.rdm() && (o.zeroCopy || o.coalesce || o.peer.mode == modePingPong) {
+		return o, fs.fail(errors.New("--zero-copy, --coalesce and --mode pingpong need --endpoint msg"))
 	}
 	if o.local != "" && net.ParseIP(o.local) == nil {
 		return o, fs.fail(fmt.Errorf("--local: %q is not an IP address", o.local))
@@ -110,6 +120,27 @@ func localFor(server hostPort) (string, error) {
 	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
+// openDomain opens the client's domain, at --local or else at the local
+// address that reaches the server, and returns that address too ("" for
+// a provider of named addresses).
+func (o clientOptions) openDomain(stderr io.Writer) (*domain.Manager, string, error) {
+	local := o.local
+	if local == "" && o.addr == "" {
+		var err error
+		if local, err = localFor(o.connect); err != nil {
+			return nil, "", err
+		}
+	}
+	var mgr *domain.Manager
+	var err error
+	if o.rdm() {
+		mgr, err = rdmDomain(o.provider, local, o.logger(stderr))
+	} else {
+		mgr, err = domain.Open(domain.Config{Provider: o.provider, Address: local, Logger: o.logger(stderr)})
+	}
+	return mgr, local, err
+}
+
 // runClient is the client mode: it sends --count messages, waits for every
 // completion and closes.
 func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
@@ -121,14 +152,7 @@ func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) e
 		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
 		defer cancel()
 	}
-	local := o.local
-	if local == "" {
-		var err error
-		if local, err = localFor(o.connect); err != nil {
-			return err
-		}
-	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: local, Logger: o.logger(stderr)})
+	mgr, local, err := o.openDomain(stderr)
 	if err != nil {
 		return err
 	}
@@ -143,6 +167,9 @@ func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) e
 		pat = testpattern.New(o.size)
 	}
 	s := newSender(o.size, pat)
+	if o.rdm() {
+		return runRDMClient(ctx, o, mgr, local, s, stdout)
+	}
 	var closeEndpoint func() error
 	if o.coalesce {
 		closeEndpoint, err = s.dialCoalescing(ctx, mgr, o.connect.String(), o.coal, o.bufs, o.poll.config())

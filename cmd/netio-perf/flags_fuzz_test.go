@@ -104,6 +104,8 @@ func FuzzCommandLine(f *testing.F) {
 		"--connect 127.0.0.1:7000 --size 4K --count 1 --bufs 4 --zero-copy --timeout 1s",
 		"--mode scale --conns 1,4 --sizes 1K --window 8 --rx-bufs 16 --duration 300ms",
 		"--bufs -1", "-h", "--timeout -1s", "extra", "--listen", "--sizes 64,x", "--provider sockets --poll busy",
+		"--endpoint rdm --connect 127.0.0.1:7000 --inject --size 64", "--endpoint rdm --provider shm --connect fi_shm://1:0:0",
+		"--endpoint rdm --provider shm --listen x", "--endpoint dgram",
 		"--plot a.svg --sizes 64", "--plot a.gif", "--progress on --progress-interval 10ms", "--progress on --json",
 		"--log-level debug", "--log-level x",
 	} {
@@ -123,7 +125,7 @@ func FuzzCommandLine(f *testing.F) {
 			}
 		}
 		if o, err := parseClientFlags(args, io.Discard); check("client", err) {
-			if o.bufs < 1 || o.timeout < 0 || o.size < 1 || o.size > gib || o.connect.Port < 1 || o.progress.check(o.json) != nil {
+			if o.bufs < 1 || o.timeout < 0 || o.size < 1 || o.size > gib || (o.connect.Port < 1 && o.addr == "") || o.progress.check(o.json) != nil {
 				t.Errorf("client %q: %+v", args, o)
 			}
 		}

@@ -110,6 +110,21 @@
 // gives the library (domain.Config.Logger, and the publisher's and the
 // subscriber's) writes from that level on to stderr.
 //
+// With --endpoint rdm (the default is msg) the sweep, server and client
+// use connectionless endpoints (package rdm) instead of connections, on
+// tcp;ofi_rxm unless --provider says udp;ofi_rxd, sockets or shm. The
+// sweep's throughput part streams between two endpoints of one domain,
+// which share its one poller; its ping-pong puts the echoing endpoint in a
+// second domain, so that each side has a poller thread. The server's one
+// endpoint receives from any number of clients; it prints "LISTENING
+// ADDR", where ADDR is IP:PORT, or for shm the name --connect takes
+// (--listen NAME chooses it, by default the provider makes one). With
+// --verify it checks every message against the pattern of the message its
+// first byte names, and the counts of all senders together against
+// streams that each start at message 0, since it can tell neither the
+// senders apart nor their order (testpattern.Unordered). client --inject
+// sends each message with rdm.Endpoint.Inject instead of a send buffer.
+//
 // Exit status: 0 on success, 1 on a runtime failure (connection refused,
 // timeout, failed sends, verification errors), 2 on a usage error.
 package main

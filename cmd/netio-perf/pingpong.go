@@ -34,7 +34,7 @@ type pingPong struct {
 	budget    time.Duration
 	maxSample int
 
-	ping, pong atomic.Pointer[endpoint.SendEndpointBuffered]
+	ping, pong atomic.Pointer[bufferSender]
 
 	// Client side, owned by the client's poller goroutine.
 	deadline time.Time
@@ -69,7 +69,7 @@ func (p *pingPong) start() {
 // sendPing sends the next ping on the client's connection.
 func (p *pingPong) sendPing(now time.Time) {
 	p.sentAt = now
-	if err := sendOne(p.ping.Load(), p.size); err != nil {
+	if err := sendOne(*p.ping.Load(), p.size); err != nil {
 		p.over = true
 		p.finish(fmt.Errorf("ping %d: %w", p.trips, err))
 	}
@@ -77,7 +77,7 @@ func (p *pingPong) sendPing(now time.Time) {
 
 // onPing echoes a ping back. It runs on the server's poller goroutine.
 func (p *pingPong) onPing(_ *endpoint.ReceiveEndpoint, data []byte) {
-	if err := sendOne(p.pong.Load(), len(data)); err != nil {
+	if err := sendOne(*p.pong.Load(), len(data)); err != nil {
 		p.finish(fmt.Errorf("echo: %w", err))
 	}
 }
@@ -103,7 +103,7 @@ func (p *pingPong) onPong(_ *endpoint.ReceiveEndpoint, _ []byte) {
 
 // sendOne sends one message of size bytes from a free buffer, as it is (the
 // content does not matter for timing).
-func sendOne(ep *endpoint.SendEndpointBuffered, size int) error {
+func sendOne(ep bufferSender, size int) error {
 	buf := ep.GetBuffer()
 	if buf == nil {
 		return errors.New("no free send buffer")
@@ -139,13 +139,20 @@ func (w *sweeper) latency(ctx context.Context, size int, row *sweepRow) error {
 	if err := p.connect(ctx, mgr, client, server, &l); err != nil {
 		return err
 	}
+	return p.run(ctx, client, row)
+}
+
+// run starts the ping-pong on the client's poller goroutine, waits for its
+// outcome and fills the round-trip count and the latencies of row.
+func (p *pingPong) run(ctx context.Context, client *cq.Poller, row *sweepRow) error {
 	poll.Of(client).Do(p.start) // the first ping from the poller goroutine, as every later one
-	limit := time.NewTimer(b.pingPong + 5*time.Second)
+	limit := time.NewTimer(p.budget + 5*time.Second)
 	defer limit.Stop()
+	var err error
 	select {
 	case err = <-p.done:
 	case <-limit.C:
-		err = fmt.Errorf("no outcome after %v: a message was lost?", b.pingPong+5*time.Second)
+		err = fmt.Errorf("no outcome after %v: a message was lost?", p.budget+5*time.Second)
 	case <-ctx.Done():
 		err = context.Cause(ctx)
 	}
@@ -183,10 +190,18 @@ func (p *pingPong) connect(ctx context.Context, mgr *domain.Manager, client, ser
 	if l.pong, err = endpoint.Dial(ctx, mgr, l.atClient.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: cq.Runtime{Poller: server}}); err != nil {
 		return err
 	}
-	p.ping.Store(l.ping)
-	p.pong.Store(l.pong)
+	p.setLinks(l.ping, l.pong)
 	return nil
 }
+
+// setLinks sets where pings and their echoes go.
+func (p *pingPong) setLinks(ping, pong bufferSender) {
+	p.setPing(ping)
+	p.pong.Store(&pong)
+}
+
+// setPing sets where pings go.
+func (p *pingPong) setPing(ping bufferSender) { p.ping.Store(&ping) }
 
 // close closes what connect set up, send endpoints first.
 func (l *links) close() {

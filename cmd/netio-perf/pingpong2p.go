@@ -328,7 +328,7 @@ func (c *pinger) run(ctx context.Context, mgr *domain.Manager, poller *cq.Poller
 		return err
 	}
 	defer ping.Close()
-	c.p.ping.Store(ping)
+	c.p.setPing(ping)
 	if err := sendBytes(ping, h); err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}

@@ -32,6 +32,7 @@ const waitBackoff = time.Millisecond
 // it should come back to refill many buffers, not one.
 type sender struct {
 	ep       *endpoint.SendEndpointBuffered
+	to       bufferSender                   // set instead of ep for --endpoint rdm: one peer of an rdm.Endpoint
 	zc       *endpoint.SendEndpointZeroCopy // set instead of ep for --zero-copy
 	window   []byte                         // zero-copy: one message slot per buffer, the declared region
 	slots    chan int                       // zero-copy: window slots not in flight
@@ -50,6 +51,22 @@ type sender struct {
 	goneErr  error         // why; written before gone is closed
 }
 
+// bufferSender is what the sender streams through: a buffered send
+// endpoint, or one peer of a connectionless endpoint (rdmPeer).
+type bufferSender interface {
+	GetBuffer() *sendbuf.NetworkBuffer
+	SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status
+	ReleaseBuffer(id uint64) (uint64, netio.Status)
+}
+
+// buffered returns the endpoint the buffered path sends through.
+func (s *sender) buffered() bufferSender {
+	if s.to != nil {
+		return s.to
+	}
+	return s.ep
+}
+
 // newSender returns a sender for messages of size bytes; with pat non-nil
 // message k carries the pattern of message k. Dial with its config, then
 // attach the endpoint.
@@ -63,7 +80,7 @@ func newSender(size int, pat *testpattern.Pattern) *sender {
 // size, its own poller configured by pc, completions and connection loss
 // routed to the sender.
 func (s *sender) config(bufs int, pc cq.Config) endpoint.SendConfig {
-	s.lowWater = uint64(bufs - max(1, bufs/4))
+	s.setWindow(bufs)
 	return endpoint.SendConfig{
 		Params:             netio.BufferedSendParams{BufferSize: s.size, BufferCount: bufs},
 		OnSendCompleted:    s.onCompleted,
@@ -85,7 +102,7 @@ func (s *sender) dial(ctx context.Context, mgr *domain.Manager, addr string, buf
 		s.ep = ep
 		return ep.Close, nil
 	}
-	s.lowWater = uint64(bufs - max(1, bufs/4))
+	s.setWindow(bufs)
 	s.window = make([]byte, bufs*max(s.size, 1))
 	s.slots = make(chan int, bufs)
 	for i := range bufs {
@@ -107,6 +124,9 @@ func (s *sender) dial(ctx context.Context, mgr *domain.Manager, addr string, buf
 	s.zc = zc
 	return zc.Close, nil
 }
+
+// setWindow sets the low-water mark for a window of bufs messages.
+func (s *sender) setWindow(bufs int) { s.lowWater = uint64(bufs - max(1, bufs/4)) }
 
 // onCompleted counts a completion and wakes the sending goroutine when the
 // messages in flight have dropped to the low-water mark. It runs on the
@@ -175,7 +195,8 @@ func (s *sender) run(ctx context.Context, count uint64, deadline time.Time) (uin
 			}
 			continue
 		}
-		buf := s.ep.GetBuffer()
+		out := s.buffered()
+		buf := out.GetBuffer()
 		if buf == nil {
 			if err := s.wait(ctx); err != nil {
 				return k, err
@@ -185,8 +206,8 @@ func (s *sender) run(ctx context.Context, count uint64, deadline time.Time) (uin
 		if s.pat != nil {
 			s.pat.Fill(buf.Bytes()[:s.size], 0, k)
 		}
-		if err := s.post(ctx, buf); err != nil {
-			s.ep.ReleaseBuffer(buf.ID())
+		if err := s.post(ctx, out, buf); err != nil {
+			out.ReleaseBuffer(buf.ID())
 			return k, err
 		}
 	}
@@ -197,10 +218,10 @@ func (s *sender) run(ctx context.Context, count uint64, deadline time.Time) (uin
 // whenever the transmit queue is full, and counts it as sent. The count
 // goes up before the send, so that its completion never sees more
 // completed than sent.
-func (s *sender) post(ctx context.Context, buf *sendbuf.NetworkBuffer) error {
+func (s *sender) post(ctx context.Context, out bufferSender, buf *sendbuf.NetworkBuffer) error {
 	for {
 		s.sent.Add(1)
-		st := s.ep.SendBuffer(buf, s.size)
+		st := out.SendBuffer(buf, s.size)
 		if st == netio.OK {
 			return nil
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const serverSynopsis = "netio-perf server [--provider P] [--listen IP:PORT] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D] [--progress auto|on|off]"
+const serverSynopsis = "netio-perf server [--endpoint msg|rdm] [--provider P] [--listen IP:PORT|NAME] [--buf-size B] [--bufs N] [--count N] [--verify] [--coalesce] [--json] [--timeout D] [--progress auto|on|off]"
 
 // closeGrace is how long a server that received its --count messages waits
 // for the clients to close their connections before it closes them itself:
@@ -23,6 +23,7 @@ const closeGrace = time.Second
 // serverOptions are the server's flags.
 type serverOptions struct {
 	commonFlags
+	endpointFlags
 	listen   hostPort
 	peer     peerFlags // --mode, --window, --iterations (pingpong2p.go)
 	bufSize  int
@@ -48,15 +49,24 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 	fs.BoolVar(&o.coalesce, "coalesce", false, "decode each buffer received as coalesced messages (from client --coalesce) and count those; --buf-size must hold the client's coalescing buffers")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "give up with exit status 1 after this long; 0: never (without --count the default is never)")
 	o.progress.register(fs)
+	o.registerEndpoint(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return o, err
 	}
 	if err := o.progress.check(o.json); err != nil {
 		return o, fs.fail(err)
 	}
-	var err error
-	if o.listen, err = parseHostPort(*listen, true); err != nil {
-		return o, fs.fail(fmt.Errorf("--listen: %w", err))
+	parseIP, err := o.endpointFlags.check(fs, &o.commonFlags, "listen", *listen, true)
+	if err != nil {
+		return o, fs.fail(err)
+	}
+	if parseIP {
+		if o.listen, err = parseHostPort(*listen, true); err != nil {
+			return o, fs.fail(fmt.Errorf("--listen: %w", err))
+		}
+	}
+	if o.rdm() && (o.coalesce || o.peer.mode == modePingPong) {
+		return o, fs.fail(errors.New("--coalesce and --mode pingpong need --endpoint msg"))
 	}
 	if o.bufs < 1 {
 		return o, fs.fail(errors.New("--bufs must be at least 1"))
@@ -76,6 +86,9 @@ func parseServerFlags(args []string, stderr io.Writer) (serverOptions, error) {
 // runServer is the server mode: it receives until --count messages arrived,
 // the context ends (a signal: a clean exit) or the timeout passes (exit 1).
 func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
+	if o.rdm() {
+		return runRDMServer(ctx, o, stdout, stderr)
+	}
 	if o.peer.mode == modePingPong {
 		return runPingPongServer(ctx, o, stdout, stderr)
 	}
@@ -105,9 +118,14 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "LISTENING %s\n", l.Addr())
 	fmt.Fprintf(stderr, "listening on %s\n", l.Addr())
 	stopProgress := o.progress.start(stdout, o.json, "server", "connections", s.progressCounts)
-	waitErr := waitServer(ctx, s, o.timeout)
+	waitErr := waitServer(ctx, s, o.timeout, func() { waitPeersClosed(s, closeGrace) })
 	stopProgress()
-	closeErr := l.Close()
+	return finishServer(s, o, stdout, waitErr, l.Close())
+}
+
+// finishServer prints the server's report and returns the first of the
+// wait's error, the close's and the verification's.
+func finishServer(s *sink, o serverOptions, stdout io.Writer, waitErr, closeErr error) error {
 	r := s.report(o.provider)
 	if err := r.print(stdout, o.json); err != nil {
 		return err
@@ -123,10 +141,10 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 	return nil
 }
 
-// waitServer waits until the sink reached its target (then for the peers to
-// close, up to closeGrace) or the context ends; it fails when the timeout
-// (0: none) passes first.
-func waitServer(ctx context.Context, s *sink, timeout time.Duration) error {
+// waitServer waits until the sink reached its target (then runs linger:
+// the wait for the peers to be done) or the context ends; it fails when
+// the timeout (0: none) passes first.
+func waitServer(ctx context.Context, s *sink, timeout time.Duration, linger func()) error {
 	var expired <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -135,7 +153,7 @@ func waitServer(ctx context.Context, s *sink, timeout time.Duration) error {
 	}
 	select {
 	case <-s.reached:
-		waitPeersClosed(s, closeGrace)
+		linger()
 		return nil
 	case <-ctx.Done():
 		return nil

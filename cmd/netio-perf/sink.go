@@ -14,9 +14,12 @@ import (
 // its connections. Its callbacks run on the listener's poller goroutine and
 // never block; the counters may be read from any goroutine.
 type sink struct {
-	pat    *testpattern.Pattern // nil: no verification
-	target uint64               // messages after which reached is closed; 0: none
-	base   time.Time
+	pat *testpattern.Pattern // nil: no verification
+	// unordered verifies the messages of an rdm endpoint instead (nil:
+	// none); poller goroutine only, until the endpoint is closed.
+	unordered *testpattern.Unordered
+	target    uint64 // messages after which reached is closed; 0: none
+	base      time.Time
 
 	conns map[uint64]*testpattern.Checker // per connection ID; poller goroutine only
 	hit   bool                            // reached was closed; poller goroutine only
@@ -57,10 +60,15 @@ func (s *sink) listenConfig(bufSize, bufs int, pc cq.Config) endpoint.ListenConf
 
 // onData counts (and verifies) one message.
 func (s *sink) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
+	s.received(data, s.pat != nil && s.verifierFor(ep.ID()).Check(data) != nil)
+}
+
+// received counts one message, and one verify error if bad.
+func (s *sink) received(data []byte, bad bool) {
 	now := int64(time.Since(s.base)) + 1
 	s.first.CompareAndSwap(0, now)
 	s.last.Store(now)
-	if s.pat != nil && s.verifierFor(ep.ID()).Check(data) != nil {
+	if bad {
 		s.verifyErrors.Add(1)
 	}
 	s.bytes.Add(uint64(len(data)))
@@ -130,7 +138,7 @@ func (s *sink) at(v int64) time.Time {
 func (s *sink) report(provider string) report {
 	r := report{
 		Role: "server", Provider: provider, Connections: s.accepted.Load(),
-		Messages: s.messages.Load(), Bytes: s.bytes.Load(), Verify: s.pat != nil,
+		Messages: s.messages.Load(), Bytes: s.bytes.Load(), Verify: s.pat != nil || s.unordered != nil,
 		VerifyErrors: s.verifyErrors.Load(), ReceiveErrors: s.receiveErrors.Load(),
 	}
 	var elapsed time.Duration

@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/endpoint"
 )
 
-const sweepSynopsis = "netio-perf [--provider P] [--mode send|rma-read|rma-write|scale|coalesce|pubsub] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json] [--plot FILE.svg|.png]"
+const sweepSynopsis = "netio-perf [--endpoint msg|rdm] [--provider P] [--mode send|rma-read|rma-write|scale|coalesce|pubsub] [--sizes LIST] [--conns LIST] [--duration D] [--window N] [--rx-bufs N] [--buf-size B] [--flush-interval D] [--quick] [--zero-copy] [--verify] [--json] [--plot FILE.svg|.png]"
 
 // Default sizes and connection counts of the sweep and of --mode scale.
 var (
@@ -24,6 +24,7 @@ var (
 // sweepOptions are the sweep's flags.
 type sweepOptions struct {
 	commonFlags
+	endpointFlags
 	sizes    []int
 	conns    []int // --mode scale: connections into the one receiver
 	quick    bool
@@ -81,9 +82,16 @@ func parseSweepFlags(args []string, stderr io.Writer) (sweepOptions, error) {
 	fs.IntVar(&o.rxBufs, "rx-bufs", 0, "receive buffers posted per connection (default: twice the window)")
 	o.coalesce.register(fs, "--mode coalesce")
 	fs.BoolVar(&o.verify, "verify", false, "--mode coalesce: message k has tag k and byte i of its payload is (k+i)%251; the receiver checks both")
+	o.registerEndpoint(fs.FlagSet)
 	o.registerPlot(fs)
 	if err := fs.parse(args); err != nil {
 		return o, err
+	}
+	if _, err := o.endpointFlags.check(fs, &o.commonFlags, "", "", true); err != nil {
+		return o, fs.fail(err)
+	}
+	if o.rdm() && (o.mode != modeSend || o.zeroCopy) {
+		return o, fs.fail(errors.New("--endpoint rdm measures --mode send, without --zero-copy"))
 	}
 	if err := o.validate(*sizes, *conns); err != nil {
 		return o, fs.fail(err)
@@ -150,7 +158,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	if o.quick {
 		b = quickBudget
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1", Logger: o.logger(stderr)})
+	mgr, err := openSweepDomain(o, stderr)
 	if err != nil {
 		return err
 	}
@@ -160,7 +168,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	defer stopMetrics()
-	w := sweeper{mgr: mgr, budget: b.withDuration(o.duration), poll: o.poll, zeroCopy: o.zeroCopy,
+	w := sweeper{mgr: mgr, rdm: o.rdm(), budget: b.withDuration(o.duration), poll: o.poll, zeroCopy: o.zeroCopy,
 		mode: o.mode, window: o.window, rxBufs: o.rxBufs, coalesce: o.coalesce, verify: o.verify, progress: stderr}
 	var rows []sweepRow
 	switch o.mode {
@@ -196,6 +204,7 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 // sweeper runs the parts of the sweep in one domain.
 type sweeper struct {
 	mgr      *domain.Manager
+	rdm      bool // --endpoint rdm: connectionless endpoints in mgr
 	budget   budget
 	poll     pollMode
 	zeroCopy bool
@@ -230,12 +239,16 @@ func (w *sweeper) measure(ctx context.Context, size int) (sweepRow, error) {
 		return w.measureRMA(ctx, size, w.mode == modeRMAWrite)
 	}
 	row := sweepRow{Size: size}
+	throughput, latency := w.throughput, w.latency
+	if w.rdm {
+		throughput, latency = w.throughputRDM, w.latencyRDM
+	}
 	fmt.Fprintf(w.progress, "sweep: %s throughput ...\n", formatSize(size))
-	if err := w.throughput(ctx, size, &row); err != nil {
+	if err := throughput(ctx, size, &row); err != nil {
 		return row, fmt.Errorf("throughput: %w", err)
 	}
 	fmt.Fprintf(w.progress, "sweep: %s ping-pong ...\n", formatSize(size))
-	if err := w.latency(ctx, size, &row); err != nil {
+	if err := latency(ctx, size, &row); err != nil {
 		return row, fmt.Errorf("ping-pong: %w", err)
 	}
 	return row, nil
@@ -278,6 +291,13 @@ func (w *sweeper) throughput(ctx context.Context, size int, row *sweepRow) error
 		return err
 	}
 	defer closeEndpoint()
+	return w.stream(ctx, s, sk, size, window, rxBufs, row)
+}
+
+// stream runs the throughput part's sender s into the sink sk until the
+// budget is spent and fills row from what sk received, timed from the
+// first send to the last receive.
+func (w *sweeper) stream(ctx context.Context, s *sender, sk *sink, size, window, rxBufs int, row *sweepRow) error {
 	m := startMeter()
 	sent, err := s.run(ctx, w.budget.messages(size), m.start.Add(w.budget.throughput))
 	if err == nil {

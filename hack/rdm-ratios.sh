@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Prints the connectionless (rdm) ratios issue 18 item 7 sets as targets,
+# measured in one run on this machine, rounds interleaved (each round runs
+# every case once, netio-go then C), as medians with min-max:
+#   - tcp;ofi_rxm 4 KiB, 64 KiB, 1 MiB: netio-perf server and client
+#     --endpoint rdm (two processes) against the plain C RDM peer
+#     (tests/cpeer recv and send --endpoint rdm, two processes, the same
+#     window and posted receives; target >= 0.9), and against
+#     hack/cbaseline bw --endpoint rdm (one process, two threads) for
+#     reference;
+#   - shm 64 KiB and 1 MiB: netio-perf server and client on shm against
+#     cbaseline memcpy of the same size (target >= 0.5);
+#   - shm 64 B one-way latency: the netio-perf rdm sweep's ping-pong (two
+#     endpoints in two domains of one process, a poller thread each)
+#     against cbaseline pingpong --endpoint rdm (two threads of one
+#     process; target netio/C <= 1.15), with the default poller and with
+#     --poll busy (BusyPoll, what docs/providers.md names for latency);
+#   - 64 B inject on tcp;ofi_rxm: netio-perf client --inject into a server
+#     (two processes, msg/s at the server) against cbaseline inject (target
+#     >= 0.9).
+# Rates are counted at the receiver, first message to last; MB = 10^6 bytes.
+# Every process has a --timeout; a case that fails prints "fail".
+# Usage: hack/rdm-ratios.sh [rounds]   (default 3)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="${PATH}:/usr/local/go/bin"
+rounds=${1:-3}
+
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "${dir}"
+}
+trap cleanup EXIT
+go build -o "${dir}/netio-perf" ./cmd/netio-perf
+fi_flags=$(pkg-config --cflags --libs libfabric)
+# shellcheck disable=SC2086 # fi_flags is a list of compiler flags
+cc -O2 -Wall -pthread -o "${dir}/cbaseline" hack/cbaseline/cbaseline.c ${fi_flags}
+# shellcheck disable=SC2086
+cc -O2 -Wall -o "${dir}/cpeer" tests/cpeer/cpeer.c ${fi_flags}
+np="${dir}/netio-perf"
+
+# field FILE NAME: NAME of the JSON object on the last line of FILE.
+field() {
+	tail -n 1 "$1" | python3 -c 'import json, sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$2"
+}
+
+# listening FILE: waits for the "LISTENING ADDR" line of FILE, prints ADDR.
+listening() {
+	local addr=""
+	for _ in $(seq 200); do
+		addr=$(sed -n 's/^LISTENING //p' "$1" | head -n 1)
+		[[ -n ${addr} ]] && break
+		sleep 0.05
+	done
+	[[ -n ${addr} ]] || return 1
+	echo "${addr}"
+}
+
+# pair KEY FIELD RECEIVER... -- SENDER...: starts the receiver, then the
+# sender with --connect ADDR, and records the receiver's FIELD under KEY.
+pair() {
+	local key=$1 fieldname=$2
+	shift 2
+	local recv=()
+	while [[ $1 != -- ]]; do
+		recv+=("$1")
+		shift
+	done
+	shift
+	"${recv[@]}" >"${dir}/recv.out" 2>"${dir}/recv.err" &
+	local r=$!
+	pids+=("${r}")
+	local addr value=fail
+	if addr=$(listening "${dir}/recv.out") &&
+		"$@" --connect "${addr}" >"${dir}/send.out" 2>"${dir}/send.err" &&
+		wait "${r}"; then
+		value=$(field "${dir}/recv.out" "${fieldname}")
+	else
+		kill "${r}" 2>/dev/null || true
+		wait "${r}" 2>/dev/null || true
+		echo "${key}: failed; receiver: $(tail -n 2 "${dir}/recv.err"); sender: $(tail -n 2 "${dir}/send.err")" >&2
+	fi
+	echo "${key} ${value}" >>"${dir}/results"
+}
+
+# one KEY FIELD CMD...: runs CMD and records FIELD of its JSON line.
+one() {
+	local key=$1 fieldname=$2 value=fail
+	shift 2
+	if "$@" >"${dir}/one.out" 2>"${dir}/one.err"; then
+		value=$(field "${dir}/one.out" "${fieldname}")
+	else
+		echo "${key}: failed: $(tail -n 2 "${dir}/one.err")" >&2
+	fi
+	echo "${key} ${value}" >>"${dir}/results"
+}
+
+# sweep64 KEY [FLAGS]: the netio-perf sweep's 64 B one-way latency p50 on shm.
+sweep64() {
+	local key=$1 value=fail
+	shift
+	if "${np}" --endpoint rdm --provider shm --sizes 64 --duration 500ms --json "$@" \
+		>"${dir}/sweep.out" 2>"${dir}/sweep.err"; then
+		value=$(tail -n 1 "${dir}/sweep.out" | python3 -c 'import json, sys; print(json.load(sys.stdin)["rows"][0]["latency_p50_us"])')
+	else
+		echo "${key}: failed: $(tail -n 2 "${dir}/sweep.err")" >&2
+	fi
+	echo "${key} ${value}" >>"${dir}/results"
+}
+
+rxm="tcp;ofi_rxm"
+nserver=("${np}" server --endpoint rdm --json --timeout 120s --bufs 128)
+nclient=("${np}" client --endpoint rdm --json --timeout 120s --bufs 64)
+for round in $(seq "${rounds}"); do
+	echo "round ${round} of ${rounds} ..." >&2
+	for size_count in 4096:50000 65536:10000 1048576:1000; do
+		size=${size_count%%:*} count=${size_count##*:}
+		pair "rxm${size}.netio" mb_per_s "${nserver[@]}" --provider "${rxm}" --listen 127.0.0.1:0 \
+			--buf-size "${size}" --count "${count}" -- "${nclient[@]}" --provider "${rxm}" --size "${size}" --count "${count}"
+		pair "rxm${size}.cpeer" mb_per_s "${dir}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 \
+			--size "${size}" --count "${count}" --window 128 --timeout 60 -- \
+			"${dir}/cpeer" send --endpoint rdm --provider "${rxm}" --size "${size}" --count "${count}" --window 64 --timeout 60
+		one "rxm${size}.cbaseline" mb_per_s "${dir}/cbaseline" bw --endpoint rdm --provider "${rxm}" --size "${size}" \
+			--window 64 --rx-depth 128 --seconds 1 --timeout 60
+	done
+	for size_count in 65536:20000 1048576:2000; do
+		size=${size_count%%:*} count=${size_count##*:}
+		pair "shm${size}.netio" mb_per_s "${nserver[@]}" --provider shm --buf-size "${size}" --count "${count}" -- \
+			"${nclient[@]}" --provider shm --size "${size}" --count "${count}"
+		one "shm${size}.memcpy" mb_per_s "${dir}/cbaseline" memcpy --size "${size}" --window 64 --rx-depth 128 \
+			--seconds 1 --timeout 60
+	done
+	sweep64 shmlat.netio
+	sweep64 shmlat.busy --poll busy
+	one shmlat.cbaseline latency_p50_us "${dir}/cbaseline" pingpong --endpoint rdm --provider shm --size 64 \
+		--seconds 1 --timeout 60
+	pair inject64.netio msgs_per_s "${nserver[@]}" --provider "${rxm}" --listen 127.0.0.1:0 --buf-size 64 \
+		--count 50000 -- "${nclient[@]}" --provider "${rxm}" --inject --size 64 --count 50000
+	one inject64.cbaseline msgs_per_s "${dir}/cbaseline" inject --provider "${rxm}" --size 64 --seconds 1 --timeout 60
+done
+
+python3 - "${dir}/results" <<'EOF'
+import statistics, sys
+vals = {}
+for line in open(sys.argv[1]):
+    key, v = line.split()
+    vals.setdefault(key, []).append(None if v == "fail" else float(v))
+
+def stat(key, scale=1.0, unit=""):
+    vs = [v for v in vals.get(key, []) if v is not None]
+    fails = len(vals.get(key, [])) - len(vs)
+    if not vs:
+        return "fail", None
+    m = statistics.median(vs) / scale
+    s = "%.4g%s (%.4g-%.4g)" % (m, unit, min(vs) / scale, max(vs) / scale)
+    if fails:
+        s += " %d failed" % fails
+    return s, m
+
+def ratios(a, b):
+    """Median and range of per-round ratios a/b."""
+    rs = [x / y for x, y in zip(vals.get(a, []), vals.get(b, [])) if x is not None and y]
+    if not rs:
+        return "fail"
+    return "%.2fx (%.2f-%.2f)" % (statistics.median(rs), min(rs), max(rs))
+
+print("rdm ratios, %d rounds interleaved; medians (min-max); MB = 10^6 bytes" % len(vals.get("rxm4096.netio", [])))
+for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
+    n, _ = stat("rxm%d.netio" % size, unit=" MB/s")
+    c, _ = stat("rxm%d.cpeer" % size, unit=" MB/s")
+    b, _ = stat("rxm%d.cbaseline" % size, unit=" MB/s")
+    print("tcp;ofi_rxm %-6s netio %s | C two processes %s: %s (target >= 0.9) | C one process %s: %s"
+          % (name, n, c, ratios("rxm%d.netio" % size, "rxm%d.cpeer" % size), b,
+             ratios("rxm%d.netio" % size, "rxm%d.cbaseline" % size)))
+for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
+    n, _ = stat("shm%d.netio" % size, unit=" MB/s")
+    c, _ = stat("shm%d.memcpy" % size, unit=" MB/s")
+    print("shm %-6s netio %s | memcpy %s: %s (target >= 0.5)"
+          % (name, n, c, ratios("shm%d.netio" % size, "shm%d.memcpy" % size)))
+n, _ = stat("shmlat.netio", unit=" us")
+c, _ = stat("shmlat.cbaseline", unit=" us")
+print("shm 64 B one-way p50: netio %s | C %s: %s (target <= 1.15)" % (n, c, ratios("shmlat.netio", "shmlat.cbaseline")))
+n, _ = stat("shmlat.busy", unit=" us")
+print("shm 64 B one-way p50, --poll busy: netio %s: %s" % (n, ratios("shmlat.busy", "shmlat.cbaseline")))
+n, _ = stat("inject64.netio", 1e3, " k msg/s")
+c, _ = stat("inject64.cbaseline", 1e3, " k msg/s")
+print("tcp;ofi_rxm 64 B inject: netio %s | C %s: %s (target >= 0.9)" % (n, c, ratios("inject64.netio", "inject64.cbaseline")))
+EOF
+echo "(machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"

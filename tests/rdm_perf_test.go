@@ -1,0 +1,171 @@
+package tests
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rdmProviders are the connectionless providers netio-perf --endpoint rdm
+// is tested on between processes. The server's LISTENING line is what the
+// clients pass to --connect: IP:PORT, or shm's name for its endpoint.
+var rdmProviders = []struct{ name, listen string }{
+	{"tcp;ofi_rxm", "127.0.0.1:0"}, {"udp;ofi_rxd", "127.0.0.1:0"}, {"shm", ""},
+}
+
+// rdmServerArgs are netio-perf server --endpoint rdm's arguments. The
+// server's poller sleeps whenever its queue is empty (--poll block): on
+// tcp;ofi_rxm that is how libfabric 1.17 crashed every server in
+// fi_trywait (quirks.Quirks.StaleWaitEntries) until pollers of ofi_rxm
+// domains stopped using the queues' wait descriptors.
+func rdmServerArgs(provider, listen string, count, size int) []string {
+	args := []string{"server", "--endpoint", "rdm", "--provider", provider, "--count", strconv.Itoa(count),
+		"--buf-size", strconv.Itoa(size), "--verify", "--json", "--timeout", "2m", "--poll", "block"}
+	if listen != "" {
+		args = append(args, "--listen", listen)
+	}
+	return args
+}
+
+// TestRDMPerfServerClients: netio-perf server --endpoint rdm receives from
+// two netio-perf clients (three processes) at once, on each connectionless
+// provider, and verifies every message of both streams without telling
+// the senders apart (testpattern.Unordered): every byte of every message,
+// and counts that two streams from message 0 give.
+func TestRDMPerfServerClients(t *testing.T) {
+	bin := perfBuild(t)
+	const size, perClient = 4096, 5000
+	for _, p := range rdmProviders {
+		t.Run(p.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+			defer cancel()
+			srv := perfStart(t, ctx, bin, rdmServerArgs(p.name, p.listen, 2*perClient, size)...)
+			addr := srv.listeningAt(t, ctx)
+			var clients []*perfProc
+			for range 2 {
+				clients = append(clients, perfStart(t, ctx, bin, "client", "--endpoint", "rdm", "--provider", p.name,
+					"--connect", addr, "--size", strconv.Itoa(size), "--count", strconv.Itoa(perClient),
+					"--verify", "--json", "--timeout", "2m"))
+			}
+			for _, c := range clients {
+				require.Zero(t, c.wait(t, ctx), "%s: %s", c.name, c.stderrText())
+				r := c.report(t)
+				assert.Equal(t, uint64(perClient), r.Messages)
+				assert.Zero(t, r.FailedSends)
+			}
+			require.Zero(t, srv.wait(t, ctx), "server: %s", srv.stderrText())
+			r := srv.report(t)
+			assert.Equal(t, p.name, r.Provider)
+			assert.Equal(t, uint64(2*perClient), r.Messages)
+			assert.Equal(t, uint64(2*perClient*size), r.Bytes)
+			assert.Zero(t, r.VerifyErrors)
+			assert.Zero(t, r.ReceiveErrors)
+		})
+	}
+}
+
+// TestRDMPerfInject: netio-perf client --endpoint rdm --inject sends 64 B
+// messages with rdm.Endpoint.Inject (no buffers, no completions) to a
+// server that verifies them; --size above the provider's inject size is
+// refused.
+func TestRDMPerfInject(t *testing.T) {
+	bin := perfBuild(t)
+	ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+	defer cancel()
+	const count = 5000
+	srv, cli, _ := perfExchange(t, ctx, bin, rdmServerArgs("tcp;ofi_rxm", "127.0.0.1:0", count, 64),
+		bin, []string{"client", "--endpoint", "rdm", "--inject", "--size", "64", "--count", strconv.Itoa(count),
+			"--verify", "--json", "--timeout", "2m"})
+	assert.Equal(t, uint64(count), cli.Messages)
+	assert.Equal(t, uint64(count), srv.Messages)
+	assert.Zero(t, srv.VerifyErrors)
+
+	big := perfStart(t, ctx, bin, "client", "--endpoint", "rdm", "--inject", "--size", "1M", "--count", "1",
+		"--connect", "127.0.0.1:9", "--timeout", "30s")
+	assert.Equal(t, 1, big.wait(t, ctx))
+	assert.Contains(t, big.stderrText(), "inject size")
+}
+
+// TestRDMPerfServerFindsBadData: a client that sends buffers without the
+// pattern fails the rdm server's --verify (exit 1, errors counted).
+func TestRDMPerfServerFindsBadData(t *testing.T) {
+	bin := perfBuild(t)
+	ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+	defer cancel()
+	srv := perfStart(t, ctx, bin, rdmServerArgs("tcp;ofi_rxm", "127.0.0.1:0", 300, 1024)...)
+	addr := srv.listeningAt(t, ctx)
+	cli := perfStart(t, ctx, bin, "client", "--endpoint", "rdm", "--connect", addr, "--size", "1K", "--count", "300", "--json")
+	require.Zero(t, cli.wait(t, ctx), cli.stderrText())
+	assert.Equal(t, 1, srv.wait(t, ctx), "server: %s", srv.stderrText())
+	assert.Positive(t, srv.report(t).VerifyErrors)
+}
+
+// TestRDMPerfInteropCPeer is item 5 of issue 18 through netio-perf: the
+// plain C RDM peer (tests/cpeer --endpoint rdm: fi_av_insert of the
+// server's HOST:PORT and fi_send; as a receiver FI_SOURCE and fi_recv from
+// FI_ADDR_UNSPEC) feeds netio-perf server --endpoint rdm and is fed by
+// netio-perf client --endpoint rdm, on both providers between hosts. The
+// wire carries the pattern and nothing else; both receivers verify it.
+func TestRDMPerfInteropCPeer(t *testing.T) {
+	cpeer := perfBuildCPeer(t)
+	bin := perfBuild(t)
+	const size, count = 4096, 10000
+	n, sz := strconv.Itoa(count), strconv.Itoa(size)
+	for _, prov := range []string{"tcp;ofi_rxm", "udp;ofi_rxd"} {
+		t.Run(prov+"/cpeer-send-to-server", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+			defer cancel()
+			srv, snd, _ := perfExchange(t, ctx, bin, rdmServerArgs(prov, "127.0.0.1:0", count, size),
+				cpeer, []string{"send", "--endpoint", "rdm", "--provider", prov, "--size", sz, "--count", n,
+					"--verify", "--timeout", "120"})
+			assert.Equal(t, uint64(count), snd.Messages)
+			assert.Equal(t, "server", srv.Role)
+			assert.Equal(t, uint64(count), srv.Messages)
+			assert.Equal(t, uint64(count*size), srv.Bytes)
+			assert.Zero(t, srv.VerifyErrors)
+			assert.Zero(t, srv.ReceiveErrors)
+		})
+		t.Run(prov+"/client-to-cpeer-recv", func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+			defer cancel()
+			rcv, cli, _ := perfExchange(t, ctx,
+				cpeer, []string{"recv", "--endpoint", "rdm", "--provider", prov, "--listen", "127.0.0.1:0",
+					"--size", sz, "--count", n, "--verify", "--timeout", "120"},
+				bin, []string{"client", "--endpoint", "rdm", "--provider", prov, "--size", sz, "--count", n,
+					"--verify", "--json", "--timeout", "2m"})
+			assert.Equal(t, uint64(count), cli.Messages)
+			assert.Zero(t, cli.FailedSends)
+			assert.Equal(t, "recv", rcv.Role)
+			assert.Equal(t, uint64(count), rcv.Messages)
+			assert.Equal(t, uint64(count*size), rcv.Bytes)
+			assert.Zero(t, rcv.VerifyErrors)
+		})
+	}
+}
+
+// TestRDMPerfShmWithoutCMA: shm copies messages above its inject size
+// between processes with CMA (process_vm_readv/writev), which needs ptrace
+// permission between them; it probes each peer with one
+// process_vm_writev and, where that fails (Yama's ptrace_scope 1 for
+// processes that are not descendants, 2 or 3), segments them through its
+// shared region instead (SAR). FI_SHM_DISABLE_CMA=1 takes that path on a
+// machine that allows CMA, so this is what a host without ptrace
+// permission runs: 64 KiB messages, two processes, every byte checked.
+func TestRDMPerfShmWithoutCMA(t *testing.T) {
+	t.Setenv("FI_SHM_DISABLE_CMA", "1") // inherited by both processes
+	bin := perfBuild(t)
+	ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+	defer cancel()
+	const size, count = 64 << 10, 2000
+	srv, cli, _ := perfExchange(t, ctx, bin, rdmServerArgs("shm", "", count, size),
+		bin, []string{"client", "--endpoint", "rdm", "--provider", "shm", "--size", strconv.Itoa(size),
+			"--count", strconv.Itoa(count), "--verify", "--json", "--timeout", "2m"})
+	assert.Equal(t, uint64(count), cli.Messages)
+	assert.Zero(t, cli.FailedSends)
+	assert.Equal(t, uint64(count), srv.Messages)
+	assert.Equal(t, uint64(count*size), srv.Bytes)
+	assert.Zero(t, srv.VerifyErrors)
+}
