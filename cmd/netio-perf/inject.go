@@ -4,16 +4,18 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/rdm"
 )
 
 // runInject sends count messages of the sender's size to its peer with
-// Inject (client --endpoint rdm --inject): the provider copies each before
-// Inject returns and reports no completion, so a message counts as
-// completed once Inject took it. NoResources (the provider's queue is
-// full, or ofi_rxm still connecting) is retried after a yield; with a
+// Inject (client --endpoint rdm --inject). Inject queues each message for
+// the poller goroutine and reports none, so the run ends once the
+// endpoint's Stats count every one as taken by the provider (Completed)
+// or refused (Failed); closing earlier would drop those still queued.
+// NoResources (the inject queue is full) is retried after a yield; with a
 // pattern, message k carries the pattern of message k.
 func (s *sender) runInject(ctx context.Context, ep *rdm.Endpoint, count uint64) error {
 	if s.size > ep.InjectSize() {
@@ -29,7 +31,6 @@ func (s *sender) runInject(ctx context.Context, ep *rdm.Endpoint, count uint64) 
 		case netio.OK:
 			k++
 			s.sent.Store(k)
-			s.completed.Store(k)
 		case netio.NoResources:
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("after %d messages: %w", k, context.Cause(ctx))
@@ -38,6 +39,21 @@ func (s *sender) runInject(ctx context.Context, ep *rdm.Endpoint, count uint64) 
 		default:
 			return fmt.Errorf("inject of message %d: %w", k, st.Err())
 		}
+	}
+	for {
+		st := ep.Stats()
+		s.completed.Store(st.Completed)
+		s.failed.Store(st.Failed)
+		if st.Completed+st.Failed >= count {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%d of %d injects still queued: %w", count-st.Completed-st.Failed, count, context.Cause(ctx))
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if f := s.failed.Load(); f > 0 {
+		return fmt.Errorf("%d of %d injects failed", f, count)
 	}
 	return nil
 }
