@@ -147,11 +147,8 @@ func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) e
 	if o.peer.mode == modePingPong {
 		return runPingPongClient(ctx, o, stdout, stderr)
 	}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("timeout after %v", o.timeout))
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(ctx, o.timeout)
+	defer cancel()
 	mgr, local, err := o.openDomain(stderr)
 	if err != nil {
 		return err
