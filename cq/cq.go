@@ -17,7 +17,9 @@
 // large messages, it lengthens the budget to cover such gaps (see
 // Config.SpinBudget). It spins inside C, in slices of a few microseconds
 // between which it reads the event queue, runs queued work and yields, so
-// that an empty poll costs what it costs a C program. The default budget
+// that an empty poll costs what it costs a C program; right after work it
+// spins a first short slice without yielding, while such spins catch a
+// reply (a peer on another core). The default budget
 // outlasts a loopback round trip plus the wake-up of a peer that slept, so
 // a busy request-response exchange keeps both sides spinning. BusyPoll
 // never blocks. docs/performance.md has the measurements behind the
