@@ -101,7 +101,10 @@ type Config struct {
 	// SpinBudget. The price: a poller whose work comes between SpinBudget
 	// and StretchLimit × SpinBudget apart spins through the gaps, and
 	// after the last of it spins up to StretchLimit × SpinBudget before it
-	// blocks.
+	// blocks. A queue without a wait descriptor (shm, udp;ofi_rxd,
+	// tcp;ofi_rxm) cannot wake the poller, which then sleeps 1 ms at a
+	// time: when completions came during such a sleep, the budget doubles,
+	// up to 8 × SpinBudget, until a sleep finds nothing.
 	SpinBudget time.Duration
 	// MaxBlock bounds one blocking wait. Providers here (sockets, tcp) also
 	// make progress when their queues are read; a poller that blocked

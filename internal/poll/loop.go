@@ -27,11 +27,17 @@ func (p *Poller) run() {
 	var after afterWork    // whether to spin right after work
 	spinAfter := p.cfg.Mode == BusyPoll || p.cfg.SpinBudget > 0
 	budget := p.cfg.SpinBudget // stretched by work that came soon after a block
+	blind := budget            // the budget after timed-out blocks on a queue without descriptor (blindBudget)
+	blindBlock := false        // the last round timed out blocking on such a queue
 	eqDue := true              // read the event queue in this round
 	sinceEQ := 0               // completions delivered since the last event queue read
 	for iter := uint(1); !p.stopping.Load(); iter++ {
 		n := p.pollCQ(spin)
 		after.done(n > 0)
+		if blindBlock {
+			blind, blindBlock = blindBudget(p.cfg.SpinBudget, blind, n > 0), false
+			budget = blind
+		}
 		if sinceEQ += n; eqDue || iter%eqEvery == 0 || sinceEQ >= eqAfter {
 			n += p.pollEQ()
 			eqDue, sinceEQ = false, 0
@@ -83,6 +89,7 @@ func (p *Poller) run() {
 			// MaxBlock timeout) leads straight back to blocking, not to
 			// another spin budget, so an idle poller costs no CPU.
 			budget, eqDue = p.cfg.SpinBudget, true
+			blindBlock = !p.canWait
 		}
 	}
 }
