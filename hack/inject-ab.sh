@@ -4,7 +4,10 @@
 # (cbaseline bw, fi_send), netio-perf server/client (regular sends) and
 # netio-perf client --inject (endpoint.SendConfig.Inject, fi_inject).
 #
-#   hack/inject-ab.sh [--rounds N] [--count N] [--size S] [--provider P]
+#   hack/inject-ab.sh [--rounds N] [--count N] [--size S] [--provider P] [--poll MODE]
+#
+# --poll is netio-perf's --poll for both netio processes (adaptive, the
+# default, or busy, block).
 #
 # Each run moves --count messages (default 200000) and is bounded by a 60 s
 # timeout. It prints, per contender, the server's message rate (median and
@@ -15,14 +18,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=5 count=200000 size=64 provider=tcp
+rounds=5 count=200000 size=64 provider=tcp poll=adaptive
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rounds) rounds=$2; shift 2 ;;
 	--count) count=$2; shift 2 ;;
 	--size) size=$2; shift 2 ;;
 	--provider) provider=$2; shift 2 ;;
-	*) echo "usage: $0 [--rounds N] [--count N] [--size S] [--provider P]" >&2; exit 2 ;;
+	--poll) poll=$2; shift 2 ;;
+	*) echo "usage: $0 [--rounds N] [--count N] [--size S] [--provider P] [--poll MODE]" >&2; exit 2 ;;
 	esac
 done
 
@@ -44,8 +48,8 @@ pair() {
 		srv=(bin/cbaseline bw --provider "$provider" --size "$size" --rx-depth 64 --max-count "$count" --listen 127.0.0.1:0 --timeout 50)
 		cli=(bin/cbaseline bw --provider "$provider" --size "$size" --window 64 --max-count "$count" --timeout 50 --connect) ;;
 	netio | netio-inject)
-		srv=(bin/netio-perf server --provider "$provider" --listen 127.0.0.1:0 --buf-size "$size" --bufs 64 --count "$count" --json --timeout 50s)
-		cli=(bin/netio-perf client --provider "$provider" --size "$size" --bufs 64 --count "$count" --json --timeout 50s)
+		srv=(bin/netio-perf server --poll "$poll" --provider "$provider" --listen 127.0.0.1:0 --buf-size "$size" --bufs 64 --count "$count" --json --timeout 50s)
+		cli=(bin/netio-perf client --poll "$poll" --provider "$provider" --size "$size" --bufs 64 --count "$count" --json --timeout 50s)
 		[ "$impl" = netio-inject ] && cli+=(--inject)
 		cli+=(--connect) ;;
 	esac
@@ -84,7 +88,7 @@ stats() {
 }
 median() { cut -d' ' -f"$2" "$1" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-echo "provider $provider, $size B, window 64, $count messages a run, $rounds interleaved rounds, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "provider $provider, $size B, netio --poll $poll, window 64, $count messages a run, $rounds interleaved rounds, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-14s %-30s %-6s %-24s %s\n" contender "Mmsg/s median (min-max)" "x C" "CPU s/GB, both" "CPU s/GB, client"
 cmed=$(median "$tmp/c" 1)
 for impl in "${impls[@]}"; do
