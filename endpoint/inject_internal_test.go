@@ -46,13 +46,8 @@ const injectTestBuf = 4096
 
 func newInjectRig(t *testing.T) *injectRig {
 	r := &injectRig{sizes: map[uint64]int{}, inFlight: map[uint64]int{}, statuses: map[netio.Status]int{}}
+	r.mgr, r.p = tcpWithPoller(t)
 	var err error
-	r.mgr, err = domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, r.mgr.Close()) })
-	r.p, err = cq.Open(r.mgr, cq.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, r.p.Close()) })
 	r.l, err = Listen(r.mgr, "127.0.0.1:0", ListenConfig{
 		Params: netio.ReceiveParams{BufferSize: HandOffSize, BufferCount: 16},
 		OnData: r.onData,

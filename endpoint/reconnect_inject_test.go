@@ -23,19 +23,8 @@ func TestReconnectingSenderInject(t *testing.T) {
 	addr := l1.Addr()
 	defer l1.Close()
 
-	rep := &reports{statuses: map[uint64][]netio.Status{}}
-	changes := make(chan bool, 16)
-	rs, err := endpoint.DialReconnecting(mgr, addr, endpoint.ReconnectConfig{
-		Send:               endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 64, BufferCount: 16}, Inject: true},
-		InitialBackoff:     2 * time.Millisecond,
-		MaxBackoff:         20 * time.Millisecond,
-		DialTimeout:        time.Second,
-		OnSendCompleted:    rep.record,
-		OnConnectionChange: func(up bool, _ error) { changes <- up },
-	})
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, rs.Close()) }()
-	require.True(t, <-changes, "first connection")
+	rs, rep, changes := dialRestartable(t, mgr, addr,
+		endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 64, BufferCount: 16}, Inject: true})
 
 	send := func(first, last uint64) {
 		deadline := time.Now().Add(20 * time.Second)
