@@ -228,6 +228,11 @@ func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
 // post the provider refuses comes back through OnSendCompleted with
 // Failed, as an error completion would. Messages are sent in the order of
 // the SendBuffer calls that returned OK either way.
+//
+// With SendConfig.Inject a message of at most InjectSize bytes is posted
+// with fi_inject: buf goes back to the endpoint's free buffers when
+// SendBuffer returns OK, and OnSendCompleted reports its key later, on the
+// poller goroutine.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
 	if buf == nil {
 		return netio.InvalidArgument
