@@ -9,7 +9,7 @@
  *
  *   cbaseline bw       --provider P --size S [--window W] [--rx-depth R]
  *                      [--seconds T] [--max-count N] [--yield] [--noise-us N]
- *                      [--timeout SEC]
+ *                      [--one-buffer] [--timeout SEC]
  *   cbaseline pingpong --provider P --size S [--seconds T] [--max-count N]
  *                      [--yield] [--noise-us N] [--timeout SEC]
  *   cbaseline inject   --provider P --size S [--rx-depth R] [--seconds T]
@@ -84,6 +84,12 @@
  * (every 20 us while goroutines sit in long cgo calls), so that what they
  * cost a C program can be measured (bw --size 1048576 --noise-us 20).
  *
+ * --one-buffer (bw) sends every message from one buffer and receives every
+ * message into one, as fabtests' fi_msg_bw does: the working set is S bytes
+ * a side instead of W (or R) times S. The received bytes are overwritten
+ * while they arrive, so it measures the transport, never a use of the data
+ * (hack/footprint-ab.sh compares the two).
+ *
  * --yield calls sched_yield() after an empty fi_cq_read, which the sockets
  * provider's progress thread needs on a machine with few cores.
  *
@@ -94,7 +100,8 @@
  *              "msgs_per_s":Y,"cpu_seconds":C,"cpu_s_per_gb":G}
  *   pingpong: {"mode":"pingpong","provider":P,"size":S,"round_trips":N,
  *              "latency_p50_us":A,"latency_p99_us":B}
- * With --endpoint rdm both carry "endpoint":"rdm" after the provider.
+ * With --endpoint rdm both carry "endpoint":"rdm" after the provider; with
+ * --one-buffer bw's lines carry "one_buffer":true.
  * inject and memcpy print bw's fields, with "mode":"inject" (plus
  * "endpoint":"rdm" and the provider's "inject_size"; window is 0) and
  * "mode":"memcpy" (provider "none", messages = copies).
@@ -169,6 +176,7 @@ struct opts {
 	double seconds;
 	uint64_t max_count;
 	int yield;
+	int one_buffer; /* bw: every slot's bytes at the region's start */
 	unsigned noise_us; /* 0: no noise thread */
 	unsigned timeout;
 	const char *listen;  /* two processes: the server side, on HOST:PORT */
@@ -238,7 +246,7 @@ static void usage(void)
 		"usage:\n"
 		"  cbaseline bw       --provider P --size S [--window W] "
 		"[--rx-depth R] [--seconds T] [--max-count N] [--yield] "
-		"[--noise-us N] [--timeout SEC]\n"
+		"[--noise-us N] [--one-buffer] [--timeout SEC]\n"
 		"  cbaseline pingpong --provider P --size S [--seconds T] "
 		"[--max-count N] [--yield] [--noise-us N] [--timeout SEC]\n"
 		"  cbaseline inject   --provider P --size S [--rx-depth R] "
@@ -306,6 +314,12 @@ static void parse_args(int argc, char **argv)
 
 		if (!strcmp(a, "--yield")) {
 			o.yield = 1;
+			continue;
+		}
+		if (!strcmp(a, "--one-buffer")) {
+			if (o.mode != MODE_BW)
+				errx(1, "--one-buffer: bw only");
+			o.one_buffer = 1;
 			continue;
 		}
 		if (!v)
@@ -568,6 +582,17 @@ static size_t slot_of(struct side *s, void *op_context)
 }
 
 /*
+ * Where slot's bytes live: its own o.size bytes of the region, or with
+ * --one-buffer the region's first o.size bytes for every slot (fabtests'
+ * footprint: fi_msg_bw sends every message from one buffer and receives
+ * every message into one).
+ */
+static char *slot_buf(struct side *s, size_t slot)
+{
+	return o.one_buffer ? s->buf : s->buf + slot * o.size;
+}
+
+/*
  * Queue a receive into slot; flush_recvs posts the queued slots until the
  * receive queue is full (-FI_EAGAIN), and is called again after the next
  * completions.
@@ -581,7 +606,7 @@ static void flush_recvs(struct side *s)
 {
 	while (s->npending > 0) {
 		size_t slot = s->pending[s->npending - 1];
-		ssize_t ret = fi_recv(s->ep, s->buf + slot * o.size, o.size,
+		ssize_t ret = fi_recv(s->ep, slot_buf(s, slot), o.size,
 				      s->desc, o.rdm ? FI_ADDR_UNSPEC : 0,
 				      &s->ctx[slot]);
 
@@ -595,7 +620,7 @@ static void flush_recvs(struct side *s)
 /* Send len bytes from slot; 0 when the transmit queue is full. */
 static int try_send(struct side *s, size_t slot, size_t len)
 {
-	ssize_t ret = fi_send(s->ep, s->buf + slot * o.size, len, s->desc,
+	ssize_t ret = fi_send(s->ep, slot_buf(s, slot), len, s->desc,
 			      s->dest, &s->ctx[slot]);
 
 	if (ret == -FI_EAGAIN)
@@ -920,7 +945,8 @@ static void run_bw(void)
 		errx(1, "server received %" PRIu64 " of %" PRIu64 " messages",
 		     server_received, sent);
 	close_all();
-	print_bw("bw", "", o.window, sent, last_receive - t0, cpu);
+	print_bw("bw", o.one_buffer ? ",\"one_buffer\":true" : "", o.window,
+		 sent, last_receive - t0, cpu);
 }
 
 /* -------------------------------------------------------------- inject */
@@ -1158,7 +1184,8 @@ static void serve_bw(void)
 	atomic_store(&client_done, 1);
 	bw_server(NULL);
 	close_all();
-	print_bw("bw", ",\"role\":\"server\"", 0, server_received,
+	print_bw("bw", o.one_buffer ? ",\"role\":\"server\",\"one_buffer\":true" :
+		 ",\"role\":\"server\"", 0, server_received,
 		 last_receive - first_receive, cpu_sec() - first_receive_cpu);
 }
 
@@ -1177,7 +1204,8 @@ static void send_bw(void)
 	secs = now_sec() - t0;
 	cpu = cpu_sec() - cpu0;
 	close_all();
-	print_bw("bw", ",\"role\":\"client\"", o.window, sent, secs, cpu);
+	print_bw("bw", o.one_buffer ? ",\"role\":\"client\",\"one_buffer\":true" :
+		 ",\"role\":\"client\"", o.window, sent, secs, cpu);
 }
 
 /* pingpong --listen: echo WARMUP + --max-count pings, then close. */
