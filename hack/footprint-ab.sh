@@ -54,6 +54,7 @@ pair() {
 	local srv=() addr="" i
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
+	: >"${tmp}/out" # before the server starts: never read the last pair's address
 	timed "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
 	spid=$!
 	for i in $(seq 200); do
