@@ -14,7 +14,9 @@
 #     c-one     the same with --one-buffer (fabtests' footprint)
 #     fabtests  fi_msg_bw -W 64 ($FABTESTS_BIN, else PATH)
 #     netio     netio-perf server/client --bufs 64 (bench-compare's row)
-#     netio-w8  netio-perf --bufs 8 (8 in flight, 8 posted)
+#     netio-wN  netio-perf --bufs N on both sides (N in flight, N posted)
+#     netio-sN  the client's window 64, N receives posted by the server
+#     netio-cN  the client's window N, 64 receives posted by the server
 # Each round runs every variant once, in reversed order every other round.
 # It prints each variant's receiver MB/s, median (lowest-highest), CPU
 # seconds per GB of both processes (user+sys; a program that spins on its
@@ -94,12 +96,16 @@ run() {
 			--connect ADDR --timeout 60 "${one[@]}" || return 1
 		mbs=$(grep -o '"mb_per_s":[0-9.]*' "${tmp}/out" | cut -d: -f2)
 		;;
-	netio | netio-w8)
-		local w=64
-		if [ "$1" = netio-w8 ]; then w=8; fi
-		pair bin/netio-perf server --provider tcp --listen 127.0.0.1:0 --buf-size "${s}" --bufs "${w}" \
+	netio | netio-[wsc][1-9]*)
+		local sw=64 cw=64 k=${1#netio-?}
+		case "$1" in
+		netio-w*) sw=${k} cw=${k} ;;
+		netio-s*) sw=${k} ;;
+		netio-c*) cw=${k} ;;
+		esac
+		pair bin/netio-perf server --provider tcp --listen 127.0.0.1:0 --buf-size "${s}" --bufs "${sw}" \
 			--count "${n}" --json --timeout 60s -- \
-			bin/netio-perf client --provider tcp --connect ADDR --size "${s}" --bufs "${w}" \
+			bin/netio-perf client --provider tcp --connect ADDR --size "${s}" --bufs "${cw}" \
 			--count "${n}" --json --timeout 60s || return 1
 		mbs=$(tail -1 "${tmp}/out" | grep -o '"mb_per_s":[0-9.]*' | cut -d: -f2)
 		;;
