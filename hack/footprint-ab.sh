@@ -12,6 +12,9 @@
 #     c         bin/cbaseline bw, window 64, 64 receives posted
 #               (bench-compare's C row)
 #     c-one     the same with --one-buffer (fabtests' footprint)
+#     c-batch   the same with --batch (fabtests' rhythm: a whole window
+#               posted, then all of it awaited; receives reposted together)
+#     c-fab     --one-buffer --batch: fabtests' shape in the C baseline
 #     fabtests  fi_msg_bw -W 64 ($FABTESTS_BIN, else PATH)
 #     netio     netio-perf server/client --bufs 64 (bench-compare's row)
 #     netio-wN  netio-perf --bufs N on both sides (N in flight, N posted)
@@ -87,9 +90,13 @@ run() {
 	local n=${count} s=${size} mbs
 	: >"${tmp}/cpu"
 	case "$1" in
-	c | c-one)
+	c | c-one | c-batch | c-fab)
 		local one=()
-		if [ "$1" = c-one ]; then one=(--one-buffer); fi
+		case "$1" in
+		c-one) one=(--one-buffer) ;;
+		c-batch) one=(--batch) ;;
+		c-fab) one=(--one-buffer --batch) ;;
+		esac
 		pair bin/cbaseline bw --provider tcp --size "${s}" --rx-depth 64 --max-count "${n}" \
 			--listen 127.0.0.1:0 --timeout 60 "${one[@]}" -- \
 			bin/cbaseline bw --provider tcp --size "${s}" --window 64 --max-count "${n}" \
