@@ -7,8 +7,9 @@
 # count, MB/s and CPU seconds per GB (user+sys of the process: the figure a
 # busy machine moves least) as median (lowest-highest), and the median of
 # the per-round ratios to the first count.
-# Usage: hack/scale-rounds.sh [rounds] [size] [conns] [duration]
-#   defaults: 6 rounds, 4K, 1,4,16,64, 1s per measurement
+# Usage: hack/scale-rounds.sh [rounds] [size] [conns] [duration] [netio-perf flags...]
+#   defaults: 6 rounds, 4K, 1,4,16,64, 1s per measurement; flags after the
+#   fourth argument go to netio-perf (e.g. --rx-bufs 32, --poll busy)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
@@ -16,6 +17,7 @@ rounds=${1:-6}
 size=${2:-4K}
 conns=${3:-1,4,16,64}
 duration=${4:-1s}
+extra=("${@:5}")
 
 mkdir -p bin
 go build -o bin/netio-perf ./cmd/netio-perf
@@ -23,12 +25,13 @@ reversed=$(tr , '\n' <<<"${conns}" | tac | paste -sd, -)
 out=$(mktemp)
 trap 'rm -f "${out}"' EXIT
 
-echo "scale-rounds: ${rounds} rounds, ${size}, connections ${conns}, ${duration} each, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "scale-rounds: ${rounds} rounds, ${size}, connections ${conns}, ${duration} each${extra[*]:+, ${extra[*]}}, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 0; r < rounds; r++)); do
 	order=${conns}
 	if ((r % 2)); then order=${reversed}; fi
 	# A row: conns, size, unit, window, messages, MB/s, Mmsg/s, CPU s/GB.
-	timeout 300 bin/netio-perf --mode scale --conns "${order}" --sizes "${size}" --duration "${duration}" --json 2>/dev/null |
+	timeout 300 bin/netio-perf --mode scale --conns "${order}" --sizes "${size}" --duration "${duration}" \
+		"${extra[@]}" --json 2>/dev/null |
 		tail -n 1 | ROUND=${r} python3 -c '
 import json, os, sys
 for row in json.load(sys.stdin)["rows"]:
