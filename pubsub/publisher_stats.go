@@ -73,7 +73,7 @@ func (p *Publisher) Subscribers() []SubscriberInfo {
 			tags = append(tags, t)
 			subs = append(subs, s)
 		}
-		delivered := ss.ended // a subscription listed here ends later: counted once
+		delivered := ss.ended + ss.shDelivered.Load() // a subscription listed here ends later: counted once
 		ss.subsMu.Unlock()
 		all := *p.tags.Load()
 		for i, s := range subs {
