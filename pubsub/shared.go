@@ -47,6 +47,8 @@ type sharedPool struct {
 	free   chan uint32
 	gen    atomic.Uint64 // numbers buffers as they are started
 
+	posted, sends atomic.Uint64 // buffers posted, and their sends taken
+
 	groupsMu sync.Mutex
 	groups   map[string]*group
 	list     []*group // scratch for flushDue, housekeeping only
@@ -252,6 +254,7 @@ func (sh *sharedPool) post(g *group) {
 	b.n = g.enc.Len()
 	g.enc.Reset(nil)
 	b.refs.Store(1) // the post's own hold
+	sh.posted.Add(1)
 	for _, ss := range g.sessions {
 		ss.postShared(sh, idx)
 	}
@@ -344,8 +347,11 @@ func (ss *pubSession) sendShared(sh *sharedPool, idx uint32, post uint64) netio.
 		b.refs.Add(-1) // the post holds it too: never the last
 		return st
 	}
-	ss.starts = ss.starts[h/syncMessageLen:]
-	ss.nStarts.Store(int32(len(ss.starts)))
+	sh.sends.Add(1)
+	if h != 0 {
+		ss.starts = ss.starts[h/syncMessageLen:]
+		ss.nStarts.Store(int32(len(ss.starts)))
+	}
 	return st
 }
 
