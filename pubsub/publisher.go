@@ -345,6 +345,9 @@ func (p *Publisher) housekeeping() {
 				}
 			}
 			clear(sessions)
+			if p.sh != nil {
+				continue // shared buffers carry their own SYNC records
+			}
 			for _, ts := range *p.tags.Load() {
 				if ts.unsynced.Load() == 0 {
 					continue

@@ -105,6 +105,10 @@ const (
 	// later are counted per tag. The publisher holds MaxInFlight buffers
 	// of Send.BufferSize, and each subscriber at most Send.BufferCount of
 	// them in flight: MaxInFlight must be at least twice Send.BufferCount.
+	// Each distinct set of subscribers fills a buffer of its own, so Shared
+	// suits publishers whose tags have few distinct subscriber sets: with
+	// more such sets than MaxInFlight, Publish answers NoResources until
+	// FlushInterval posts partly filled buffers.
 	Shared
 )
 
