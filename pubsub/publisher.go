@@ -324,6 +324,7 @@ func (p *Publisher) housekeeping() {
 		busT = bt.C
 	}
 	var sessions []*pubSession
+	var groups []*group
 	for {
 		select {
 		case <-p.stop:
@@ -334,7 +335,7 @@ func (p *Publisher) housekeeping() {
 			}
 		case <-t.C:
 			if p.sh != nil {
-				p.sh.flushDue(p.flushInterval())
+				groups = p.sh.flushDue(p.flushInterval(), groups)
 			}
 			sessions = p.sessionList(sessions[:0])
 			for _, ss := range sessions {
@@ -360,6 +361,26 @@ func (p *Publisher) housekeeping() {
 				}
 				ts.mu.Unlock()
 			}
+		}
+	}
+}
+
+// Flush sends now what waits in partly filled buffers instead of when
+// FlushInterval ends: each subscriber's coalescing buffer, or in Shared
+// mode the shared buffers. It never blocks; what a connection has no room
+// for goes out as usual. Before it returns, the counters of SubscriberInfo
+// and TagStats include every message taken before it was called.
+func (p *Publisher) Flush() {
+	if p.sh != nil {
+		p.sh.flushDue(0, nil)
+		return
+	}
+	for _, ss := range p.sessionList(nil) {
+		ss.mu.Lock()
+		ep := ss.ep
+		ss.mu.Unlock()
+		if ep != nil {
+			ep.Flush()
 		}
 	}
 }

@@ -51,7 +51,6 @@ type sharedPool struct {
 
 	groupsMu sync.Mutex
 	groups   map[string]*group
-	list     []*group // scratch for flushDue, housekeeping only
 }
 
 // sharedBuf is one buffer: filled under its group's mu, then read-only
@@ -261,23 +260,24 @@ func (sh *sharedPool) post(g *group) {
 	sh.release(idx)
 }
 
-// flushDue posts the buffers that waited interval or more.
-func (sh *sharedPool) flushDue(interval time.Duration) {
+// flushDue posts the buffers that waited interval or more, listing the
+// groups in list (the caller's scratch, returned for reuse).
+func (sh *sharedPool) flushDue(interval time.Duration, list []*group) []*group {
 	sh.groupsMu.Lock()
 	for _, g := range sh.groups {
-		sh.list = append(sh.list, g)
+		list = append(list, g)
 	}
 	sh.groupsMu.Unlock()
 	now := time.Now()
-	for _, g := range sh.list {
+	for _, g := range list {
 		g.mu.Lock()
 		if g.cur >= 0 && now.Sub(g.firstAt) >= interval {
 			sh.post(g)
 		}
 		g.mu.Unlock()
 	}
-	clear(sh.list)
-	sh.list = sh.list[:0]
+	clear(list)
+	return list[:0]
 }
 
 // postShared sends buffer idx to ss, or, for a Block session that has no

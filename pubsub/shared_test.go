@@ -1,6 +1,7 @@
 package pubsub_test
 
 import (
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -227,4 +228,30 @@ func TestSharedConfig(t *testing.T) {
 	assert.Equal(t, pubsub.NoSubscriptions, p.Publish(1, big[:p.MaxMessageSize()]))
 	assert.Equal(t, pubsub.InvalidArgument, p.PublishZeroCopy(1, 0, big[:8], 1))
 	assert.Equal(t, 128, p.Stats().SharedFree)
+}
+
+// TestPublisherFlush: Flush sends what waits in partly filled buffers at
+// once, long before FlushInterval, and the publisher's counters then
+// include it.
+func TestPublisherFlush(t *testing.T) {
+	for _, mode := range []pubsub.Mode{pubsub.Buffered, pubsub.Shared} {
+		t.Run(fmt.Sprintf("mode%d", mode), func(t *testing.T) {
+			mgr := openDomain(t, "tcp")
+			cfg := sharedConfig([]uint64{1}, pubsub.Block, time.Minute)
+			cfg.Mode = mode
+			p := newPublisher(t, mgr, cfg)
+			c := newCollector()
+			sub := newSubscriber(t, mgr, c.config(p.Addr()))
+			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 1))
+			buf := make([]byte, 64)
+			for seq := range uint64(10) {
+				require.Equal(t, pubsub.OK, p.Publish(1, payload(buf, 1, seq)))
+			}
+			p.Flush()
+			st, _ := p.TagStats(1)
+			assert.Equal(t, uint64(10), st.Delivered)
+			waitFor(t, 10*time.Second, func() bool { return c.count.Load() == 10 }, "the 10 messages, well before the minute")
+			checkInOrder(t, c, 1, 0, 10)
+		})
+	}
 }

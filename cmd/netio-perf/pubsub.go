@@ -230,6 +230,7 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	}
 	start, cpu0 := time.Now(), cpuTime()
 	err = publishLoop(ctx, p, o, &r)
+	p.Flush() // Shared mode counts a copy delivered when its buffer is posted
 	elapsed := time.Since(start)
 	r.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	for _, s := range p.Subscribers() {
