@@ -135,7 +135,9 @@ type backlogSlot struct {
 // report. Messages accepted while disconnected wait in a bounded backlog and
 // go out, in order, after the next connection is established. A message in
 // flight when a connection breaks is reported Failed and not sent again, so
-// the peer never sees a message twice. When a dial finds the domain closed
+// the peer never sees a message twice (with SendConfig.Inject, one the
+// provider had taken by fi_inject was reported OK already, and may be
+// lost: see SendConfig.Inject). When a dial finds the domain closed
 // the sender stops by itself, as if closed: the backlog is reported
 // Canceled and Send returns Closed.
 type ReconnectingSender struct {

@@ -73,15 +73,17 @@ type SendConfig struct {
 	// GetBuffer, SendBuffer and ReleaseBuffer refuse. See CoalesceConfig.
 	Coalesce *CoalesceConfig
 	// Inject posts a message of at most the provider's inject_size bytes
-	// (InjectSize; 64 on tcp, 255 on sockets) with fi_inject: the provider
-	// copies it and writes no completion, and the endpoint reports its key
-	// OK on the poller goroutine at once. That saves the provider's
+	// (InjectSize; 128 on a tcp connection here, 255 on sockets) with
+	// fi_inject: the provider copies it and writes no completion, and the
+	// endpoint reports its key OK on the poller goroutine at once. That saves the provider's
 	// completion and, on tcp, a syscall per message (docs/performance.md).
 	// OK then means the provider holds a copy, not that it has left the
 	// provider: a message still queued in the provider when the connection
 	// breaks or Close runs is lost although reported OK, as every send is on
 	// sockets (see Close). Off by default for that reason; it excludes
-	// DeliveryComplete. See inject.go.
+	// DeliveryComplete. ProgressTimeout sees only sends posted with a
+	// completion: injects to a stalled peer are reported OK, and the
+	// stall shows as NoResources from SendBuffer. See inject.go.
 	Inject bool
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
