@@ -428,7 +428,15 @@ func TestInjectReportedAtTeardown(t *testing.T) {
 	release := r.hold()
 	// Queued before the sends' report, so the teardown runs first.
 	poll.Of(r.p).Go(func() { s.c.Teardown(netio.ErrClosed) })
-	const sends = 10
+	r.injectAllOKThenClosed(t, s, release, 10)
+	assert.NoError(t, s.Close())
+}
+
+// injectAllOKThenClosed injects sends 64 B messages while the poller is
+// held, releases it, and checks that every key was reported once, OK,
+// before the one OnConnectionClosed.
+func (r *injectRig) injectAllOKThenClosed(t *testing.T, s *SendEndpointBuffered, release func(), sends int) {
+	t.Helper()
 	for k := range sends {
 		require.Equal(t, netio.OK, r.send(s, uint64(k), 64), "send %d", k)
 	}
@@ -439,7 +447,6 @@ func TestInjectReportedAtTeardown(t *testing.T) {
 	assert.Equal(t, map[netio.Status]int{netio.OK: sends}, r.statuses)
 	r.mu.Unlock()
 	assert.Equal(t, int32(1), r.closed.Load())
-	assert.NoError(t, s.Close())
 }
 
 // A callback that closes the endpoint while the poller reports a batch of
@@ -455,17 +462,7 @@ func TestInjectCloseFromACallback(t *testing.T) {
 		}
 	}
 	release := r.hold()
-	const sends = 21
-	for k := range sends {
-		require.Equal(t, netio.OK, r.send(s, uint64(k), 64), "send %d", k)
-	}
-	require.Equal(t, int64(sends), r.injects.Load())
-	release()
-	r.settled(t, s, sends)
-	r.mu.Lock()
-	assert.Equal(t, map[netio.Status]int{netio.OK: sends}, r.statuses)
-	r.mu.Unlock()
-	assert.Equal(t, int32(1), r.closed.Load())
+	r.injectAllOKThenClosed(t, s, release, 21)
 	assert.NoError(t, <-closeErr)
 	assert.NoError(t, s.Close())
 }
