@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -69,6 +70,10 @@ type SendConfig struct {
 	// (ListenConfig.OnMessage). The endpoint then owns its buffers, so
 	// GetBuffer, SendBuffer and ReleaseBuffer refuse. See CoalesceConfig.
 	Coalesce *CoalesceConfig
+	// Replies, when set, has the endpoint receive what the peer sends back
+	// on the same connection (a listener with ListenConfig.Replies); see
+	// DialReplies. Nil keeps the connection one-way.
+	Replies *DialReplies
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -87,6 +92,9 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 	if err := c.Coalesce.validate(); err != nil {
 		return err
 	}
+	if err := c.checkReplies(mgr); err != nil {
+		return err
+	}
 	return c.Buffers.Check(mgr)
 }
 
@@ -103,6 +111,11 @@ type SendStats struct {
 	Bytes     uint64 // bytes posted
 	Completed uint64 // sends completed OK
 	Failed    uint64 // sends that completed with an error or were canceled
+
+	// What the peer sent back (SendConfig.Replies); zero without it.
+	Received      uint64 // replies passed to OnReply
+	ReceivedBytes uint64 // bytes of those replies
+	ReceiveErrors uint64 // reply receives that completed with an error
 }
 
 func sendStats(s sendcore.Snapshot) SendStats {
@@ -121,6 +134,8 @@ type SendEndpointBuffered struct {
 	pool   *sendbuf.Pool        // bufs.Pool
 	set    *slots.Set           // bufs.Set: the buffer states, the table of sends in flight
 	co     *coalescer.Coalescer // nil unless SendConfig.Coalesce is set
+
+	replies *replyInbox // nil unless SendConfig.Replies is set
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
@@ -151,6 +166,7 @@ func dialKind(ctx context.Context, mgr *domain.Manager, addr string, cfg SendCon
 	s.c.addr = addr
 	o := cfg.options()
 	o.statsKind = statsKind
+	o.beforeConnect = s.postReplies
 	if err := s.c.dial(ctx, mgr, (*bufferedKind)(s), host, port, o, s.prepare); err != nil {
 		return nil, err
 	}
@@ -166,7 +182,7 @@ func (s *SendEndpointBuffered) prepare() error {
 	s.pool, s.set = s.bufs.Pool, s.bufs.Set
 	s.c.InitHandOff(s.pool.Len(), s.postSend)
 	s.startCoalescing()
-	return nil
+	return s.openReplies()
 }
 
 // GetBuffer leases a free registered buffer, or returns nil when none is
@@ -292,7 +308,9 @@ func (s *SendEndpointBuffered) BufferSize() int { return s.pool.BufferSize() }
 func (s *SendEndpointBuffered) RemoteAddr() string { return s.c.addr }
 
 // Stats returns the endpoint's counters.
-func (s *SendEndpointBuffered) Stats() SendStats { return sendStats(s.c.Counters.Read()) }
+func (s *SendEndpointBuffered) Stats() SendStats {
+	return s.replyStats(sendStats(s.c.Counters.Read()))
+}
 
 // Close ends the connection: the peer sees it closed, every pending key is
 // reported with Canceled, every buffer goes back, and the endpoint's own
@@ -335,7 +353,14 @@ func (k *bufferedKind) Claim(id uint32) (uint64, bool) { return k.set.Complete(i
 // Pending lists the buffers in flight.
 func (k *bufferedKind) Pending(dst []uint32) []uint32 { return k.set.Posted(dst, k.holder) }
 
-func (k *bufferedKind) HandleCompletion(key uint32, r poll.Result) { k.c.Complete(k, key, r) }
+// HandleCompletion reports a send, or passes a reply to OnReply.
+func (k *bufferedKind) HandleCompletion(key uint32, r poll.Result) {
+	if isReverseKey(key) {
+		(*SendEndpointBuffered)(k).onReply(key&^reverseKeyFlag, r)
+		return
+	}
+	k.c.Complete(k, key, r)
+}
 
 // CancelPending ends coalescing first (a callback below finds it closed),
 // then reports every buffer in flight.
@@ -353,6 +378,7 @@ func (k *bufferedKind) FillStats(e *stats.Endpoint) {
 	if co := k.co; co != nil {
 		e.CoalescedMessages, e.CoalescedBuffers, e.CoalesceDropped = co.Posted()
 	}
+	(*SendEndpointBuffered)(k).fillReplies(e)
 }
 
 // ReleaseResources gives the buffers back: a pool of its own is closed, a
@@ -360,7 +386,7 @@ func (k *bufferedKind) FillStats(e *stats.Endpoint) {
 func (k *bufferedKind) ReleaseResources() error {
 	s := (*SendEndpointBuffered)(k)
 	s.endCoalescing() // stops the flusher after a failed dial too
-	return s.bufs.Close(s.holder)
+	return errors.Join(s.bufs.Close(s.holder), s.freeReplies())
 }
 
 // HandOffSize is the message size from which a send endpoint has its
