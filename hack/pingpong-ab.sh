@@ -2,20 +2,21 @@
 # pingpong-ab.sh: 64 B (or --size) one-way latency of two processes on
 # 127.0.0.1, in short interleaved rounds: fabtests' fi_msg_pingpong, and
 # netio-perf server/client --mode pingpong with each poller setting given,
-# optionally against a second netio-perf binary (an A/B of two commits).
+# optionally against a second netio-perf binary (an A/B of two commits) and
+# the C baseline (hack/cbaseline, built into bin/cbaseline with --c).
 # Each round runs every side once, in turn, so load changes hit all alike;
 # it prints the median and min-max of the mean and of the p50 (fabtests
 # prints its mean only). Every process is bounded by --timeout.
 #
 #   hack/pingpong-ab.sh [--rounds N] [--size S] [--iterations I]
-#       [--provider P] [--polls "adaptive busy"] [--b PATH_TO_OTHER_NETIO_PERF]
+#       [--provider P] [--polls "adaptive busy"] [--b PATH_TO_OTHER_NETIO_PERF] [--c]
 #
 # fi_msg_pingpong is looked up in $FABTESTS_BIN, then on PATH; without it
 # only netio-perf runs. bin/netio-perf is built first (make or go build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=7 size=64 iters=20000 provider=tcp polls="adaptive busy" other=""
+rounds=7 size=64 iters=20000 provider=tcp polls="adaptive busy" other="" cbase=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rounds) rounds=$2; shift 2 ;;
@@ -24,11 +25,16 @@ while [ $# -gt 0 ]; do
 	--provider) provider=$2; shift 2 ;;
 	--polls) polls=$2; shift 2 ;;
 	--b) other=$2; shift 2 ;;
+	--c) cbase=bin/cbaseline; shift ;;
 	*) echo "unknown argument $1" >&2; exit 2 ;;
 	esac
 done
 timeout=60
 go build -o bin/netio-perf ./cmd/netio-perf
+if [ -n "$cbase" ]; then
+	# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+	"${CC:-cc}" -O2 -Wall -Wextra -Werror -pthread -o bin/cbaseline hack/cbaseline/cbaseline.c $(pkg-config --cflags --libs libfabric)
+fi
 fab=""
 for d in "${FABTESTS_BIN:-}" $(dirname "$(command -v fi_msg_pingpong 2>/dev/null || echo /nonexistent/x)"); do
 	[ -n "$d" ] && [ -x "$d/fi_msg_pingpong" ] && { fab="$d/fi_msg_pingpong"; break; }
@@ -54,6 +60,23 @@ netio() {
 	wait $pid || true
 }
 
+# cbase: one C baseline run; appends "mean p50".
+cbase() {
+	local srv="$out/srv.c" addr=""
+	timeout $timeout bin/cbaseline pingpong --provider "$provider" --size "$size" --max-count "$iters" \
+		--listen 127.0.0.1:0 --timeout $timeout >"$srv" 2>/dev/null &
+	local pid=$!
+	for _ in $(seq 100); do
+		addr=$(awk '/^LISTENING/{print $2}' "$srv")
+		[ -n "$addr" ] && break
+		sleep 0.05
+	done
+	timeout $timeout bin/cbaseline pingpong --provider "$provider" --size "$size" --max-count "$iters" \
+		--connect "$addr" --timeout $timeout |
+		sed -n 's/.*"latency_p50_us":\([0-9.]*\).*"latency_mean_us":\([0-9.]*\).*/\2 \1/p' >>"$out/c" || true
+	wait $pid || true
+}
+
 # fabtests: one fi_msg_pingpong run on a free port; appends "mean -".
 fabtests() {
 	local port
@@ -68,6 +91,7 @@ fabtests() {
 
 names=()
 [ -n "$fab" ] && names+=(fabtests)
+[ -n "$cbase" ] && names+=(c)
 for p in $polls; do
 	names+=("netio-$p")
 	[ -n "$other" ] && names+=("b-$p")
@@ -76,6 +100,7 @@ for r in $(seq "$rounds"); do
 	for n in "${names[@]}"; do
 		case "$n" in
 		fabtests) fabtests ;;
+		c) cbase ;;
 		netio-*) netio "$n" bin/netio-perf "${n#netio-}" ;;
 		b-*) netio "$n" "$other" "${n#b-}" ;;
 		esac
