@@ -46,11 +46,12 @@ trap 'rm -rf "$out"' EXIT
 netio() {
 	local name=$1 bin=$2 poll=$3 addr=""
 	local srv="$out/srv.$name"
+	rm -f "$srv" # the server truncates it in the background: never read last round's address
 	timeout $timeout "$bin" server --mode pingpong --provider "$provider" --listen 127.0.0.1:0 \
 		--buf-size $((size > 256 ? size : 256)) --poll "$poll" --json --timeout ${timeout}s >"$srv" 2>/dev/null &
 	local pid=$!
 	for _ in $(seq 100); do
-		addr=$(awk '/^LISTENING/{print $2}' "$srv")
+		addr=$(awk '/^LISTENING/{print $2}' "$srv" 2>/dev/null)
 		[ -n "$addr" ] && break
 		sleep 0.05
 	done
@@ -63,11 +64,12 @@ netio() {
 # cbase: one C baseline run; appends "mean p50".
 cbase() {
 	local srv="$out/srv.c" addr=""
+	rm -f "$srv"
 	timeout $timeout bin/cbaseline pingpong --provider "$provider" --size "$size" --max-count "$iters" \
 		--listen 127.0.0.1:0 --timeout $timeout >"$srv" 2>/dev/null &
 	local pid=$!
 	for _ in $(seq 100); do
-		addr=$(awk '/^LISTENING/{print $2}' "$srv")
+		addr=$(awk '/^LISTENING/{print $2}' "$srv" 2>/dev/null)
 		[ -n "$addr" ] && break
 		sleep 0.05
 	done
