@@ -51,7 +51,7 @@ netio() {
 		--buf-size $((size > 256 ? size : 256)) --poll "$poll" --json --timeout ${timeout}s >"$srv" 2>/dev/null &
 	local pid=$!
 	for _ in $(seq 100); do
-		addr=$(awk '/^LISTENING/{print $2}' "$srv" 2>/dev/null)
+		addr=$(awk '/^LISTENING/{print $2}' "$srv" 2>/dev/null || true)
 		[ -n "$addr" ] && break
 		sleep 0.05
 	done
@@ -69,7 +69,7 @@ cbase() {
 		--listen 127.0.0.1:0 --timeout $timeout >"$srv" 2>/dev/null &
 	local pid=$!
 	for _ in $(seq 100); do
-		addr=$(awk '/^LISTENING/{print $2}' "$srv" 2>/dev/null)
+		addr=$(awk '/^LISTENING/{print $2}' "$srv" 2>/dev/null || true)
 		[ -n "$addr" ] && break
 		sleep 0.05
 	done
