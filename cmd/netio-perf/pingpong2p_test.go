@@ -25,7 +25,7 @@ func decodePingPong(t *testing.T, line string) pingPongReport {
 // other: the client times exactly --iterations round trips, the server
 // echoed those and the warm-up ones, and the latencies are ordered.
 func TestPingPongTwoSides(t *testing.T) {
-	for _, poll := range []string{"adaptive", "busy"} {
+	for _, poll := range []string{"adaptive", "busy", "busy-locked"} {
 		t.Run(poll, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
