@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"time"
 
 	"github.com/netio-go/netio/domain"
@@ -154,7 +153,7 @@ func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) e
 		return err
 	}
 	defer mgr.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, os.Stderr)
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
 	if err != nil {
 		return err
 	}

@@ -42,8 +42,9 @@ func get(t *testing.T, url string) string {
 }
 
 // TestServerServesMetrics runs a server with --metrics-addr, sends it
-// 1000 messages of 1 KiB from a client, and scrapes what it received;
-// once the server exits, the metrics endpoint is gone too.
+// 1000 messages of 1 KiB from a client (which serves metrics too), and
+// scrapes what the server received; once the server exits, the metrics
+// endpoint is gone too.
 func TestServerServesMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
@@ -73,7 +74,9 @@ func TestServerServesMetrics(t *testing.T) {
 	addr := firstLine(outR, "LISTENING ")
 	require.NotEmpty(t, addr)
 
-	require.Equal(t, exitOK, run(ctx, []string{"client", "--connect", addr, "--size", "1K", "--count", "1000"}, io.Discard, io.Discard))
+	var clientErr strings.Builder
+	require.Equal(t, exitOK, run(ctx, []string{"client", "--connect", addr, "--size", "1K", "--count", "1000", "--metrics-addr", "127.0.0.1:0"}, io.Discard, &clientErr))
+	assert.Contains(t, clientErr.String(), "METRICS http://", "the client names its metrics address on the stderr it was given")
 	var text string
 	require.Eventually(t, func() bool {
 		text = get(t, metricsURL)

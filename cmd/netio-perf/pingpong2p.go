@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -281,7 +280,7 @@ func runPingPongClient(ctx context.Context, o clientOptions, stdout, stderr io.W
 		return err
 	}
 	defer mgr.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, os.Stderr)
+	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
 	if err != nil {
 		return err
 	}
