@@ -287,6 +287,9 @@ func TestRepliesBadInput(t *testing.T) {
 	_, err = endpoint.Dial(ctx, mgr, "127.0.0.1:1", endpoint.SendConfig{Replies: bad})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "negative reply buffer size")
 	assert.Equal(t, -1, bad.Params.BufferSize, "the caller's config changed")
+	_, err = endpoint.DialReconnecting(mgr, "127.0.0.1:1", endpoint.ReconnectConfig{Send: endpoint.SendConfig{
+		Replies: &endpoint.DialReplies{OnReply: func(*endpoint.SendEndpointBuffered, []byte) {}}}})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "replies on a reconnecting sender")
 	_, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{OnData: func(*endpoint.ReceiveEndpoint, []byte) {},
 		Replies: &endpoint.ListenReplies{Params: netio.BufferedSendParams{BufferCount: -3}}})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "negative send buffer count")
