@@ -6,13 +6,13 @@
 # the C baseline (hack/cbaseline, built into bin/cbaseline with --c).
 # Each round runs every side once, in turn, so load changes hit all alike;
 # it prints the median and min-max of the mean and of the p50 (fabtests
-# prints its mean only). Every process is bounded by --timeout.
+# prints its mean only). Every process is killed after 60 s at the latest.
 #
 #   hack/pingpong-ab.sh [--rounds N] [--size S] [--iterations I]
 #       [--provider P] [--polls "adaptive busy"] [--b PATH_TO_OTHER_NETIO_PERF] [--c]
 #
 # fi_msg_pingpong is looked up in $FABTESTS_BIN, then on PATH; without it
-# only netio-perf runs. bin/netio-perf is built first (make or go build).
+# only netio-perf runs. bin/netio-perf is built first (go build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
