@@ -31,15 +31,22 @@ type handOffRig struct {
 	statuses []netio.Status // in the order reported; keys may repeat (a buffer ID is reused)
 }
 
+// tcpWithPoller opens a tcp domain on 127.0.0.1 and a poller in it, both
+// closed at the end of the test.
+func tcpWithPoller(t *testing.T) (*domain.Manager, *cq.Poller) {
+	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, mgr.Close()) })
+	p, err := cq.Open(mgr, cq.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	return mgr, p
+}
+
 func newHandOffRig(t *testing.T, rxBufs int) *handOffRig {
 	r := &handOffRig{}
+	r.mgr, r.p = tcpWithPoller(t)
 	var err error
-	r.mgr, err = domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, r.mgr.Close()) })
-	r.p, err = cq.Open(r.mgr, cq.Config{})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, r.p.Close()) })
 	r.l, err = Listen(r.mgr, "127.0.0.1:0", ListenConfig{
 		Params: netio.ReceiveParams{BufferSize: HandOffSize, BufferCount: rxBufs},
 		OnData: func(*ReceiveEndpoint, []byte) { r.received.Add(1) },

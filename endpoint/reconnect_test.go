@@ -80,6 +80,27 @@ func sendAll(t *testing.T, rs *endpoint.ReconnectingSender, first, last uint64) 
 	return keys
 }
 
+// dialRestartable dials a ReconnectingSender with send that records its
+// reports and connection changes, waits for its first connection, and
+// closes it at the end of the test.
+func dialRestartable(t *testing.T, mgr *domain.Manager, addr string, send endpoint.SendConfig) (*endpoint.ReconnectingSender, *reports, chan bool) {
+	t.Helper()
+	rep := &reports{statuses: map[uint64][]netio.Status{}}
+	changes := make(chan bool, 16)
+	rs, err := endpoint.DialReconnecting(mgr, addr, endpoint.ReconnectConfig{
+		Send:               send,
+		InitialBackoff:     2 * time.Millisecond,
+		MaxBackoff:         20 * time.Millisecond,
+		DialTimeout:        time.Second, // a dial racing the old listener's close waits this long
+		OnSendCompleted:    rep.record,
+		OnConnectionChange: func(up bool, _ error) { changes <- up },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, rs.Close()) })
+	require.True(t, <-changes, "first connection")
+	return rs, rep, changes
+}
+
 func TestReconnectingSenderSurvivesServerRestart(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
@@ -90,19 +111,8 @@ func TestReconnectingSenderSurvivesServerRestart(t *testing.T) {
 			addr := l1.Addr()
 			defer l1.Close()
 
-			rep := &reports{statuses: map[uint64][]netio.Status{}}
-			changes := make(chan bool, 16)
-			rs, err := endpoint.DialReconnecting(mgr, addr, endpoint.ReconnectConfig{
-				Send:               endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 4096, BufferCount: 16}},
-				InitialBackoff:     2 * time.Millisecond,
-				MaxBackoff:         20 * time.Millisecond,
-				DialTimeout:        time.Second, // a dial racing the old listener's close waits this long
-				OnSendCompleted:    rep.record,
-				OnConnectionChange: func(up bool, _ error) { changes <- up },
-			})
-			require.NoError(t, err)
-			defer func() { assert.NoError(t, rs.Close()) }()
-			require.True(t, <-changes, "first connection")
+			rs, rep, changes := dialRestartable(t, mgr, addr,
+				endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 4096, BufferCount: 16}})
 
 			sendAll(t, rs, 1, 300)
 			waitFor(t, 10*time.Second, func() bool { return rep.count() == 300 && rcv.count.Load() == 300 }, "first 300 messages")

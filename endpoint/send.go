@@ -34,7 +34,10 @@ type SendConfig struct {
 	// send, Failed for an error completion or for a send queued for the
 	// poller (HandOffSize) that the provider then refused to take,
 	// Canceled when the endpoint closed first. The buffer is back in the
-	// pool when it runs. It runs on the poller goroutine and must not
+	// pool when it runs. With Inject, an injected send's buffer is back
+	// when SendBuffer returns, so the same ID may be sent again before the
+	// earlier send's key is reported; injected sends are reported in the
+	// order they were sent. It runs on the poller goroutine and must not
 	// block. May be nil.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnConnectionClosed is called once when the connection ends: with
@@ -74,6 +77,17 @@ type SendConfig struct {
 	// on the same connection (a listener with ListenConfig.Replies); see
 	// DialReplies. Nil keeps the connection one-way.
 	Replies *DialReplies
+	// Inject posts a message of at most the provider's inject_size bytes
+	// (InjectSize; 64 on tcp, 255 on sockets) with fi_inject: the provider
+	// copies it and writes no completion, and the endpoint reports its key
+	// OK on the poller goroutine at once. That saves the provider's
+	// completion and, on tcp, a syscall per message (docs/performance.md).
+	// OK then means the provider holds a copy, not that it has left the
+	// provider: a message still queued in the provider when the connection
+	// breaks or Close runs is lost although reported OK, as every send is on
+	// sockets (see Close). Off by default for that reason; it excludes
+	// DeliveryComplete. See inject.go.
+	Inject bool
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -95,13 +109,16 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 	if err := c.checkReplies(mgr); err != nil {
 		return err
 	}
+	if err := c.checkInject(); err != nil {
+		return err
+	}
 	return c.Buffers.Check(mgr)
 }
 
 // options are the send core's settings from c.
 func (c *SendConfig) options() connOptions {
 	return connOptions{Options: sendcore.Options{Poller: c.Poller, PollerConfig: c.PollerConfig, Log: c.Logger,
-		OnClosed: c.OnConnectionClosed, OnSendCompleted: c.OnSendCompleted},
+		OnClosed: c.OnConnectionClosed, OnSendCompleted: c.OnSendCompleted, Inject: c.Inject},
 		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout}
 }
 
@@ -181,6 +198,7 @@ func (s *SendEndpointBuffered) prepare() error {
 	}
 	s.pool, s.set = s.bufs.Pool, s.bufs.Set
 	s.c.InitHandOff(s.pool.Len(), s.postSend)
+	s.c.InitInject(s.pool.Len(), (*bufferedKind)(s), s.postInject)
 	s.startCoalescing()
 	return s.openReplies()
 }
@@ -226,6 +244,11 @@ func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
 // post the provider refuses comes back through OnSendCompleted with
 // Failed, as an error completion would. Messages are sent in the order of
 // the SendBuffer calls that returned OK either way.
+//
+// With SendConfig.Inject a message of at most InjectSize bytes is posted
+// with fi_inject: buf goes back to the endpoint's free buffers when
+// SendBuffer returns OK, and OnSendCompleted reports its key later, on the
+// poller goroutine.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
 	if buf == nil {
 		return netio.InvalidArgument

@@ -98,6 +98,7 @@ func (c *sendConn) open(mgr *domain.Manager, kind sendcore.Kind, host, port stri
 	if c.info, err = infoFor(mgr, host, port, false, caps); err != nil {
 		return err
 	}
+	c.SetInjectSize(c.info.InjectSize())
 	if o.deliveryComplete {
 		if err = requestDeliveryComplete(c.info); err != nil {
 			return err

@@ -12,7 +12,7 @@ import (
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
-const clientSynopsis = "netio-perf client [--endpoint msg|rdm [--inject]] [--provider P] --connect IP:PORT|NAME [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP] [--progress auto|on|off]"
+const clientSynopsis = "netio-perf client [--endpoint msg|rdm] [--inject] [--provider P] --connect IP:PORT|NAME [--size S] [--count N] [--bufs N] [--verify] [--zero-copy] [--coalesce [--buf-size B] [--flush-interval D]] [--json] [--timeout D] [--local IP] [--progress auto|on|off]"
 
 // defaultTimeout bounds a client run and a server run with --count.
 const defaultTimeout = 120 * time.Second
@@ -92,6 +92,9 @@ func parseClientFlags(args []string, stderr io.Writer) (clientOptions, error) {
 	if o.peer.mode == modePingPong && (o.verify || o.zeroCopy || o.coalesce) {
 		return o, fs.fail(errors.New("--mode pingpong takes no --verify, --zero-copy or --coalesce"))
 	}
+	if o.inject && !o.rdm() && (o.zeroCopy || o.coalesce || o.peer.mode == modePingPong) {
+		return o, fs.fail(errors.New("--inject with --endpoint msg needs buffered sends: no --zero-copy, --coalesce or --mode pingpong"))
+	}
 	if o.coalesce && o.zeroCopy {
 		return o, fs.fail(errors.New("--zero-copy and --coalesce exclude each other"))
 	}
@@ -163,6 +166,7 @@ func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) e
 		pat = testpattern.New(o.size)
 	}
 	s := newSender(o.size, pat)
+	s.inject = o.inject
 	if o.rdm() {
 		return runRDMClient(ctx, o, mgr, local, s, stdout)
 	}

@@ -40,14 +40,14 @@ const (
 type endpointFlags struct {
 	endpoint string
 	addr     string // --endpoint rdm: --listen or --connect as rdm takes it
-	inject   bool   // client --endpoint rdm --inject: rdm.Endpoint.Inject, no buffers
+	inject   bool   // client --inject: rdm.Endpoint.Inject, no buffers; msg: SendConfig.Inject
 }
 
 // registerEndpoint adds --endpoint (and for the client --inject) to fs.
 func (e *endpointFlags) registerEndpoint(fs *flag.FlagSet) {
 	fs.StringVar(&e.endpoint, "endpoint", endpointMsg, "endpoint kind: msg (connected, FI_EP_MSG) or rdm (connectionless, FI_EP_RDM: tcp;ofi_rxm (the default with rdm), udp;ofi_rxd, sockets, shm)")
 	if fs.Name() == "client" {
-		fs.BoolVar(&e.inject, "inject", false, "with --endpoint rdm: send each message with Inject (at most the provider's inject size; no buffers, no completions)")
+		fs.BoolVar(&e.inject, "inject", false, "with --endpoint rdm: send each message with Inject (at most the provider's inject size; no buffers, no completions); with --endpoint msg: SendConfig.Inject (send buffers of at most the inject size go out with fi_inject)")
 	}
 }
 
@@ -60,9 +60,6 @@ func (e *endpointFlags) rdm() bool { return e.endpoint == endpointRDM }
 // the provider makes. It reports whether the caller should parse the
 // address as IP:PORT itself (msg, or an IP provider).
 func (e *endpointFlags) check(fs *cmdLine, c *commonFlags, name, value string, allowZero bool) (parseIP bool, err error) {
-	if e.inject && e.endpoint != endpointRDM {
-		return false, errors.New("--inject needs --endpoint rdm")
-	}
 	switch e.endpoint {
 	case endpointMsg:
 		return true, nil

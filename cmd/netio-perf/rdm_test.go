@@ -51,7 +51,7 @@ func TestRDMFlagErrors(t *testing.T) {
 		"shm client no name":   {"client", "--endpoint", "rdm", "--provider", "shm"},
 		"sweep other mode":     {"--endpoint", "rdm", "--mode", "scale"},
 		"rdm connect not addr": {"client", "--endpoint", "rdm", "--connect", "nowhere"},
-		"inject without rdm":   {"client", "--inject", "--connect", "127.0.0.1:1"},
+		"inject zero-copy":     {"client", "--inject", "--zero-copy", "--connect", "127.0.0.1:1"},
 		"rdm server pingpong":  {"server", "--endpoint", "rdm", "--mode", "pingpong"},
 		"rdm client pingpong":  {"client", "--endpoint", "rdm", "--mode", "pingpong", "--connect", "127.0.0.1:1"},
 	} {

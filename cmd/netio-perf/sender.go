@@ -39,6 +39,7 @@ type sender struct {
 	size     int
 	pat      *testpattern.Pattern // nil: buffers are sent as they are, not filled
 	lowWater uint64               // wake the sender when at most this many are in flight
+	inject   bool                 // --inject: endpoint.SendConfig.Inject
 
 	sent  atomic.Uint64 // messages posted; written by the sending goroutine only
 	freed chan struct{} // capacity 1: in-flight messages reached lowWater
@@ -85,6 +86,7 @@ func (s *sender) config(bufs int, pc cq.Config) endpoint.SendConfig {
 		Params:             netio.BufferedSendParams{BufferSize: s.size, BufferCount: bufs},
 		OnSendCompleted:    s.onCompleted,
 		OnConnectionClosed: s.onClosed,
+		Inject:             s.inject,
 		Runtime:            cq.Runtime{PollerConfig: pc},
 	}
 }

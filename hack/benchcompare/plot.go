@@ -133,6 +133,8 @@ func implLabel(impl string) string {
 		return "raw Go (fabric)"
 	case impl2pNetioBusy:
 		return "netio-go busy"
+	case impl2pNetioInject:
+		return "netio-go inject"
 	}
 	for _, im := range slices.Concat(impls, impls2p) {
 		if im.id == impl {

@@ -31,6 +31,11 @@ const (
 	impl2pTCP       = "go-tcp-2p"        // benchcompare tcp-server / tcp-client
 )
 
+// impl2pNetioInject is netio-perf client --inject
+// (endpoint.SendConfig.Inject): bandwidth only, at sizes up to
+// injectMax2p.
+const impl2pNetioInject = "netio-go-2p-inject"
+
 // impls2p lists the two-process contenders in table order, with their
 // column labels; the first is the one every ratio is about.
 var impls2p = []struct{ id, label string }{
@@ -39,6 +44,11 @@ var impls2p = []struct{ id, label string }{
 	{impl2pC, "C"},
 	{impl2pTCP, "TCP"},
 }
+
+// injectMax2p is the largest size the inject contender runs at: within
+// the inject_size of every provider the comparison runs on (tcp 128,
+// sockets 255).
+const injectMax2p = 64
 
 // window2p is the send window and receive depth of every two-process
 // contender: fabtests' -W and the set-up.
@@ -119,7 +129,8 @@ type setupCost struct {
 func (p *twoProc) contenders() []contender {
 	both := []string{modeBandwidth, modePingPong}
 	cs := []contender{{impl: impl2pNetio, modes: both}, {impl: impl2pNetioBusy, modes: []string{modePingPong}},
-		{impl: impl2pC, modes: both}, {impl: impl2pTCP, modes: both}}
+		{impl: impl2pC, modes: both}, {impl: impl2pTCP, modes: both},
+		{impl: impl2pNetioInject, modes: []string{modeBandwidth}, runs: func(size int) bool { return size <= injectMax2p }}}
 	if p.fab.bw != "" {
 		cs = append(cs, contender{impl: implFabtests, modes: both})
 	}
@@ -139,6 +150,9 @@ func (p *twoProc) measure(ctx context.Context, impl string, size int) ([]sample,
 			return nil, err
 		}
 		out = append(out, bw)
+	}
+	if impl == impl2pNetioInject {
+		return out, nil
 	}
 	pp, err := p.pingPong(ctx, impl, size)
 	if err != nil {
@@ -226,13 +240,17 @@ func (p *twoProc) bandwidthSpec(impl string, size, count int) (pairSpec, error) 
 	t, n, s, w := p.t, strconv.Itoa(count), strconv.Itoa(size), strconv.Itoa(window2p)
 	timeout := strconv.Itoa(int(t.timeout.Seconds()))
 	switch impl {
-	case impl2pNetio:
+	case impl2pNetio, impl2pNetioInject:
+		var inject []string
+		if impl == impl2pNetioInject {
+			inject = []string{"--inject"}
+		}
 		return pairSpec{
 			server: command{t.netioPerf, []string{"server", "--provider", t.provider, "--listen", "127.0.0.1:0",
 				"--buf-size", s, "--bufs", w, "--count", n, "--json", "--timeout", t.timeout.String()}},
 			client: func(a string) command {
-				return command{t.netioPerf, []string{"client", "--provider", t.provider, "--connect", a,
-					"--size", s, "--bufs", w, "--count", n, "--json", "--timeout", t.timeout.String()}}
+				return command{t.netioPerf, append([]string{"client", "--provider", t.provider, "--connect", a,
+					"--size", s, "--bufs", w, "--count", n, "--json", "--timeout", t.timeout.String()}, inject...)}
 			}}, nil
 	case impl2pC:
 		return pairSpec{

@@ -77,7 +77,25 @@ func printTwoProcRates(w io.Writer, rows []twoProcRow) error {
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	printInjectRates(w, rows)
+	return nil
+}
+
+// printInjectRates writes the inject contender's rates (netio-perf client
+// --inject), at the sizes it ran, against C's.
+func printInjectRates(w io.Writer, rows []twoProcRow) {
+	for _, row := range rows {
+		inj, c := row.Impl[impl2pNetioInject], row.Impl[impl2pC]
+		if inj.MsgsPerS <= 0 {
+			continue
+		}
+		fmt.Fprintf(w, "netio-go client --inject (SendConfig.Inject) %s: %s Mmsg/s, %s of C's, CPU %s s/GB\n",
+			formatSize(row.Size), figureCell(inj.MsgsPerS/1e6, "%.4f"), figureCell(ratio(inj.MsgsPerS, c.MsgsPerS), "%.2fx"),
+			figureCell(inj.CPUSecPerGB, "%.3f"))
+	}
 }
 
 // printTwoProcLatency writes the one-way latencies: the mean (fabtests'

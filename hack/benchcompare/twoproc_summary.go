@@ -69,7 +69,8 @@ const modeGap = 1.3
 // summarizeTwoProc computes the two-process rows.
 func summarizeTwoProc(samples []sample, sizes []int, rounds int, reference string) []twoProcRow {
 	rows := make([]twoProcRow, 0, len(sizes))
-	all := append(slices.Clone(impls2p), struct{ id, label string }{impl2pNetioBusy, "netio-go busy"})
+	all := append(slices.Clone(impls2p), struct{ id, label string }{impl2pNetioBusy, "netio-go busy"},
+		struct{ id, label string }{impl2pNetioInject, "netio-go inject"})
 	for _, size := range sizes {
 		row := twoProcRow{Size: size, Impl: map[string]figures{}, BWRatio: map[string]float64{}, LatRatio: map[string]float64{}}
 		for _, im := range all {

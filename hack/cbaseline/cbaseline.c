@@ -9,7 +9,7 @@
  *
  *   cbaseline bw       --provider P --size S [--window W] [--rx-depth R]
  *                      [--seconds T] [--max-count N] [--yield] [--noise-us N]
- *                      [--timeout SEC]
+ *                      [--one-buffer] [--batch] [--timeout SEC]
  *   cbaseline pingpong --provider P --size S [--seconds T] [--max-count N]
  *                      [--yield] [--noise-us N] [--timeout SEC]
  *   cbaseline inject   --provider P --size S [--rx-depth R] [--seconds T]
@@ -82,6 +82,18 @@
  * (every 20 us while goroutines sit in long cgo calls), so that what they
  * cost a C program can be measured (bw --size 1048576 --noise-us 20).
  *
+ * --one-buffer (bw) sends every message from one buffer and receives every
+ * message into one, as fabtests' fi_msg_bw does: the working set is S bytes
+ * a side instead of W (or R) times S. The received bytes are overwritten
+ * while they arrive, so it measures the transport, never a use of the data
+ * (hack/footprint-ab.sh compares the two).
+ *
+ * --batch (bw) moves the window in fi_msg_bw's rhythm: the client posts a
+ * whole window of sends, then waits until every one of them completed; the
+ * server reposts its receives only once all of them completed. Without it
+ * the client posts again as soon as a send completes and the server
+ * reposts each receive at once.
+ *
  * --yield calls sched_yield() after an empty fi_cq_read, which the sockets
  * provider's progress thread needs on a machine with few cores.
  *
@@ -92,7 +104,9 @@
  *              "msgs_per_s":Y,"cpu_seconds":C,"cpu_s_per_gb":G}
  *   pingpong: {"mode":"pingpong","provider":P,"size":S,"round_trips":N,
  *              "latency_p50_us":A,"latency_p99_us":B}
- * With --endpoint rdm both carry "endpoint":"rdm" after the provider.
+ * With --endpoint rdm both carry "endpoint":"rdm" after the provider; with
+ * --one-buffer bw's lines carry "one_buffer":true, with --batch
+ * "batch":true.
  * inject and memcpy print bw's fields, with "mode":"inject" (plus
  * "endpoint":"rdm" and the provider's "inject_size"; window is 0) and
  * "mode":"memcpy" (provider "none", messages = copies).
@@ -167,6 +181,8 @@ struct opts {
 	double seconds;
 	uint64_t max_count;
 	int yield;
+	int one_buffer; /* bw: every slot's bytes at the region's start */
+	int batch;      /* bw: whole windows, as fi_msg_bw moves them */
 	unsigned noise_us; /* 0: no noise thread */
 	unsigned timeout;
 	const char *listen;  /* two processes: the server side, on HOST:PORT */
@@ -233,7 +249,7 @@ static void usage(void)
 		"usage:\n"
 		"  cbaseline bw       --provider P --size S [--window W] "
 		"[--rx-depth R] [--seconds T] [--max-count N] [--yield] "
-		"[--noise-us N] [--timeout SEC]\n"
+		"[--noise-us N] [--one-buffer] [--batch] [--timeout SEC]\n"
 		"  cbaseline pingpong --provider P --size S [--seconds T] "
 		"[--max-count N] [--yield] [--noise-us N] [--timeout SEC]\n"
 		"  cbaseline inject   --provider P --size S [--rx-depth R] "
@@ -301,6 +317,18 @@ static void parse_args(int argc, char **argv)
 
 		if (!strcmp(a, "--yield")) {
 			o.yield = 1;
+			continue;
+		}
+		if (!strcmp(a, "--one-buffer")) {
+			if (o.mode != MODE_BW)
+				errx(1, "--one-buffer: bw only");
+			o.one_buffer = 1;
+			continue;
+		}
+		if (!strcmp(a, "--batch")) {
+			if (o.mode != MODE_BW)
+				errx(1, "--batch: bw only");
+			o.batch = 1;
 			continue;
 		}
 		if (!v)
@@ -563,6 +591,17 @@ static size_t slot_of(struct side *s, void *op_context)
 }
 
 /*
+ * Where slot's bytes live: its own o.size bytes of the region, or with
+ * --one-buffer the region's first o.size bytes for every slot (fabtests'
+ * footprint: fi_msg_bw sends every message from one buffer and receives
+ * every message into one).
+ */
+static char *slot_buf(struct side *s, size_t slot)
+{
+	return o.one_buffer ? s->buf : s->buf + slot * o.size;
+}
+
+/*
  * Queue a receive into slot; flush_recvs posts the queued slots until the
  * receive queue is full (-FI_EAGAIN), and is called again after the next
  * completions.
@@ -576,7 +615,7 @@ static void flush_recvs(struct side *s)
 {
 	while (s->npending > 0) {
 		size_t slot = s->pending[s->npending - 1];
-		ssize_t ret = fi_recv(s->ep, s->buf + slot * o.size, o.size,
+		ssize_t ret = fi_recv(s->ep, slot_buf(s, slot), o.size,
 				      s->desc, o.rdm ? FI_ADDR_UNSPEC : 0,
 				      &s->ctx[slot]);
 
@@ -590,7 +629,7 @@ static void flush_recvs(struct side *s)
 /* Send len bytes from slot; 0 when the transmit queue is full. */
 static int try_send(struct side *s, size_t slot, size_t len)
 {
-	ssize_t ret = fi_send(s->ep, s->buf + slot * o.size, len, s->desc,
+	ssize_t ret = fi_send(s->ep, slot_buf(s, slot), len, s->desc,
 			      s->dest, &s->ctx[slot]);
 
 	if (ret == -FI_EAGAIN)
@@ -794,11 +833,16 @@ static void *bw_server(void *arg)
 	int n, j;
 
 	(void)arg;
+	int reposting = 0; /* --batch: a full set of receives is being posted */
+
 	server_accept(o.rx_depth, FI_RECV);
 	if (!two_proc())
 		pthread_barrier_wait(&start_line);
 	for (;;) {
-		flush_recvs(&srv);
+		if (!o.batch || reposting || srv.npending == srv.nslots) {
+			flush_recvs(&srv);
+			reposting = srv.npending > 0;
+		}
 		n = cq_poll(&srv, comp);
 		if (n == 0) {
 			if (atomic_load(&client_done) &&
@@ -837,7 +881,7 @@ static uint64_t bw_client(double *t0)
 	size_t *free_slots, nfree = o.window, i;
 	uint64_t posted = 0, completed = 0;
 	double deadline;
-	int stop = 0, n, j;
+	int stop = 0, posting = 1, n, j;
 
 	free_slots = malloc(o.window * sizeof(*free_slots));
 	if (!free_slots)
@@ -847,7 +891,9 @@ static uint64_t bw_client(double *t0)
 	*t0 = now_sec();
 	deadline = *t0 + o.seconds;
 	while (!stop || completed < posted) {
-		while (!stop && nfree > 0) {
+		if (nfree == o.window)
+			posting = 1; /* --batch: the whole window is back */
+		while (!stop && nfree > 0 && posting) {
 			if (posted >= o.max_count ||
 			    (posted % TIME_CHECK_EVERY == 0 && posted > 0 &&
 			     now_sec() > deadline)) {
@@ -861,6 +907,8 @@ static uint64_t bw_client(double *t0)
 			nfree--;
 			posted++;
 		}
+		if (o.batch && nfree == 0)
+			posting = 0;
 		n = cq_poll(&cli, comp);
 		for (j = 0; j < n; j++)
 			free_slots[nfree++] = slot_of(&cli, comp[j].op_context);
@@ -876,6 +924,19 @@ static uint64_t bw_client(double *t0)
  * ""), window and rx_bufs, then n messages of o.size bytes in secs seconds
  * and cpu CPU seconds.
  */
+/* bw's extra JSON fields: role (or NULL), then the --one-buffer and --batch
+ * marks. */
+static const char *bw_extra(const char *role)
+{
+	static char buf[96];
+
+	snprintf(buf, sizeof(buf), "%s%s%s%s%s", role ? ",\"role\":\"" : "",
+		 role ? role : "", role ? "\"" : "",
+		 o.one_buffer ? ",\"one_buffer\":true" : "",
+		 o.batch ? ",\"batch\":true" : "");
+	return buf;
+}
+
 static void print_bw(const char *mode, const char *extra, size_t window,
 		     uint64_t n, double secs, double cpu)
 {
@@ -904,7 +965,7 @@ static void run_bw(void)
 		errx(1, "server received %" PRIu64 " of %" PRIu64 " messages",
 		     server_received, sent);
 	close_all();
-	print_bw("bw", "", o.window, sent, last_receive - t0, cpu);
+	print_bw("bw", bw_extra(NULL), o.window, sent, last_receive - t0, cpu);
 }
 
 /* -------------------------------------------------------------- inject */
@@ -1142,7 +1203,7 @@ static void serve_bw(void)
 	atomic_store(&client_done, 1);
 	bw_server(NULL);
 	close_all();
-	print_bw("bw", ",\"role\":\"server\"", 0, server_received,
+	print_bw("bw", bw_extra("server"), 0, server_received,
 		 last_receive - first_receive, cpu_sec() - first_receive_cpu);
 }
 
@@ -1161,7 +1222,7 @@ static void send_bw(void)
 	secs = now_sec() - t0;
 	cpu = cpu_sec() - cpu0;
 	close_all();
-	print_bw("bw", ",\"role\":\"client\"", o.window, sent, secs, cpu);
+	print_bw("bw", bw_extra("client"), o.window, sent, secs, cpu);
 }
 
 /* pingpong --listen: echo WARMUP + --max-count pings, then close. */

@@ -68,6 +68,11 @@ type Options struct {
 	// internal/quirks: the connectionless providers here are not safe to
 	// call from several at once).
 	PostOnPoller bool
+	// Inject posts a send of at most the provider's inject_size bytes with
+	// fi_inject and reports its key OK once the provider has copied it,
+	// without a provider completion (see InitInject): OK then means the
+	// provider holds a copy, not that it has left the provider.
+	Inject bool
 }
 
 // Core is the state every sender shares; embed it by value and call Attach
@@ -102,6 +107,7 @@ type Core struct {
 	postSend     func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
 	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
+	inj          injector    // the inject path (Options.Inject)
 }
 
 // Attach attaches the core to its poller (the shared one, or one of its
@@ -171,6 +177,7 @@ func (c *Core) Teardown(reason error) {
 	if c.handOffTimer != nil {
 		c.handOffTimer.Stop()
 	}
+	c.endInjects() // reported OK: the provider took them before the close
 	c.kind.CancelPending(reason)
 	c.Log.Debug().Str("peer", c.opts.Peer).Err(reason).Msg("connection closed")
 	if c.opts.OnClosed != nil {

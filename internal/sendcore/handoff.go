@@ -155,7 +155,7 @@ func (c *Core) handOffDue(size int) bool {
 // flight never sees.
 func (c *Core) Send(ep *fabric.Endpoint, key uint32, n, size int) netio.Status {
 	if !c.handOffDue(size) {
-		if errno := c.postSend(ep, key, n); errno != 0 {
+		if errno := c.post(ep, key, n); errno != 0 {
 			return PostStatus(errno)
 		}
 		return netio.OK
@@ -204,7 +204,7 @@ func (c *Core) drainHandOff() {
 		if !open {
 			return // closing: teardown cancels what is queued
 		}
-		errno := c.postSend(ep, q.key, q.n)
+		errno := c.post(ep, q.key, q.n)
 		c.Guard.Release()
 		if errno.Temporary() {
 			c.hand.stalled.Store(true)

@@ -1,0 +1,34 @@
+package endpoint
+
+import (
+	"fmt"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+)
+
+// checkInject refuses Inject with DeliveryComplete: an inject completes
+// once the provider has copied it, never once it is placed at the peer.
+func (c *SendConfig) checkInject() error {
+	if c.Inject && c.DeliveryComplete {
+		return fmt.Errorf("%w: endpoint: Inject and DeliveryComplete exclude each other", netio.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// postInject injects buffer key's first n bytes (SendConfig.Inject): the
+// provider copies them before it returns, so the send core reports the
+// key without a completion. It runs where postSend runs.
+func (s *SendEndpointBuffered) postInject(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+	return ep.Inject(s.pool.Lookup(uint64(key)).Bytes()[:n])
+}
+
+// InjectSize returns the largest message SendBuffer injects with
+// SendConfig.Inject (the provider's inject_size), or 0 when it injects
+// none: Inject is off.
+func (s *SendEndpointBuffered) InjectSize() int {
+	if !s.cfg.Inject {
+		return 0
+	}
+	return s.c.InjectSize()
+}
