@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"runtime/metrics"
 	"time"
 
 	"github.com/netio-go/netio"
@@ -272,25 +271,15 @@ func (p *Poller) block() wakeReason {
 }
 
 // yield lets others run between empty polls: runtime.Gosched the
-// application's goroutines when one is waiting for a P (a spinning poller
-// holds one of GOMAXPROCS slots; on two cores two pollers would leave the
-// sender none), and sched_yield the provider's own threads (the sockets
-// progress thread) and the peer's poller when both share a core on a
-// loaded machine. With no goroutine runnable a Gosched would only wake an
-// idle thread for an idle P, which finds nothing (two futex calls and two
-// context switches per empty round, taking a CPU from the peer of a
-// ping-pong; docs/performance.md). A poller locked to its thread skips
-// Gosched, which would hand the thread over (see cq.Config.LockOSThread).
+// application's goroutines (a spinning poller holds one of GOMAXPROCS
+// slots; on two cores two pollers would leave the sender none), and
+// sched_yield the provider's own threads (the sockets progress thread) and
+// the peer's poller when both share a core on a loaded machine. A poller
+// locked to its thread skips Gosched, which would hand the thread over
+// (see cq.Config.LockOSThread).
 func (p *Poller) yield() {
-	if !p.cfg.LockOSThread && p.othersRunnable() {
+	if !p.cfg.LockOSThread {
 		runtime.Gosched()
 	}
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-}
-
-// othersRunnable reports whether goroutines wait for a P, from the
-// runtime's count (about 0.1 µs; it allocates nothing).
-func (p *Poller) othersRunnable() bool {
-	metrics.Read(p.runnable[:])
-	return p.runnable[0].Value.Uint64() > 0
 }

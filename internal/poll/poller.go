@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,14 +55,11 @@ type Stats struct {
 // Poller owns a completion queue and an event queue and the goroutine that
 // reads them. Endpoints bind to CQ() and EQ().
 type Poller struct {
-	// runnable is the runtime's count of goroutines waiting for a P, read
-	// by the poller goroutine between empty polls (yield).
-	runnable [1]metrics.Sample
-	cfg      Config
-	fab      *fabric.Fabric
-	cq       *fabric.CQ
-	eq       *fabric.EQ
-	log      zerolog.Logger
+	cfg Config
+	fab *fabric.Fabric
+	cq  *fabric.CQ
+	eq  *fabric.EQ
+	log zerolog.Logger
 
 	pollFDs []unix.PollFd // CQ, EQ, wake eventfd (Adaptive only)
 	wakeFD  int
@@ -108,7 +104,6 @@ func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
 	}
 	wait := cfg.Mode == Adaptive
 	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{})}
-	p.runnable[0].Name = "/sched/goroutines/runnable:goroutines"
 	empty := map[uint32]Handler{}
 	p.owners.Store(&empty)
 	cqWait := wait && !cfg.NoCQWait
