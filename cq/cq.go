@@ -55,8 +55,8 @@ const (
 	// poller spins through a steady exchange as well (its SpinBudget
 	// outlasts a round trip) and differs by that cost alone, until traffic
 	// pauses longer than the budget; docs/performance.md has the figures.
-	// Either yields between empty polls, and calls runtime.Gosched only
-	// while a goroutine waits for a P.
+	// With GOMAXPROCS above the spinning pollers, a locked one is faster
+	// still (Config.LockOSThread).
 	BusyPoll
 )
 
@@ -128,10 +128,13 @@ type Config struct {
 	// between empty polls and yields the core with sched_yield only; the
 	// application's goroutines then get the poller's GOMAXPROCS slot only
 	// when the runtime preempts it or it blocks. Leave it off unless
-	// GOMAXPROCS exceeds the number of spinning pollers. An unlocked
-	// poller calls Gosched only while a goroutine waits for a P, so for
-	// latency the lock buys nothing more (netio-perf --poll busy-locked
-	// measures it; docs/performance.md).
+	// GOMAXPROCS exceeds the number of spinning pollers. When it does, a
+	// locked BusyPoll poller is the setting for the lowest small-message
+	// latency: an unlocked poller's Gosched then wakes a thread for an idle
+	// P (two futex calls and two context switches per empty round), and on
+	// a machine with as many busy threads as cores that thread takes the
+	// CPU from a peer that is about to answer. docs/performance.md has the
+	// figures (netio-perf --poll busy-locked).
 	LockOSThread bool
 	// Logger receives errors the poller cannot hand to an endpoint. The
 	// zero value takes the manager's (domain.Manager.Logger).

@@ -140,7 +140,7 @@ const (
 	pollBlock    pollMode = "block"    // sleep on the fds at once
 	pollBusy     pollMode = "busy"     // never sleep (yield between polls)
 	// never sleep, on a locked OS thread (cq.Config.LockOSThread): no
-	// runtime.Gosched between polls even while a goroutine waits
+	// runtime.Gosched between polls, the lowest small-message latency
 	pollBusyLocked pollMode = "busy-locked"
 )
 
@@ -184,7 +184,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	c.registerMetrics(fs)
 	fs.StringVar(&c.provider, "provider", "tcp", "libfabric provider (tcp, sockets, ...)")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object as the last line")
-	fs.Var(&c.poll, "poll", "how pollers wait: adaptive (spin briefly, then sleep), block (sleep at once), busy (never sleep) or busy-locked (busy on a locked OS thread, which never calls Gosched)")
+	fs.Var(&c.poll, "poll", "how pollers wait: adaptive (spin briefly, then sleep), block (sleep at once), busy (never sleep) or busy-locked (busy on a locked OS thread, no Gosched between polls: the lowest small-message latency when GOMAXPROCS exceeds the pollers)")
 	c.logLevel.register(fs)
 }
 
