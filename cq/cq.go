@@ -17,7 +17,9 @@
 // large messages, it lengthens the budget to cover such gaps (see
 // Config.SpinBudget). It spins inside C, in slices of a few microseconds
 // between which it reads the event queue, runs queued work and yields, so
-// that an empty poll costs what it costs a C program. The default budget
+// that an empty poll costs what it costs a C program; right after work it
+// spins a first short slice without yielding, while such spins catch a
+// reply (a peer on another core). The default budget
 // outlasts a loopback round trip plus the wake-up of a peer that slept, so
 // a busy request-response exchange keeps both sides spinning. BusyPoll
 // never blocks. docs/performance.md has the measurements behind the
@@ -107,7 +109,10 @@ type Config struct {
 	// SpinBudget. The price: a poller whose work comes between SpinBudget
 	// and StretchLimit × SpinBudget apart spins through the gaps, and
 	// after the last of it spins up to StretchLimit × SpinBudget before it
-	// blocks.
+	// blocks. A queue without a wait descriptor (shm, udp;ofi_rxd,
+	// tcp;ofi_rxm) cannot wake the poller, which then sleeps 1 ms at a
+	// time: when completions came during such a sleep, the budget doubles,
+	// up to 8 × SpinBudget, until a sleep finds nothing.
 	SpinBudget time.Duration
 	// MaxBlock bounds one blocking wait. Providers here (sockets, tcp) also
 	// make progress when their queues are read; a poller that blocked

@@ -13,13 +13,25 @@
 # CPU (user+sys) each side spent per message delivered: on a shared
 # machine the ratios of one round are what to compare, not the rates of
 # different runs.
-# Usage: hack/pubsub-perf.sh [messages per subscriber] [rounds]
-#        (default 5000000 and 3)
+# MODES (default "buffered") lists the publisher modes to compare:
+# "buffered shared" runs, in every round, the 1- and 4-subscriber runs of
+# each mode one after the other (shared: netio-perf publish --shared, one
+# encode per message for all subscribers), and prints each mode's figures
+# and the CPU ratios of the last mode over the first, per round.
+# Usage: hack/pubsub-perf.sh [messages per subscriber] [rounds] [MODES]
+#        (default 5000000, 3 and "buffered")
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
 count=${1:-5000000}
 rounds=${2:-3}
+modes=${3:-buffered}
+for m in ${modes}; do
+	case ${m} in
+	buffered | shared) ;;
+	*) echo "mode ${m}: want buffered or shared" >&2 && exit 2 ;;
+	esac
+done
 
 dir=$(mktemp -d)
 pids=()
@@ -30,13 +42,14 @@ cleanup() {
 trap cleanup EXIT
 go build -o "${dir}/netio-perf" ./cmd/netio-perf
 
-# run N R: one publisher and N subscriber processes, round R; leaves the
-# JSON reports in ${dir}/rR-nN-{pub,subI}.json.
+# run N R M: one publisher in mode M and N subscriber processes, round R;
+# leaves the JSON reports in ${dir}/M-rR-nN-{pub,subI}.json.
 run() {
-	local n=$1 r=$2 out="${dir}/r$2-n$1"
+	local n=$1 r=$2 out="${dir}/$3-r$2-n$1" flags=()
+	[[ $3 == shared ]] && flags=(--shared)
 	: >"${out}-pub.out" # exists before the publisher writes it, for sed below
 	"${dir}/netio-perf" publish --listen 127.0.0.1:0 --tags 1 --size 64 --count "${count}" \
-		--subscribers "${n}" --json >"${out}-pub.out" 2>"${out}-pub.err" &
+		--subscribers "${n}" "${flags[@]}" --json >"${out}-pub.out" 2>"${out}-pub.err" &
 	local pub=$!
 	pids+=("${pub}")
 	local addr=""
@@ -61,16 +74,18 @@ run() {
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "${rounds}"); do
-	run 1 "${r}"
-	run 4 "${r}"
+	for m in ${modes}; do
+		run 1 "${r}" "${m}"
+		run 4 "${r}" "${m}"
+	done
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
-allocs=$(go test -run '^$' -bench 'BenchmarkPublish/tcp/subs=1/size=64$' -benchtime 1000000x ./pubsub |
-	awk '/^BenchmarkPublish/ { for (i = 2; i < NF; i++) if ($(i + 1) == "allocs/op") print $i }' | head -n 1)
+allocs=$(go test -run '^$' -bench 'BenchmarkPublish/tcp/subs=(1|4)/size=64(/shared)?$' -benchtime 300000x ./pubsub |
+	awk '/^BenchmarkPublish/ { for (i = 2; i < NF; i++) if ($(i + 1) == "allocs/op") printf "%s%s %s", sep, $1, $i; sep = ", " }')
 
-python3 - "${dir}" "${rounds}" "${count}" <<'EOF'
+python3 - "${dir}" "${rounds}" "${count}" ${modes} <<'EOF'
 import json, statistics, sys
-d, rounds, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d, rounds, count, modes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 
 def load(path):
     with open(path) as f:
@@ -79,32 +94,46 @@ def load(path):
 def fmt(xs, scale=1e6, unit=""):
     return "%.2f%s (%.2f-%.2f)" % (statistics.median(xs) / scale, unit, min(xs) / scale, max(xs) / scale)
 
-one, four, slowest, ratio, cpu = [], [], [], [], {1: ([], []), 4: ([], [])}
-for r in range(1, rounds + 1):
-    for n in (1, 4):
-        subs = [load("%s/r%d-n%d-sub%d.json" % (d, r, n, i)) for i in range(1, n + 1)]
-        pub = load("%s/r%d-n%d-pub.json" % (d, r, n))
-        for s in subs:
-            if s["messages"] != count or s["missed"]:
-                sys.exit("round %d, %d subscribers: a subscriber did not get every message: %r" % (r, n, s))
-        total = sum(s["msgs_per_s"] for s in subs)
-        delivered = sum(s["messages"] for s in subs)
-        cpu[n][0].append(pub["cpu_seconds"] / delivered * 1e9)
-        cpu[n][1].append(sum(s["cpu_seconds"] for s in subs) / delivered * 1e9)
-        if n == 1:
-            one.append(total)
-        else:
-            four.append(total)
-            slowest.append(min(s["msgs_per_s"] for s in subs))
-            ratio.append(total / one[-1])
+def figures(mode):
+    one, four, slowest, ratio, cpu = [], [], [], [], {1: ([], []), 4: ([], [])}
+    for r in range(1, rounds + 1):
+        for n in (1, 4):
+            subs = [load("%s/%s-r%d-n%d-sub%d.json" % (d, mode, r, n, i)) for i in range(1, n + 1)]
+            pub = load("%s/%s-r%d-n%d-pub.json" % (d, mode, r, n))
+            for s in subs:
+                if s["messages"] != count or s["missed"]:
+                    sys.exit("%s, round %d, %d subscribers: a subscriber did not get every message: %r" % (mode, r, n, s))
+            total = sum(s["msgs_per_s"] for s in subs)
+            delivered = sum(s["messages"] for s in subs)
+            cpu[n][0].append(pub["cpu_seconds"] / delivered * 1e9)
+            cpu[n][1].append(sum(s["cpu_seconds"] for s in subs) / delivered * 1e9)
+            if n == 1:
+                one.append(total)
+            else:
+                four.append(total)
+                slowest.append(min(s["msgs_per_s"] for s in subs))
+                ratio.append(total / one[-1])
+    return one, four, slowest, ratio, cpu
 
-print("64 B, 1 subscriber: %s M msg/s delivered, median (lowest-highest) of %d rounds (target >= 10)" % (fmt(one), rounds))
-print("64 B, 4 subscribers: %s M msg/s delivered in all, slowest subscriber %s" % (fmt(four), fmt(slowest)))
-print("4 subscribers over 1, same round: %s (target >= 2); by round: %s" % (
-    "%.2f (%.2f-%.2f)" % (statistics.median(ratio), min(ratio), max(ratio)), " ".join("%.2f" % x for x in ratio)))
-for n in (1, 4):
-    print("CPU per message delivered, %d subscriber%s: publisher %s ns, subscribers %s ns (user+sys, medians)" % (
-        n, "s" if n > 1 else "", "%.0f" % statistics.median(cpu[n][0]), "%.0f" % statistics.median(cpu[n][1])))
+got = {}
+for mode in modes:
+    one, four, slowest, ratio, cpu = got[mode] = figures(mode)
+    if len(modes) > 1:
+        print("publisher mode %s:" % mode)
+    print("64 B, 1 subscriber: %s M msg/s delivered, median (lowest-highest) of %d rounds (target >= 10)" % (fmt(one), rounds))
+    print("64 B, 4 subscribers: %s M msg/s delivered in all, slowest subscriber %s" % (fmt(four), fmt(slowest)))
+    print("4 subscribers over 1, same round: %s (target >= 2); by round: %s" % (
+        "%.2f (%.2f-%.2f)" % (statistics.median(ratio), min(ratio), max(ratio)), " ".join("%.2f" % x for x in ratio)))
+    for n in (1, 4):
+        print("CPU per message delivered, %d subscriber%s: publisher %s ns, subscribers %s ns (user+sys, medians)" % (
+            n, "s" if n > 1 else "", "%.0f" % statistics.median(cpu[n][0]), "%.0f" % statistics.median(cpu[n][1])))
+if len(modes) > 1:
+    a, b = modes[0], modes[-1]
+    for n in (1, 4):
+        pub = [y / x for x, y in zip(got[a][4][n][0], got[b][4][n][0])]
+        sub = [y / x for x, y in zip(got[a][4][n][1], got[b][4][n][1])]
+        print("CPU per message delivered, %s over %s, %d subscriber%s, same round: publisher %.2f (%.2f-%.2f), subscribers %.2f (%.2f-%.2f)" % (
+            b, a, n, "s" if n > 1 else "", statistics.median(pub), min(pub), max(pub), statistics.median(sub), min(sub), max(sub)))
 EOF
-echo "Publish: ${allocs} allocs/op in steady state (target 0)"
+echo "Publish allocs/op in steady state (target 0): ${allocs}"
 echo "(machine: $(nproc) cores, load ${load0} at the start, ${load1} at the end; ${count} messages per subscriber per run)"

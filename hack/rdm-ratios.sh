@@ -9,7 +9,10 @@
 #     hack/cbaseline bw --endpoint rdm (one process, two threads) for
 #     reference;
 #   - shm 64 KiB and 1 MiB: netio-perf server and client on shm against
-#     cbaseline memcpy of the same size (target >= 0.5);
+#     cbaseline memcpy of the same size (target >= 0.5); for reference, the
+#     C RDM peer on shm (two processes: what libfabric's shm itself
+#     reaches), and netio-perf with FI_SHM_DISABLE_CMA=1 (shm's bounce
+#     buffers instead of process_vm_readv);
 #   - shm 64 B one-way latency: the netio-perf rdm sweep's ping-pong (two
 #     endpoints in two domains of one process, a poller thread each)
 #     against cbaseline pingpong --endpoint rdm (two threads of one
@@ -131,6 +134,11 @@ for round in $(seq "${rounds}"); do
 			"${nclient[@]}" --provider shm --size "${size}" --count "${count}"
 		one "shm${size}.memcpy" mb_per_s "${dir}/cbaseline" memcpy --size "${size}" --window 64 --rx-depth 128 \
 			--seconds 1 --timeout 60
+		pair "shm${size}.cpeer" mb_per_s "${dir}/cpeer" recv --endpoint rdm --provider shm \
+			--listen "rdmratios$$-${round}-${size}" --size "${size}" --count "${count}" --window 128 --timeout 60 -- \
+			"${dir}/cpeer" send --endpoint rdm --provider shm --size "${size}" --count "${count}" --window 64 --timeout 60
+		pair "shm${size}.nocma" mb_per_s env FI_SHM_DISABLE_CMA=1 "${nserver[@]}" --provider shm --buf-size "${size}" \
+			--count "${count}" -- env FI_SHM_DISABLE_CMA=1 "${nclient[@]}" --provider shm --size "${size}" --count "${count}"
 	done
 	sweep64 shmlat.netio
 	sweep64 shmlat.busy --poll busy
@@ -179,6 +187,12 @@ for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
     c, _ = stat("shm%d.memcpy" % size, unit=" MB/s")
     print("shm %-6s netio %s | memcpy %s: %s (target >= 0.5)"
           % (name, n, c, ratios("shm%d.netio" % size, "shm%d.memcpy" % size)))
+    p, _ = stat("shm%d.cpeer" % size, unit=" MB/s")
+    print("    C peer two processes %s: netio/C %s, C/memcpy %s"
+          % (p, ratios("shm%d.netio" % size, "shm%d.cpeer" % size), ratios("shm%d.cpeer" % size, "shm%d.memcpy" % size)))
+    k, _ = stat("shm%d.nocma" % size, unit=" MB/s")
+    print("    netio with FI_SHM_DISABLE_CMA=1 %s: /memcpy %s, /netio with CMA %s"
+          % (k, ratios("shm%d.nocma" % size, "shm%d.memcpy" % size), ratios("shm%d.nocma" % size, "shm%d.netio" % size)))
 n, _ = stat("shmlat.netio", unit=" us")
 c, _ = stat("shmlat.cbaseline", unit=" us")
 print("shm 64 B one-way p50: netio %s | C %s: %s (target <= 1.15)" % (n, c, ratios("shmlat.netio", "shmlat.cbaseline")))

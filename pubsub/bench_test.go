@@ -24,7 +24,7 @@ func benchPubSub(b *testing.B, prov string, subs, size int, mode pubsub.Mode) {
 	}
 	defer mgr.Close()
 	cfg := pubsub.PublisherConfig{Tags: []uint64{1}, Mode: mode,
-		Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: 64}}
+		Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: 64}, MaxInFlight: 256}
 	var zcBuf []byte
 	if mode == pubsub.ZeroCopy {
 		reg, err := mgr.AllocRegistered(size, domain.AccessSend)
@@ -118,6 +118,9 @@ func BenchmarkPublish(b *testing.B) {
 		for _, size := range []int{64, 1024, 4096} {
 			b.Run(fmt.Sprintf("tcp/subs=%d/size=%d", subs, size), func(b *testing.B) {
 				benchPubSub(b, "tcp", subs, size, pubsub.Buffered)
+			})
+			b.Run(fmt.Sprintf("tcp/subs=%d/size=%d/shared", subs, size), func(b *testing.B) {
+				benchPubSub(b, "tcp", subs, size, pubsub.Shared)
 			})
 		}
 	}

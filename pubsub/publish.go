@@ -52,6 +52,9 @@ func (p *Publisher) publish(tag uint64, status uint8, parts [][]byte) Status {
 		ts.mu.Unlock()
 		return Closed
 	}
+	if p.sh != nil {
+		return p.publishShared(ts, status, parts, n)
+	}
 	subs := ts.subs
 	if st := ts.admit(subs); st != OK {
 		return st

@@ -18,6 +18,7 @@ import (
 	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/stats"
 )
 
@@ -49,6 +50,10 @@ type Publisher struct {
 	zc     []zcEntry
 	zcFree chan uint32
 	cache  *domain.RegistrationCache
+
+	// Shared mode: the buffers shared by the subscribers of each set of
+	// tags (shared.go).
+	sh *sharedPool
 
 	tagsMu sync.Mutex // serialises changes of tags
 	tags   atomic.Pointer[map[uint64]*tagState]
@@ -87,6 +92,12 @@ type tagState struct {
 	// unsynced counts subscriptions owed a SYNC record (new, or after a
 	// drop); read without mu by the housekeeping goroutine to skip the tag.
 	unsynced atomic.Int32
+
+	// Shared mode: the tag's group (nil without subscribers), and the
+	// buffer (by its number) and run that hold its last message.
+	group *group
+	shGen uint64
+	shRun int
 
 	// Counters: written under mu, atomics so that snapshots (package
 	// stats) read them without it.
@@ -130,7 +141,7 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 		return nil, fmt.Errorf("%w: pubsub: negative limit", netio.ErrInvalidArgument)
 	case cfg.MaxInFlight < 0:
 		return nil, fmt.Errorf("%w: pubsub: negative MaxInFlight", netio.ErrInvalidArgument)
-	case cfg.Mode > ZeroCopy:
+	case cfg.Mode > Shared:
 		return nil, fmt.Errorf("%w: pubsub: unknown mode %d", netio.ErrInvalidArgument, cfg.Mode)
 	case cfg.Policy > Drop:
 		return nil, fmt.Errorf("%w: pubsub: unknown policy %d", netio.ErrInvalidArgument, cfg.Policy)
@@ -156,6 +167,9 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 	// A message needs room for itself and, before it, a SYNC record; the
 	// message after a record repeats its tag.
 	maxPayload := cfg.Send.BufferSize - coalesce.Overhead(1, true) - coalesce.Overhead(0, true) - RecordLen
+	if cfg.Mode == Shared { // each send's header (START records) goes first
+		maxPayload -= sharedHeaderMax
+	}
 	if maxPayload < 1 {
 		return nil, fmt.Errorf("%w: pubsub: Send.BufferSize %d leaves no room for a message", netio.ErrInvalidArgument, cfg.Send.BufferSize)
 	}
@@ -183,15 +197,23 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 			p.zcFree <- uint32(i)
 		}
 	}
+	if cfg.Mode == Shared {
+		if cfg.MaxInFlight < 2*cfg.Send.BufferCount {
+			ln.Close()
+			return nil, fmt.Errorf("%w: pubsub: Shared mode needs MaxInFlight (%d) of at least twice Send.BufferCount (%d)", netio.ErrInvalidArgument, cfg.MaxInFlight, cfg.Send.BufferCount)
+		}
+		if p.sh, err = newSharedPool(mgr, cfg.Send.BufferSize, cfg.MaxInFlight); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	empty := map[uint64]*tagState{}
 	p.tags.Store(&empty)
 	p.addTags(cfg.Tags)
 	if p.poller = cfg.Poller; p.poller == nil {
 		if p.poller, err = cq.Open(mgr, cfg.PollerConfig); err != nil {
 			ln.Close()
-			if p.cache != nil {
-				p.cache.Close()
-			}
+			p.closeResources()
 			return nil, fmt.Errorf("pubsub: poller: %w", err)
 		}
 		p.ownPoller = true
@@ -293,7 +315,7 @@ func (p *Publisher) Tags() []uint64 {
 // send completions retry them first).
 func (p *Publisher) housekeeping() {
 	defer p.wg.Done()
-	t := time.NewTicker(housekeepingTick)
+	t := time.NewTicker(p.housekeepingTick())
 	defer t.Stop()
 	var busT <-chan time.Time
 	if p.cfg.Bus != nil {
@@ -302,6 +324,7 @@ func (p *Publisher) housekeeping() {
 		busT = bt.C
 	}
 	var sessions []*pubSession
+	var groups []*group
 	for {
 		select {
 		case <-p.stop:
@@ -311,6 +334,9 @@ func (p *Publisher) housekeeping() {
 				p.log.Warn().Err(err).Msg("pubsub: bus refresh failed")
 			}
 		case <-t.C:
+			if p.sh != nil {
+				groups = p.sh.flushDue(p.flushInterval(), groups)
+			}
 			sessions = p.sessionList(sessions[:0])
 			for _, ss := range sessions {
 				if ss.pending.Load() {
@@ -320,6 +346,9 @@ func (p *Publisher) housekeeping() {
 				}
 			}
 			clear(sessions)
+			if p.sh != nil {
+				continue // shared buffers carry their own SYNC records
+			}
 			for _, ts := range *p.tags.Load() {
 				if ts.unsynced.Load() == 0 {
 					continue
@@ -332,6 +361,26 @@ func (p *Publisher) housekeeping() {
 				}
 				ts.mu.Unlock()
 			}
+		}
+	}
+}
+
+// Flush sends now what waits in partly filled buffers instead of when
+// FlushInterval ends: each subscriber's coalescing buffer, or in Shared
+// mode the shared buffers. It never blocks; what a connection has no room
+// for goes out as usual. Before it returns, the counters of SubscriberInfo
+// and TagStats include every message taken before it was called.
+func (p *Publisher) Flush() {
+	if p.sh != nil {
+		p.sh.flushDue(0, nil)
+		return
+	}
+	for _, ss := range p.sessionList(nil) {
+		ss.mu.Lock()
+		ep := ss.ep
+		ss.mu.Unlock()
+		if ep != nil {
+			ep.Flush()
 		}
 	}
 }
@@ -381,11 +430,14 @@ func (p *Publisher) Close() error {
 // cache.
 func (p *Publisher) closeResources() error {
 	var err error
-	if p.ownPoller {
+	if p.ownPoller && p.poller != nil {
 		err = p.poller.Close()
 	}
 	if p.cache != nil {
 		err = errors.Join(err, p.cache.Close())
+	}
+	if p.sh != nil {
+		err = errors.Join(err, p.sh.region.Close())
 	}
 	return err
 }
@@ -399,4 +451,21 @@ func randomNonZero() uint64 {
 			return v
 		}
 	}
+}
+
+// housekeepingTick is how often housekeeping runs: in Shared mode, often
+// enough to post a buffer close to FlushInterval after its first message.
+func (p *Publisher) housekeepingTick() time.Duration {
+	if p.sh == nil {
+		return housekeepingTick
+	}
+	return max(min(p.flushInterval()/2, housekeepingTick), 100*time.Microsecond)
+}
+
+// flushInterval returns FlushInterval or its default.
+func (p *Publisher) flushInterval() time.Duration {
+	if p.cfg.FlushInterval == 0 {
+		return endpoint.DefaultCoalesceFlushInterval
+	}
+	return p.cfg.FlushInterval
 }

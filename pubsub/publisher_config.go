@@ -92,6 +92,24 @@ const (
 	// which must not change until OnPublishCompleted reports its key. The
 	// copying Publish variants return InvalidArgument in this mode.
 	ZeroCopy
+	// Shared coalesces as Buffered does, but once for all the subscribers
+	// of a tag: the tags subscribed by the same set of subscribers share a
+	// buffer, in registered memory, that is posted without copying to each
+	// of them (a zero-copy send each) when full or FlushInterval after its
+	// first message, and reused once every send of it completed. Each
+	// buffer starts every tag's messages with a SYNC record, so a Drop
+	// subscriber that had no room for a buffer (it loses the whole buffer)
+	// reports exactly what it missed. Publish answers for the moment it
+	// takes the message (OK, or NoResources when a Block subscriber still
+	// has a buffer waiting or no buffer is free); copies dropped or failed
+	// later are counted per tag. The publisher holds MaxInFlight buffers
+	// of Send.BufferSize, and each subscriber at most Send.BufferCount of
+	// them in flight: MaxInFlight must be at least twice Send.BufferCount.
+	// Each distinct set of subscribers fills a buffer of its own, so Shared
+	// suits publishers whose tags have few distinct subscriber sets: with
+	// more such sets than MaxInFlight, Publish answers NoResources until
+	// FlushInterval posts partly filled buffers.
+	Shared
 )
 
 // PublisherConfig configures a Publisher.
@@ -104,7 +122,7 @@ type PublisherConfig struct {
 	// can continue its numbering, so that subscribers count exactly what
 	// they missed across the restart.
 	FirstSequence func(tag uint64) uint64
-	// Mode is Buffered (the zero value) or Immediate.
+	// Mode is Buffered (the zero value), Immediate, ZeroCopy or Shared.
 	Mode Mode
 	// Policy applies to subscribers that ask for none; DefaultPolicy means
 	// Block.
@@ -158,7 +176,8 @@ type PublisherConfig struct {
 	// it after the publisher.
 	ZeroCopyRegion *domain.Registration
 	// MaxInFlight (ZeroCopy mode) bounds the messages published and not
-	// yet completed, and the sends in flight per subscriber. 0 selects
+	// yet completed, and the sends in flight per subscriber; in Shared
+	// mode it is the number of shared buffers. 0 selects
 	// DefaultMaxInFlight.
 	MaxInFlight int
 	// OnPublishCompleted (ZeroCopy mode) is called once for every

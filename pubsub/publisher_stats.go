@@ -38,7 +38,10 @@ type PublisherStats struct {
 	Refused         uint64 // well-formed requests refused (out of order, bad data address, buffers too small, dial failed)
 	RefusedSessions uint64 // connections refused because MaxSubscribers were served
 	RefusedTags     uint64 // tags refused in subscribe requests because they are not served
-	LostPending     uint64 // messages waiting for a Block subscriber whose connection ended
+	LostPending     uint64 // messages waiting for a Block subscriber whose connection ended (Shared mode: buffers)
+	SharedBuffers   uint64 // Shared mode: buffers posted, each encoded once
+	SharedSends     uint64 // Shared mode: sends of those buffers to subscribers that took them
+	SharedFree      int    // Shared mode: buffers free now (all of MaxInFlight when nothing is in flight)
 }
 
 // Stats returns the publisher's counters.
@@ -46,9 +49,13 @@ func (p *Publisher) Stats() PublisherStats {
 	p.mu.Lock()
 	n := len(p.sessions)
 	p.mu.Unlock()
-	return PublisherStats{Tags: len(*p.tags.Load()), Subscribers: n, Sessions: p.sessionsTotal.Load(),
+	st := PublisherStats{Tags: len(*p.tags.Load()), Subscribers: n, Sessions: p.sessionsTotal.Load(),
 		Requests: p.requests.Load(), Malformed: p.malformed.Load(), Refused: p.refusedRequests.Load(),
 		RefusedSessions: p.refusedSessions.Load(), RefusedTags: p.refusedTags.Load(), LostPending: p.lostPending.Load()}
+	if p.sh != nil {
+		st.SharedBuffers, st.SharedSends, st.SharedFree = p.sh.posted.Load(), p.sh.sends.Load(), len(p.sh.free)
+	}
+	return st
 }
 
 // SubscriberInfo describes one subscriber of a publisher.
@@ -73,7 +80,7 @@ func (p *Publisher) Subscribers() []SubscriberInfo {
 			tags = append(tags, t)
 			subs = append(subs, s)
 		}
-		delivered := ss.ended // a subscription listed here ends later: counted once
+		delivered := ss.ended + ss.shDelivered.Load() // a subscription listed here ends later: counted once
 		ss.subsMu.Unlock()
 		all := *p.tags.Load()
 		for i, s := range subs {

@@ -51,6 +51,17 @@ type pubSession struct {
 	pendZC     []byte // ZeroCopy: the caller's data
 	pendIdx    uint32 // ZeroCopy: its publish
 
+	// Shared mode (shared.go): the posts a Block session had no room for,
+	// in order (guarded by mu); the posts made to the session; the START
+	// records owed to it (guarded by startMu, counted in nStarts); and the
+	// copies delivered.
+	shq         []queuedPost
+	posts       atomic.Uint64
+	startMu     sync.Mutex
+	starts      []startRec
+	nStarts     atomic.Int32
+	shDelivered atomic.Uint64
+
 	dropped atomic.Uint64
 }
 
@@ -232,8 +243,8 @@ func (ss *pubSession) hello(req Request) (Response, error) {
 	defer cancel()
 	rt := cq.Runtime{Poller: p.poller, Logger: p.log}
 	onClosed := func(err error) { ss.onDataClosed(req.Data, err) }
-	if p.cfg.Mode == ZeroCopy {
-		zep, err := endpoint.DialZeroCopy(ctx, p.mgr, req.Data, endpoint.ZeroCopyConfig{
+	if p.cfg.Mode == ZeroCopy || p.cfg.Mode == Shared {
+		zcfg := endpoint.ZeroCopyConfig{
 			HeaderSize:         zcHeaderMax,
 			HeaderCount:        p.cfg.MaxInFlight,
 			SharedRegion:       p.cfg.ZeroCopyRegion,
@@ -241,7 +252,12 @@ func (ss *pubSession) hello(req Request) (Response, error) {
 			OnSendCompleted:    ss.onZCSendCompleted,
 			OnConnectionClosed: onClosed,
 			Runtime:            rt,
-		})
+		}
+		if p.sh != nil { // the shared buffers, at most BufferCount in flight
+			zcfg.HeaderSize, zcfg.HeaderCount = sharedHeaderMax, p.cfg.Send.BufferCount
+			zcfg.SharedRegion = p.sh.region
+		}
+		zep, err := endpoint.DialZeroCopy(ctx, p.mgr, req.Data, zcfg)
 		if err != nil {
 			return Response{}, fmt.Errorf("dial %s: %w", req.Data, err)
 		}
@@ -308,13 +324,18 @@ func (ss *pubSession) subscribe(req Request) Response {
 			ts.mu.Unlock()
 			continue
 		}
-		s := &subscription{sess: ss, needSync: true, fresh: true}
+		s := &subscription{sess: ss, needSync: p.sh == nil, fresh: p.sh == nil}
 		ts.mu.Lock()
 		s.start = ts.seq
 		resp.Next = append(resp.Next, s.start)
 		i, _ := searchSession(ts.subs, ss.id)
 		ts.subs = insertAt(ts.subs, i, s)
-		ts.unsynced.Add(1)
+		if p.sh != nil { // shared buffers carry their SYNC records
+			p.regroup(ts)
+			ss.oweStart(t, s.start)
+		} else {
+			ts.unsynced.Add(1)
+		}
 		ts.mu.Unlock()
 		ss.subsMu.Lock()
 		ss.subs[t] = s
@@ -352,6 +373,9 @@ func (ss *pubSession) remove(t uint64) {
 		if i := indexOf(ts.subs, s); i >= 0 {
 			ts.subs = append(ts.subs[:i:i], ts.subs[i+1:]...)
 		}
+		if ss.p.sh != nil {
+			ss.p.regroup(ts)
+		}
 		if s.needSync {
 			ts.unsynced.Add(-1)
 		}
@@ -384,7 +408,10 @@ func (ss *pubSession) end() {
 		ss.pending.Store(false)
 		ss.p.lostPending.Add(1)
 		ss.p.log.Warn().Str("peer", ss.peer).Msg("pubsub: a message waiting for a Block subscriber is lost: its connection ended")
-		lostZC, ss.pendZC = zep != nil, nil
+		lostZC, ss.pendZC = zep != nil && ss.p.sh == nil, nil
+		if ss.p.sh != nil {
+			ss.dropQueued()
+		}
 	}
 	idx := ss.pendIdx
 	ss.mu.Unlock()
@@ -430,7 +457,11 @@ func (ss *pubSession) onSendCompleted(uint64, netio.Status) {
 // completes the send's publish, and a header slot is free, so a pending
 // message may go now.
 func (ss *pubSession) onZCSendCompleted(key uint64, st netio.Status) {
-	if key != zcNoKey {
+	switch {
+	case key == zcNoKey:
+	case key&sharedKeyBit != 0:
+		ss.p.sh.release(uint32(key &^ sharedKeyBit))
+	default:
 		ss.p.zcComplete(uint32(key), st)
 	}
 	ss.onSendCompleted(key, st)
@@ -456,6 +487,9 @@ func (ss *pubSession) setPendingLocked(kind RecordKind, tag, seq uint64, status 
 func (ss *pubSession) drainLocked() bool {
 	if !ss.pending.Load() {
 		return true
+	}
+	if ss.p.sh != nil {
+		return ss.drainSharedLocked()
 	}
 	if ss.zep != nil {
 		return ss.drainZCLocked()

@@ -13,11 +13,11 @@ import (
 
 // TestDeliveryBlock: every message published after Subscribe returned
 // arrives, once, in per-tag order, with its sequence number, and nothing
-// is lost with Block, in both modes.
+// is lost with Block, in the copying modes.
 func TestDeliveryBlock(t *testing.T) {
 	const tags, perTag, size = 8, 2000, 64
 	for _, prov := range providers {
-		for _, mode := range []pubsub.Mode{pubsub.Buffered, pubsub.Immediate} {
+		for _, mode := range []pubsub.Mode{pubsub.Buffered, pubsub.Immediate, pubsub.Shared} {
 			t.Run(fmt.Sprintf("%s/mode%d", prov, mode), func(t *testing.T) {
 				mgr := openDomain(t, prov)
 				var tagList []uint64
@@ -34,7 +34,7 @@ func TestDeliveryBlock(t *testing.T) {
 				deadline := time.Now().Add(30 * time.Second)
 				for seq := range uint64(perTag) {
 					for _, tag := range tagList {
-						require.Equal(t, pubsub.OK, publishAll(t, p, tag, buf, seq, deadline))
+						require.Equal(t, pubsub.OK, publishAll(t, p, tag, buf, seq, deadline), "tag %d seq %d %+v", tag, seq, p.Subscribers())
 					}
 				}
 				waitFor(t, 20*time.Second, func() bool { return col.count.Load() == tags*perTag }, "%d messages", tags*perTag)

@@ -57,7 +57,7 @@ func (r *v1Reader) received(tag uint64) ([]uint64, int) {
 // connection.
 func TestV1ReaderNumbersFromStart(t *testing.T) {
 	const keep, tag = 1, 3
-	modes := map[string]pubsub.Mode{"buffered": pubsub.Buffered, "immediate": pubsub.Immediate, "zerocopy": pubsub.ZeroCopy}
+	modes := map[string]pubsub.Mode{"buffered": pubsub.Buffered, "immediate": pubsub.Immediate, "zerocopy": pubsub.ZeroCopy, "shared": pubsub.Shared}
 	for name, mode := range modes {
 		for _, policy := range []pubsub.Policy{pubsub.Block, pubsub.Drop} {
 			t.Run(name+"/"+policy.String(), func(t *testing.T) {

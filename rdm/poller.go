@@ -21,6 +21,14 @@ import (
 // the inject queue first), and Open, AddPeer and RemovePeer run there
 // through Do.
 //
+// Rechecked once quirks.StaleWaitEntries had removed the fi_trywait crash:
+// a build that posted SendBuffer from the caller's goroutine passed 16 of
+// 16 stress runs on tcp;ofi_rxm and udp;ofi_rxd, but stalled in 2 of 16 on
+// shm and on sockets (the first send never taken), and was no faster
+// (docs/performance.md, "rdm (issue 18 item 7): where the time goes"). The
+// time went to the poller's waiting instead (internal/poll: blind.go,
+// afterwork.go). So no provider gets a quirk to post from the caller.
+//
 // One exception: memory registration for zero-copy sends. SendZeroCopy(V)
 // attaches each data piece outside ZeroCopyConfig.Region and SharedRegion
 // through the registration cache on the caller's goroutine, holding the

@@ -76,7 +76,7 @@
 //
 //	netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--tag-base T]
 //	                   [--first-seq Q] [--size S] [--count N] [--duration D] [--rate R]
-//	                   [--policy block|drop] [--immediate] [--buf-size B] [--bufs N]
+//	                   [--policy block|drop] [--immediate|--shared] [--buf-size B] [--bufs N]
 //	                   [--flush-interval D] [--subscribers K] [--until-unsubscribed]
 //	                   [--verify] [--log] [--json] [--timeout D]
 //	netio-perf subscribe [--provider P] --connect IP:PORT --tags LIST [--count N]

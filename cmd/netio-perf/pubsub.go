@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	publishSynopsis   = "netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--tag-base T] [--first-seq Q] [--size S] [--count N] [--duration D] [--rate R] [--policy block|drop] [--immediate] [--buf-size B] [--bufs N] [--flush-interval D] [--subscribers K] [--until-unsubscribed] [--verify] [--log] [--json] [--timeout D]"
+	publishSynopsis   = "netio-perf publish [--provider P] [--listen IP:PORT] [--tags N] [--tag-base T] [--first-seq Q] [--size S] [--count N] [--duration D] [--rate R] [--policy block|drop] [--immediate|--shared] [--buf-size B] [--bufs N] [--flush-interval D] [--subscribers K] [--until-unsubscribed] [--verify] [--log] [--json] [--timeout D]"
 	subscribeSynopsis = "netio-perf subscribe [--provider P] --connect IP:PORT --tags LIST [--count N] [--policy block|drop] [--buf-size B] [--bufs N] [--verify] [--log] [--json] [--timeout D] [--local IP] [--stall-after N [--stall D]] [--churn N]"
 	// modePubsub is the sweep mode that publishes to 1 and 4 subscribers.
 	modePubsub = "pubsub"
@@ -57,6 +57,7 @@ type publishOptions struct {
 	rate        float64
 	policy      pubsub.Policy
 	immediate   bool
+	shared      bool
 	bufSize     int
 	bufs        int
 	flush       time.Duration
@@ -95,6 +96,7 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 	fs.Float64Var(&o.rate, "rate", 0, "messages per second over all tags (0: as fast as the subscribers take them)")
 	policy := fs.String("policy", "block", "for subscribers that ask for none: block (Publish waits, nothing is lost) or drop (a slow subscriber's copies are dropped and counted)")
 	fs.BoolVar(&o.immediate, "immediate", false, "post every message at once instead of coalescing")
+	fs.BoolVar(&o.shared, "shared", false, "coalesce each message once into a buffer shared by the subscribers of its tags (pubsub.Shared)")
 	fs.Var(sizeFlag{&o.bufSize}, "buf-size", "send buffer size per subscriber (the subscribers' --buf-size must be at least this)")
 	fs.IntVar(&o.bufs, "bufs", o.bufs, "send buffers per subscriber")
 	fs.DurationVar(&o.flush, "flush-interval", 0, "longest wait of a message in a partly filled buffer (default 1ms)")
@@ -122,6 +124,8 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 		return o, fs.fail(errors.New("--count 0 needs --duration"))
 	case o.duration < 0 || o.rate < 0 || o.flush < 0 || o.timeout < 0:
 		return o, fs.fail(errors.New("--duration, --rate, --flush-interval and --timeout must not be negative"))
+	case o.immediate && o.shared:
+		return o, fs.fail(errors.New("--immediate and --shared exclude each other"))
 	case o.bufs < 1 || o.subscribers < 0:
 		return o, fs.fail(errors.New("--bufs must be at least 1, --subscribers not negative"))
 	case o.verify && o.size < testpattern.HeaderSize:
@@ -193,6 +197,9 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	if o.immediate {
 		mode = pubsub.Immediate
 	}
+	if o.shared {
+		mode = pubsub.Shared
+	}
 	cfg := pubsub.PublisherConfig{Tags: tags, Mode: mode, Policy: o.policy, FlushInterval: o.flush,
 		Send:          netio.BufferedSendParams{BufferSize: o.bufSize, BufferCount: o.bufs},
 		FirstSequence: func(uint64) uint64 { return o.firstSeq }}
@@ -218,8 +225,12 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	if o.immediate {
 		r.Mode = "immediate"
 	}
+	if o.shared {
+		r.Mode = "shared"
+	}
 	start, cpu0 := time.Now(), cpuTime()
 	err = publishLoop(ctx, p, o, &r)
+	p.Flush() // Shared mode counts a copy delivered when its buffer is posted
 	elapsed := time.Since(start)
 	r.CPUSeconds = (cpuTime() - cpu0).Seconds()
 	for _, s := range p.Subscribers() {

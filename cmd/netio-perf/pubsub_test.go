@@ -17,10 +17,15 @@ import (
 // different tag sets; every message is delivered and verified, and both
 // sides' JSON reports agree.
 func TestPublishSubscribeInProcess(t *testing.T) {
+	t.Run("buffered", func(t *testing.T) { publishSubscribeInProcess(t, "buffered") })
+	t.Run("shared", func(t *testing.T) { publishSubscribeInProcess(t, "shared", "--shared") })
+}
+
+func publishSubscribeInProcess(t *testing.T, mode string, flags ...string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	pub := startListening(t, ctx, "publish", "--tags", "4", "--size", "128", "--count", "20000",
-		"--subscribers", "2", "--verify", "--json")
+	pub := startListening(t, ctx, "publish", append([]string{"--tags", "4", "--size", "128", "--count", "20000",
+		"--subscribers", "2", "--verify", "--json"}, flags...)...)
 	var wg sync.WaitGroup
 	reports := make([]subReport, 2)
 	for i, tc := range []struct{ tags, count string }{{"0-3", "20000"}, {"1,3", "10000"}} {
@@ -50,6 +55,7 @@ func TestPublishSubscribeInProcess(t *testing.T) {
 	var p pubReport
 	require.NoError(t, json.Unmarshal([]byte(last), &p), last)
 	assert.Equal(t, uint64(20000), p.Published)
+	assert.Equal(t, mode, p.Mode)
 	assert.Zero(t, p.NoSubscriptions)
 	require.Len(t, p.Subscribers, 2)
 	var delivered uint64
@@ -91,6 +97,7 @@ func TestPubsubUsageErrors(t *testing.T) {
 		{"publish", "--count", "0"},
 		{"publish", "--policy", "maybe"},
 		{"publish", "--verify", "--size", "8"},
+		{"publish", "--immediate", "--shared"},
 		{"subscribe", "--tags", "1"},
 		{"subscribe", "--connect", "127.0.0.1:1"},
 		{"subscribe", "--connect", "127.0.0.1:1", "--tags", "x"},

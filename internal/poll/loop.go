@@ -23,12 +23,21 @@ func (p *Poller) run() {
 	// work comes in): it is read from the clock only when a round is
 	// empty, never while completions flow.
 	var idleSince time.Time
-	var spin time.Duration     // > 0: the last round was empty, spin in C this long
+	var spin time.Duration // > 0: spin in C this long (the last round was empty, or did work: afterWork)
+	var after afterWork    // whether to spin right after work
+	spinAfter := p.cfg.Mode == BusyPoll || p.cfg.SpinBudget > 0
 	budget := p.cfg.SpinBudget // stretched by work that came soon after a block
+	blind := budget            // the budget after timed-out blocks on a queue without descriptor (blindBudget)
+	blindBlock := false        // the last round timed out blocking on such a queue
 	eqDue := true              // read the event queue in this round
 	sinceEQ := 0               // completions delivered since the last event queue read
 	for iter := uint(1); !p.stopping.Load(); iter++ {
 		n := p.pollCQ(spin)
+		after.done(n > 0)
+		if blindBlock {
+			blind, blindBlock = blindBudget(p.cfg.SpinBudget, blind, n > 0), false
+			budget = blind
+		}
 		if sinceEQ += n; eqDue || iter%eqEvery == 0 || sinceEQ >= eqAfter {
 			n += p.pollEQ()
 			eqDue, sinceEQ = false, 0
@@ -38,6 +47,9 @@ func (p *Poller) run() {
 		}
 		if n > 0 {
 			idleSince, spin = time.Time{}, 0
+			if spinAfter {
+				spin = after.spin()
+			}
 			continue
 		}
 		p.empty.Add(1)
@@ -77,6 +89,7 @@ func (p *Poller) run() {
 			// MaxBlock timeout) leads straight back to blocking, not to
 			// another spin budget, so an idle poller costs no CPU.
 			budget, eqDue = p.cfg.SpinBudget, true
+			blindBlock = !p.canWait
 		}
 	}
 }

@@ -25,3 +25,23 @@ func TestStretchedBudget(t *testing.T) {
 		assert.Equal(t, c.want, stretchedBudget(c.base, c.gap), c.name)
 	}
 }
+
+func TestBlindBudget(t *testing.T) {
+	const base = 200 * time.Microsecond
+	for _, c := range []struct {
+		name         string
+		base, budget time.Duration
+		found        bool
+		want         time.Duration
+	}{
+		{"work during the block doubles", base, base, true, 2 * base},
+		{"and doubles again", base, 2 * base, true, 4 * base},
+		{"up to the limit", base, blindStretchLimit * base, true, blindStretchLimit * base},
+		{"never past it", base, 5 * base, true, blindStretchLimit * base},
+		{"idle: back to the base", base, blindStretchLimit * base, false, base},
+		{"never below the base", base, base / 4, true, 2 * base},
+		{"a base that blocks at once stays", -1, 0, true, -1},
+	} {
+		assert.Equal(t, c.want, blindBudget(c.base, c.budget, c.found), c.name)
+	}
+}
