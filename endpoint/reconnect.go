@@ -28,7 +28,8 @@ type ReconnectConfig struct {
 	// Send configures each connection. Its OnSendCompleted and
 	// OnConnectionClosed are replaced by the sender's own; use the fields
 	// below instead. Send.Buffers must not be sendbuf.Shared: every
-	// connection has its own buffers.
+	// connection has its own buffers. Send.Coalesce and Send.Replies must
+	// be nil: the sender owns each connection's buffers and keys.
 	Send SendConfig
 	// Backlog is how many messages may wait while the sender is
 	// disconnected (or while every send buffer is in flight after a
@@ -75,6 +76,11 @@ func (c *ReconnectConfig) validate(mgr *domain.Manager) error {
 		// The sender posts whole buffers itself; a coalescing endpoint
 		// hands out none.
 		return fmt.Errorf("%w: endpoint: a reconnecting sender cannot coalesce", netio.ErrInvalidArgument)
+	}
+	if c.Send.Replies != nil {
+		// OnReply would hand out the connection's own endpoint, whose
+		// buffers and keys the sender owns.
+		return fmt.Errorf("%w: endpoint: a reconnecting sender takes no replies", netio.ErrInvalidArgument)
 	}
 	if err := c.Send.validate(mgr); err != nil {
 		return err
