@@ -280,8 +280,8 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 		r.idle.Stop()
 	}
 	r.l.retire(r)
-	r.entry.Remove(reason)
-	r.release(reason) // closing the endpoint tells the peer; see closeEndpoint
+	r.release(reason)      // closing the endpoint tells the peer; see closeEndpoint
+	r.entry.Remove(reason) // after release: the sends it cancels are counted
 	r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
 		cb(r, reason)
