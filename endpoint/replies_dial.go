@@ -29,6 +29,9 @@ type DialReplies struct {
 	// valid only during the call: the buffer is posted again as soon as
 	// OnReply returns, so copy what you keep. It runs on the poller
 	// goroutine and must not block; it may send (SendBuffer) and Close.
+	// It may run before Dial returns (a reply can be read before the
+	// provider reports the connection up), with the endpoint Dial is about
+	// to return; a Close then makes Dial fail with netio.ErrClosed.
 	// Required.
 	OnReply func(ep *SendEndpointBuffered, data []byte)
 }

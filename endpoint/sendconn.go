@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
@@ -150,7 +151,7 @@ func (c *sendConn) handleEvent(ev fabric.Event) {
 	case stateConnecting:
 		var err error
 		if ev.Kind == fabric.EventConnected {
-			c.state.Store(stateConnected)
+			c.state.CompareAndSwap(stateConnecting, stateConnected)
 		} else {
 			err = closeReason(ev) // refused or failed while connecting
 		}
@@ -177,8 +178,16 @@ func (c *sendConn) closeEndpoint() {
 	c.info.Free()
 }
 
-// close is the endpoints' Close.
+// close is the endpoints' Close. A Close before the dial has its answer
+// (from OnReply: a reply's completion can be read before the connected
+// event) ends the dial at once with netio.ErrClosed, instead of leaving it
+// to wait out its context.
 func (c *sendConn) close() error {
-	c.state.Store(stateClosed)
+	if c.state.Swap(stateClosed) == stateConnecting {
+		select {
+		case c.connected <- netio.ErrClosed:
+		default: // the dial has its answer already
+		}
+	}
 	return c.Close()
 }
