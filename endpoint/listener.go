@@ -356,7 +356,9 @@ func (s *ReceiveStats) add(o ReceiveStats) {
 }
 
 // Close stops accepting, closes every connection (each gets its
-// OnConnectionClosed with netio.ErrClosed and the peer sees it closed), and
+// OnConnectionClosed with netio.ErrClosed and the peer sees it closed;
+// with ListenConfig.Replies, every reply still in flight is first reported
+// Canceled to ListenReplies.OnSendCompleted), and
 // stops the listener's own poller. The listening port is released when the
 // poller stops: with a shared poller, when that poller is closed (requests
 // arriving until then are rejected). It is idempotent and may be called

@@ -306,8 +306,10 @@ func (r *ReceiveEndpoint) release(reason error) {
 	}
 }
 
-// Close closes this connection; the peer sees it closed and
-// OnConnectionClosed runs with netio.ErrClosed. It is idempotent and may be
+// Close closes this connection; the peer sees it closed, every reply still
+// in flight (ListenConfig.Replies) is reported Canceled to
+// ListenReplies.OnSendCompleted, and then OnConnectionClosed runs with
+// netio.ErrClosed. It is idempotent and may be
 // called from a callback; called from OnData, the data slice stays valid
 // until OnData returns.
 func (r *ReceiveEndpoint) Close() error {

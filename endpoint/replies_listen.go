@@ -21,9 +21,12 @@ func isReverseKey(key uint32) bool { return key&(reverseKeyFlag|rmaKeyFlag) == r
 
 // ListenReplies lets every accepted connection send back to its dialer on
 // the same connection (request/reply, commands back to a front-end): each
-// ReceiveEndpoint gets Params.BufferCount send buffers of its own, and
-// GetBuffer, SendBuffer and ReleaseBuffer as a SendEndpointBuffered has.
-// The dialer receives them with SendConfig.Replies.
+// ReceiveEndpoint gets Params.BufferCount send buffers of Params.BufferSize
+// bytes of its own, registered when the connection is accepted, and
+// GetBuffer, SendBuffer and ReleaseBuffer. They are simpler than a
+// SendEndpointBuffered's: SendBuffer always posts from the calling
+// goroutine (no HandOffSize hand-off, no inject) and there is no
+// NumAvailableBuffers. The dialer receives them with SendConfig.Replies.
 type ListenReplies struct {
 	// Params sets the size and number of each connection's send buffers;
 	// defaults apply to zero fields.
@@ -31,9 +34,12 @@ type ListenReplies struct {
 	// OnSendCompleted is called once per buffer handed to SendBuffer, with
 	// its ID as the key: OK when the provider completed the send, Failed
 	// for an error completion, Canceled when the connection ended first
-	// (before OnConnectionClosed). The buffer is back with the connection
-	// when it runs. It runs on the poller goroutine and must not block.
-	// May be nil.
+	// (reported before OnConnectionClosed; a connection that ends while
+	// still connecting gets no OnConnectionClosed, so its Canceled reports
+	// come alone). The buffer is back with the connection when it runs. It
+	// runs on the poller goroutine, also when Listener.Close or
+	// ReceiveEndpoint.Close ended the connection, and must not block. May
+	// be nil.
 	OnSendCompleted func(ep *ReceiveEndpoint, key uint64, status netio.Status)
 }
 
