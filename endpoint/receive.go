@@ -203,6 +203,7 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 		if t := r.l.cfg.IdleTimeout; t > 0 {
 			r.watchIdle(t)
 		}
+		r.watchReplies()
 		r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Msg("connection established")
 		if cb := r.l.cfg.OnConnectionEstablished; cb != nil {
 			cb(r)

@@ -3,6 +3,7 @@ package endpoint
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/internal/poll"
@@ -41,6 +42,13 @@ type ListenReplies struct {
 	// ReceiveEndpoint.Close ended the connection, and must not block. May
 	// be nil.
 	OnSendCompleted func(ep *ReceiveEndpoint, key uint64, status netio.Status)
+	// ProgressTimeout ends a connection whose replies are pending and none
+	// has completed for this long (a dialer that stopped taking data), as
+	// SendConfig.ProgressTimeout does for a dialled sender: its pending
+	// replies are reported Canceled and OnConnectionClosed gets an error
+	// matching netio.ErrConnectionClosed and netio.ErrTimeout, within about
+	// 1.25 × ProgressTimeout. 0 disables it; negative is refused.
+	ProgressTimeout time.Duration
 }
 
 func (c *ListenReplies) validate() error {
@@ -49,6 +57,9 @@ func (c *ListenReplies) validate() error {
 	}
 	c.Params = c.Params.WithDefaults()
 	if err := c.Params.Validate(); err != nil {
+		return fmt.Errorf("endpoint: ListenReplies: %w", err)
+	}
+	if err := checkProgressTimeout(c.ProgressTimeout); err != nil {
 		return fmt.Errorf("endpoint: ListenReplies: %w", err)
 	}
 	return nil
@@ -61,7 +72,8 @@ type replySender struct {
 	holder   uint64
 	bufs     sendcore.Buffers
 	counters sendcore.Counters
-	pending  []uint32 // poller goroutine only: reused by cancel
+	pending  []uint32    // poller goroutine only: reused by cancel
+	watch    *time.Timer // ProgressTimeout's check; set once connected
 }
 
 // openReplies sets up the send half when ListenConfig.Replies asks for it.
@@ -172,6 +184,23 @@ func (r *ReceiveEndpoint) sent(id uint32, res poll.Result) {
 	}
 }
 
+// watchReplies ends the connection when replies stay pending without one
+// completing for ListenReplies.ProgressTimeout. It runs on the poller
+// goroutine, once connected.
+func (r *ReceiveEndpoint) watchReplies() {
+	s := r.out
+	if s == nil || s.cfg.ProgressTimeout == 0 {
+		return
+	}
+	timeout := s.cfg.ProgressTimeout
+	ended := func() bool { return r.state.Load() == stateClosed }
+	s.watch = sendcore.StallWatch(timeout, s.counters.Progress, ended, func() {
+		reason := fmt.Errorf("%w: %w: no reply completed for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
+		r.l.log.Warn().Uint64("conn", r.id).Str("peer", r.peer).Dur("timeout", timeout).Msg("reply progress timeout: closing the connection")
+		r.l.poller.Do(func() { r.teardown(reason) })
+	})
+}
+
 // cancelSends reports every send in flight as Canceled and gives the
 // buffers back. The endpoint is closed, so the provider holds none of
 // them. Every key is claimed before the first callback, so a callback
@@ -187,6 +216,9 @@ func (r *ReceiveEndpoint) cancelSends() {
 		if key, ok := s.bufs.Set.Complete(id, s.holder); ok {
 			keys = append(keys, key)
 		}
+	}
+	if s.watch != nil {
+		s.watch.Stop()
 	}
 	s.counters.Finished(netio.Canceled, len(keys))
 	if cb := s.cfg.OnSendCompleted; cb != nil {
