@@ -202,7 +202,7 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 			ln.Close()
 			return nil, fmt.Errorf("%w: pubsub: Shared mode needs MaxInFlight (%d) of at least twice Send.BufferCount (%d)", netio.ErrInvalidArgument, cfg.MaxInFlight, cfg.Send.BufferCount)
 		}
-		if p.sh, err = newSharedPool(mgr, cfg.Send.BufferSize, cfg.MaxInFlight); err != nil {
+		if p.sh, err = newSharedPool(mgr, cfg.Send.BufferSize, cfg.MaxInFlight, cfg.Send.BufferCount); err != nil {
 			ln.Close()
 			return nil, err
 		}
