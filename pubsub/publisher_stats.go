@@ -42,6 +42,7 @@ type PublisherStats struct {
 	SharedBuffers   uint64 // Shared mode: buffers posted, each encoded once
 	SharedSends     uint64 // Shared mode: sends of those buffers to subscribers that took them
 	SharedFree      int    // Shared mode: buffers free now (all of MaxInFlight when nothing is in flight)
+	SharedFlushes   uint64 // Shared mode: housekeeping rounds that looked for partly filled buffers (none while none is filled)
 }
 
 // Stats returns the publisher's counters.
@@ -54,6 +55,7 @@ func (p *Publisher) Stats() PublisherStats {
 		RefusedSessions: p.refusedSessions.Load(), RefusedTags: p.refusedTags.Load(), LostPending: p.lostPending.Load()}
 	if p.sh != nil {
 		st.SharedBuffers, st.SharedSends, st.SharedFree = p.sh.posted.Load(), p.sh.sends.Load(), len(p.sh.free)
+		st.SharedFlushes = p.sh.flushRounds.Load()
 	}
 	return st
 }

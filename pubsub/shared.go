@@ -49,6 +49,8 @@ type sharedPool struct {
 
 	posted, sends atomic.Uint64 // buffers posted, and their sends taken
 	reserve       int           // see dropReserve
+	filling       chan struct{} // told (without blocking) when a buffer is started
+	flushRounds   atomic.Uint64 // housekeeping rounds that looked for buffers to post
 
 	groupsMu sync.Mutex
 	groups   map[string]*group
@@ -117,7 +119,7 @@ func newSharedPool(mgr *domain.Manager, size, count, reserve int) (*sharedPool, 
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: shared buffers: %w", err)
 	}
-	sh := &sharedPool{region: reg, size: size, reserve: reserve, bufs: make([]sharedBuf, count),
+	sh := &sharedPool{region: reg, size: size, reserve: reserve, filling: make(chan struct{}, 1), bufs: make([]sharedBuf, count),
 		free: make(chan uint32, count), groups: map[string]*group{}}
 	mem := reg.Bytes()
 	for i := range sh.bufs { // a send's header goes in front: not in the buffer
@@ -230,6 +232,10 @@ func (sh *sharedPool) take(g *group, ts *tagState, status uint8, parts [][]byte,
 		g.curGen = sh.gen.Add(1)
 		g.enc.Reset(sh.bufs[g.cur].data)
 		g.firstAt = time.Now()
+		select { // after cur is set: flushDue either sees it or is told
+		case sh.filling <- struct{}{}:
+		default:
+		}
 	}
 	b := &sh.bufs[g.cur]
 	if ts.shGen != g.curGen {
@@ -280,23 +286,26 @@ func (sh *sharedPool) post(g *group) {
 }
 
 // flushDue posts the buffers that waited interval or more, listing the
-// groups in list (the caller's scratch, returned for reuse).
-func (sh *sharedPool) flushDue(interval time.Duration, list []*group) []*group {
+// groups in list (the caller's scratch, returned for reuse), and reports
+// whether a buffer is still being filled.
+func (sh *sharedPool) flushDue(interval time.Duration, list []*group) ([]*group, bool) {
 	sh.groupsMu.Lock()
 	for _, g := range sh.groups {
 		list = append(list, g)
 	}
 	sh.groupsMu.Unlock()
 	now := time.Now()
+	busy := false
 	for _, g := range list {
 		g.mu.Lock()
 		if g.cur >= 0 && now.Sub(g.firstAt) >= interval {
 			sh.post(g)
 		}
+		busy = busy || g.cur >= 0
 		g.mu.Unlock()
 	}
 	clear(list)
-	return list[:0]
+	return list[:0], busy
 }
 
 // postShared sends buffer idx to ss, or, for a Block session that has no
