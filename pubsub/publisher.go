@@ -389,7 +389,9 @@ func (p *Publisher) housekeeping() {
 // FlushInterval ends: each subscriber's coalescing buffer, or in Shared
 // mode the shared buffers. It never blocks; what a connection has no room
 // for goes out as usual. Before it returns, the counters of SubscriberInfo
-// and TagStats include every message taken before it was called.
+// and TagStats include every message taken before it was called, except
+// those waiting for a Block subscriber (SubscriberInfo.Pending): they
+// count when sent, or as failed when its connection ends first.
 func (p *Publisher) Flush() {
 	if p.sh != nil {
 		p.sh.flushDue(0, nil)
