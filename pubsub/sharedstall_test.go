@@ -2,6 +2,7 @@ package pubsub_test
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/pubsub"
 )
 
@@ -21,6 +23,28 @@ func stallUntil(c *collector, release <-chan struct{}) {
 		case <-time.After(time.Minute):
 		}
 	}
+}
+
+// stalledTwo starts three subscribers of p, subscriber i on tag i+1;
+// the first two stop reading at their first message until release is
+// called (at cleanup at the latest).
+func stalledTwo(t *testing.T, mgr *domain.Manager, p *pubsub.Publisher) ([]*collector, []*pubsub.Subscriber, func()) {
+	ch := make(chan struct{})
+	release := sync.OnceFunc(func() { close(ch) })
+	t.Cleanup(release)
+	cols := []*collector{newCollector(), newCollector(), newCollector()}
+	subs := make([]*pubsub.Subscriber, 3)
+	for i, c := range cols {
+		if i < 2 {
+			stallUntil(c, ch)
+		}
+		cfg := c.config(p.Addr())
+		cfg.Receive = netio.ReceiveParams{BufferSize: 64 << 10, BufferCount: 4}
+		subs[i] = newSubscriber(t, mgr, cfg)
+		require.NoError(t, subs[i].Subscribe(ctxT(t, 10*time.Second), uint64(i+1)))
+	}
+	t.Cleanup(release) // again: before the subscribers' cleanup closes them
+	return cols, subs, release
 }
 
 // smallShared is a Shared-mode publisher with the smallest pool allowed:
@@ -50,24 +74,7 @@ func TestSharedStalledDropKeepsPool(t *testing.T) {
 	const rounds, size = 600, 48 << 10
 	mgr := openDomain(t, "tcp")
 	p := newPublisher(t, mgr, smallShared([]uint64{1, 2, 3}, pubsub.Drop))
-	release := make(chan struct{})
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
-	cols := []*collector{newCollector(), newCollector(), newCollector()}
-	subs := make([]*pubsub.Subscriber, 3)
-	for i, c := range cols {
-		if i < 2 {
-			stallUntil(c, release)
-		}
-		cfg := c.config(p.Addr())
-		cfg.Receive = netio.ReceiveParams{BufferSize: 64 << 10, BufferCount: 4}
-		subs[i] = newSubscriber(t, mgr, cfg)
-		require.NoError(t, subs[i].Subscribe(ctxT(t, 10*time.Second), uint64(i+1)))
-	}
+	cols, subs, release := stalledTwo(t, mgr, p)
 	buf := make([]byte, size)
 	round := func(seq uint64) {
 		for tag := uint64(1); tag <= 3; tag++ {
@@ -87,8 +94,7 @@ func TestSharedStalledDropKeepsPool(t *testing.T) {
 		st, _ := p.TagStats(tag)
 		require.NotZero(t, st.Dropped, "tag %d: the stalled subscriber lost nothing: the test did not stall it", tag)
 	}
-	close(release)
-	released = true
+	release()
 	waitFor(t, 20*time.Second, func() bool { return inFlight(p, 1) == 0 && inFlight(p, 2) == 0 }, "stalled sends to complete")
 	round(rounds) // the SYNC records that report the last gaps
 	const published = rounds + 1
@@ -155,4 +161,50 @@ func TestSharedStalledBlockLost(t *testing.T) {
 	assert.Equal(t, published-1, st.Delivered, "%+v", st)
 	assert.Equal(t, uint64(1), st.Failed, "%+v", st)
 	assert.Equal(t, uint64(1), p.Stats().LostPending)
+}
+
+// TestSharedStalledBlockOtherTags: Block subscribers that stopped reading
+// may empty the shared pool; then Publish on a tag they do not subscribe
+// answers NoResources and takes nothing (no sequence number used), and
+// once they read again everyone gets everything, in order, without gaps.
+func TestSharedStalledBlockOtherTags(t *testing.T) {
+	const size = 48 << 10
+	mgr := openDomain(t, "tcp")
+	p := newPublisher(t, mgr, smallShared([]uint64{1, 2, 3}, pubsub.Block))
+	cols, _, release := stalledTwo(t, mgr, p)
+	buf := make([]byte, size)
+	var seq [3]uint64
+	deadline := time.Now().Add(30 * time.Second)
+	var emptySince time.Time
+	for emptySince.IsZero() || time.Since(emptySince) < 200*time.Millisecond {
+		require.True(t, time.Now().Before(deadline), "the pool never stayed empty: %+v", p.Stats())
+		for _, tag := range []uint64{1, 2} {
+			if p.Publish(tag, payload(buf, tag, seq[tag-1])) == pubsub.OK {
+				seq[tag-1]++
+			}
+		}
+		p.Flush()
+		if p.Stats().SharedFree != 0 {
+			emptySince = time.Time{}
+		} else if emptySince.IsZero() {
+			emptySince = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	assert.Equal(t, pubsub.NoResources, p.Publish(3, payload(buf, 3, 0)))
+	st, _ := p.TagStats(3)
+	assert.Equal(t, pubsub.PublisherTagStats{Refused: 1, Subscribers: 1}, st, "nothing taken")
+	release()
+	for s := range uint64(20) {
+		require.Equal(t, pubsub.OK, publishAll(t, p, 3, buf, s, time.Now().Add(20*time.Second)))
+	}
+	p.Flush()
+	waitFor(t, 20*time.Second, func() bool { return cols[2].count.Load() == 20 }, "tag 3: 20 messages")
+	checkInOrder(t, cols[2], 3, 0, 20)
+	for i, tag := range []uint64{1, 2} {
+		waitFor(t, 20*time.Second, func() bool { return cols[i].count.Load() == int64(seq[i]) }, "tag %d: %d messages", tag, seq[i])
+		checkInOrder(t, cols[i], tag, 0, seq[i])
+		assert.Empty(t, cols[i].problems())
+	}
+	assert.Zero(t, p.Stats().LostPending)
 }
