@@ -50,7 +50,15 @@ const (
 	Adaptive Mode = iota
 	// BusyPoll never blocks: it polls continuously, yielding the thread
 	// between empty polls so that providers' own progress threads still run.
-	// It costs a core per Poller.
+	// It costs a core per Poller, idle or not. It is the setting for the
+	// lowest small-message latency (request/reply, a ping-pong): its queues
+	// have no wait objects, so on tcp a read does not go through the epoll
+	// set nested in the CQ's wait set, about 0.25 µs a hop. An Adaptive
+	// poller spins through a steady exchange as well (its SpinBudget
+	// outlasts a round trip) and differs by that cost alone, until traffic
+	// pauses longer than the budget; docs/performance.md has the figures.
+	// With GOMAXPROCS above the spinning pollers, a locked one is faster
+	// still (Config.LockOSThread).
 	BusyPoll
 )
 
@@ -124,9 +132,14 @@ type Config struct {
 	// and costs tens of microseconds, so a locked poller does not call it
 	// between empty polls and yields the core with sched_yield only; the
 	// application's goroutines then get the poller's GOMAXPROCS slot only
-	// when the runtime preempts it or it blocks. It does not lower latency
-	// by itself. Leave it off unless GOMAXPROCS exceeds the number of
-	// spinning pollers.
+	// when the runtime preempts it or it blocks. Leave it off unless
+	// GOMAXPROCS exceeds the number of spinning pollers. When it does, a
+	// locked BusyPoll poller is the setting for the lowest small-message
+	// latency: an unlocked poller's Gosched then wakes a thread for an idle
+	// P (two futex calls and two context switches per empty round), and on
+	// a machine with as many busy threads as cores that thread takes the
+	// CPU from a peer that is about to answer. docs/performance.md has the
+	// figures (netio-perf --poll busy-locked).
 	LockOSThread bool
 	// Logger receives errors the poller cannot hand to an endpoint. The
 	// zero value takes the manager's (domain.Manager.Logger).

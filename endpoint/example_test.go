@@ -79,3 +79,51 @@ func ExampleSendEndpointBuffered_ReleaseBuffer() {
 	// 0 OK
 	// InvalidArgument
 }
+
+// One connection both ways: the listener's side answers every request on
+// the connection it came in on (ListenConfig.Replies), and the dialer gets
+// the answers in OnReply (SendConfig.Replies).
+func ExampleDialReplies() {
+	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mgr.Close()
+
+	l, err := endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{
+		Replies: &endpoint.ListenReplies{}, // each connection gets send buffers
+		OnData: func(ep *endpoint.ReceiveEndpoint, req []byte) {
+			buf := ep.GetBuffer() // nil when all are in flight
+			n := copy(buf.Bytes(), "reply to "+string(req))
+			ep.SendBuffer(buf, n) // back on the same connection
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Close()
+
+	got := make(chan string, 1)
+	s, err := endpoint.Dial(context.Background(), mgr, l.Addr(), endpoint.SendConfig{
+		Replies: &endpoint.DialReplies{
+			// Runs on the poller goroutine; data is valid only during the call.
+			OnReply: func(_ *endpoint.SendEndpointBuffered, data []byte) { got <- string(data) },
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+
+	buf := s.GetBuffer()
+	n := copy(buf.Bytes(), "request 1")
+	if st := s.SendBuffer(buf, n); st != netio.OK {
+		fmt.Println("send:", st)
+		return
+	}
+	fmt.Println(<-got)
+	// Output: reply to request 1
+}

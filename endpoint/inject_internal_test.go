@@ -39,6 +39,9 @@ type injectRig struct {
 	closed   atomic.Int32 // OnConnectionClosed calls
 
 	injects atomic.Int64 // calls of the inject post
+	// afterReport, when set, runs after the n-th report is recorded, on the
+	// goroutine that reported it.
+	afterReport func(n int)
 }
 
 // injectTestBuf is the senders' buffer size, unless a test needs HandOffSize.
@@ -90,7 +93,6 @@ func (r *injectRig) dial(t *testing.T, bufs, size int) *SendEndpointBuffered {
 
 func (r *injectRig) onCompleted(key uint64, st netio.Status) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.inFlight[key] == 0 {
 		r.twice++
 	}
@@ -100,6 +102,11 @@ func (r *injectRig) onCompleted(key uint64, st netio.Status) {
 	r.inFlight[key]--
 	r.reported = append(r.reported, key)
 	r.statuses[st]++
+	n, after := len(r.reported), r.afterReport
+	r.mu.Unlock()
+	if after != nil {
+		after(n)
+	}
 }
 
 // send sends message seq of size bytes: it takes a buffer (waiting for
@@ -421,7 +428,15 @@ func TestInjectReportedAtTeardown(t *testing.T) {
 	release := r.hold()
 	// Queued before the sends' report, so the teardown runs first.
 	poll.Of(r.p).Go(func() { s.c.Teardown(netio.ErrClosed) })
-	const sends = 10
+	r.injectAllOKThenClosed(t, s, release, 10)
+	assert.NoError(t, s.Close())
+}
+
+// injectAllOKThenClosed injects sends 64 B messages while the poller is
+// held, releases it, and checks that every key was reported once, OK,
+// before the one OnConnectionClosed.
+func (r *injectRig) injectAllOKThenClosed(t *testing.T, s *SendEndpointBuffered, release func(), sends int) {
+	t.Helper()
 	for k := range sends {
 		require.Equal(t, netio.OK, r.send(s, uint64(k), 64), "send %d", k)
 	}
@@ -432,5 +447,22 @@ func TestInjectReportedAtTeardown(t *testing.T) {
 	assert.Equal(t, map[netio.Status]int{netio.OK: sends}, r.statuses)
 	r.mu.Unlock()
 	assert.Equal(t, int32(1), r.closed.Load())
+}
+
+// A callback that closes the endpoint while the poller reports a batch of
+// injects: the rest of that batch, and what came after it, are reported
+// once, OK, before OnConnectionClosed.
+func TestInjectCloseFromACallback(t *testing.T) {
+	r := newInjectRig(t)
+	s := r.dial(t, 4, injectTestBuf)
+	closeErr := make(chan error, 1)
+	r.afterReport = func(n int) {
+		if n == 2 {
+			closeErr <- s.Close()
+		}
+	}
+	release := r.hold()
+	r.injectAllOKThenClosed(t, s, release, 21)
+	assert.NoError(t, <-closeErr)
 	assert.NoError(t, s.Close())
 }

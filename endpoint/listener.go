@@ -87,6 +87,10 @@ type ListenConfig struct {
 	// (quirks.Quirks.MissesEarlyClose: sockets misses a peer's close that
 	// comes right after the accept). 0 disables it.
 	IdleTimeout time.Duration
+	// Replies, when set, lets every accepted connection send back to its
+	// dialer on the same connection (ReceiveEndpoint.SendBuffer); see
+	// ListenReplies. Nil keeps connections receive-only.
+	Replies *ListenReplies
 	// RMA tunes the RMA transfers (ReceiveEndpoint.Pull and Push) made on
 	// accepted connections; defaults apply to zero fields.
 	RMA RMAParams
@@ -133,6 +137,13 @@ func Listen(mgr *domain.Manager, addr string, cfg ListenConfig) (*Listener, erro
 	}
 	if err := cfg.RMA.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Replies != nil {
+		r := *cfg.Replies // the caller's config stays as it was
+		if err := r.validate(); err != nil {
+			return nil, err
+		}
+		cfg.Replies = &r
 	}
 	if cfg.MaxConnections < 0 || cfg.IdleTimeout < 0 {
 		return nil, fmt.Errorf("%w: endpoint: negative MaxConnections %d or IdleTimeout %v",

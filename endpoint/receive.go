@@ -8,11 +8,9 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/coalesce"
-	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/sendcore"
-	"github.com/netio-go/netio/internal/slots"
 	"github.com/netio-go/netio/stats"
 )
 
@@ -30,19 +28,19 @@ type ReceiveStats struct {
 // buffers of Params.BufferSize bytes posted: from one region registered
 // for receiving only, or leased from ListenConfig.Buffers.
 type ReceiveEndpoint struct {
-	l      *Listener
-	id     uint64
-	owner  poll.Owner
-	ep     *fabric.Endpoint
-	bufs   *slots.Memory
-	local  atomic.Pointer[string] // set once connected, before OnConnectionEstablished
-	info   *fabric.Info
-	rmaOps                // PullAsync, PushAsync, Pull, Push; completion keys have rmaKeyFlag set
-	post   sendcore.Guard // the endpoint for RMA posts, against its close
+	l     *Listener
+	id    uint64
+	owner poll.Owner
+	ep    *fabric.Endpoint
+	in    inbox        // the posted receive buffers
+	out   *replySender // the send half (ListenConfig.Replies), or nil
+	// deliverFn is deliver, bound once so that a receive does not allocate.
+	deliverFn func(data []byte)
+	local     atomic.Pointer[string] // set once connected, before OnConnectionEstablished
+	info      *fabric.Info
+	rmaOps                   // PullAsync, PushAsync, Pull, Push; completion keys have rmaKeyFlag set
+	post      sendcore.Guard // the endpoint for RMA posts, against its close
 
-	// Poller goroutine only: a Close from inside OnData must not unmap the
-	// slice OnData is still looking at, so the memory goes after it returns.
-	inOnData, freeAfterOnData bool
 	// Poller goroutine only: delivering what is left after the peer's
 	// shutdown (see drain).
 	draining                bool
@@ -68,15 +66,14 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	l := r.l
 	p := l.cfg.Params
 	var err error
+	r.deliverFn = r.deliver
 	if r.owner, err = l.poller.Register(receiveHandler{r}); err != nil {
 		return err
 	}
-	if l.cfg.Buffers != nil {
-		r.bufs, err = slots.Lease(l.mgr, l.cfg.Buffers, p.BufferSize, p.BufferCount, domain.AccessRecv)
-	} else {
-		r.bufs, err = slots.Cut(l.mgr, p.BufferSize, p.BufferCount, domain.AccessRecv)
+	if err = r.in.open(l.mgr, l.cfg.Buffers, p.BufferSize, p.BufferCount, r.owner.Context, l.log); err != nil {
+		return err
 	}
-	if err != nil {
+	if err = r.openReplies(); err != nil {
 		return err
 	}
 	if r.ep, err = openEndpoint(l.mgr, l.poller, info, r.owner); err != nil {
@@ -92,7 +89,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 
 // postAll posts every buffer in one call.
 func (r *ReceiveEndpoint) postAll() error {
-	if err := r.bufs.PostReceives(r.ep, r.owner.Context); err != nil {
+	if err := r.in.postAll(r.ep); err != nil {
 		return fmt.Errorf("endpoint: %w", err)
 	}
 	return nil
@@ -120,6 +117,9 @@ func (r *ReceiveEndpoint) fillStats(e *stats.Endpoint) {
 	e.MessagesReceived, e.BytesReceived, e.ReceiveErrors = s.Messages, s.Bytes, s.Errors
 	e.DecodedMessages, e.MalformedBuffers = s.CoalescedMessages, s.MalformedBuffers
 	e.Buffers = r.l.cfg.Params.BufferCount // all posted while it is open
+	if r.out != nil {
+		r.out.counters.Fill(e)
+	}
 }
 
 // Stats returns the endpoint's counters.
@@ -143,6 +143,10 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 		r.rmaOps.handleCompletion(key, res)
 		return
 	}
+	if isReverseKey(key) {
+		r.sent(key&^reverseKeyFlag, res)
+		return
+	}
 	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
 		return
 	}
@@ -150,20 +154,14 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 		r.receiveFailed(key, res)
 		return
 	}
-	data := r.bufs.Piece(key).Bytes[:res.Len:res.Len]
 	r.messages.Add(1)
 	r.bytes.Add(uint64(res.Len))
 	if r.draining {
 		r.lastMessage = time.Now()
 	}
-	r.inOnData = true
-	r.deliver(data)
-	r.inOnData = false
-	if r.freeAfterOnData {
-		r.freeBuffers() // OnData closed the endpoint
-		return
+	if r.in.deliver(key, res.Len, r.deliverFn) { // false: OnData closed the endpoint
+		r.repost(key)
 	}
-	r.repost(key)
 }
 
 func (r *ReceiveEndpoint) receiveFailed(key uint32, res poll.Result) {
@@ -189,8 +187,7 @@ func (r *ReceiveEndpoint) repost(key uint32) {
 	if r.state.Load() == stateClosed {
 		return
 	}
-	b := r.bufs.Piece(key)
-	if errno := r.ep.Recv(b.Addr, len(b.Bytes), b.Desc, r.owner.Context(key)); errno != 0 {
+	if errno := r.in.repost(r.ep, key); errno != 0 {
 		r.errors.Add(1)
 		r.l.log.Error().Uint64("conn", r.id).Err(errno).Msg("reposting receive buffer")
 	}
@@ -302,22 +299,11 @@ func (r *ReceiveEndpoint) release(reason error) {
 		}
 	})
 	r.rmaOps.cancelPending(reason)
+	r.cancelSends()
 	r.info.Free()
-	if r.inOnData {
-		r.freeAfterOnData = true
-		return
-	}
-	r.freeBuffers()
-}
-
-func (r *ReceiveEndpoint) freeBuffers() {
-	if r.bufs == nil {
-		return
-	}
-	if err := r.bufs.Close(); err != nil {
+	if err := r.in.free(); err != nil {
 		r.l.log.Error().Err(err).Msg("freeing receive buffers")
 	}
-	r.bufs = nil
 }
 
 // Close closes this connection; the peer sees it closed and

@@ -28,7 +28,8 @@ type ReconnectConfig struct {
 	// Send configures each connection. Its OnSendCompleted and
 	// OnConnectionClosed are replaced by the sender's own; use the fields
 	// below instead. Send.Buffers must not be sendbuf.Shared: every
-	// connection has its own buffers.
+	// connection has its own buffers. Send.Coalesce and Send.Replies must
+	// be nil: the sender owns each connection's buffers and keys.
 	Send SendConfig
 	// Backlog is how many messages may wait while the sender is
 	// disconnected (or while every send buffer is in flight after a
@@ -75,6 +76,11 @@ func (c *ReconnectConfig) validate(mgr *domain.Manager) error {
 		// The sender posts whole buffers itself; a coalescing endpoint
 		// hands out none.
 		return fmt.Errorf("%w: endpoint: a reconnecting sender cannot coalesce", netio.ErrInvalidArgument)
+	}
+	if c.Send.Replies != nil {
+		// OnReply would hand out the connection's own endpoint, whose
+		// buffers and keys the sender owns.
+		return fmt.Errorf("%w: endpoint: a reconnecting sender takes no replies", netio.ErrInvalidArgument)
 	}
 	if err := c.Send.validate(mgr); err != nil {
 		return err
@@ -135,7 +141,9 @@ type backlogSlot struct {
 // report. Messages accepted while disconnected wait in a bounded backlog and
 // go out, in order, after the next connection is established. A message in
 // flight when a connection breaks is reported Failed and not sent again, so
-// the peer never sees a message twice. When a dial finds the domain closed
+// the peer never sees a message twice (with SendConfig.Inject, one the
+// provider had taken by fi_inject was reported OK already, and may be
+// lost: see SendConfig.Inject). When a dial finds the domain closed
 // the sender stops by itself, as if closed: the backlog is reported
 // Canceled and Send returns Closed.
 type ReconnectingSender struct {

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,16 +73,22 @@ type SendConfig struct {
 	// (ListenConfig.OnMessage). The endpoint then owns its buffers, so
 	// GetBuffer, SendBuffer and ReleaseBuffer refuse. See CoalesceConfig.
 	Coalesce *CoalesceConfig
+	// Replies, when set, has the endpoint receive what the peer sends back
+	// on the same connection (a listener with ListenConfig.Replies); see
+	// DialReplies. Nil keeps the connection one-way.
+	Replies *DialReplies
 	// Inject posts a message of at most the provider's inject_size bytes
-	// (InjectSize; 64 on tcp, 255 on sockets) with fi_inject: the provider
-	// copies it and writes no completion, and the endpoint reports its key
-	// OK on the poller goroutine at once. That saves the provider's
+	// (InjectSize; 128 on a tcp connection here, 255 on sockets) with
+	// fi_inject: the provider copies it and writes no completion, and the
+	// endpoint reports its key OK on the poller goroutine at once. That saves the provider's
 	// completion and, on tcp, a syscall per message (docs/performance.md).
 	// OK then means the provider holds a copy, not that it has left the
 	// provider: a message still queued in the provider when the connection
 	// breaks or Close runs is lost although reported OK, as every send is on
 	// sockets (see Close). Off by default for that reason; it excludes
-	// DeliveryComplete. See inject.go.
+	// DeliveryComplete. ProgressTimeout sees only sends posted with a
+	// completion: injects to a stalled peer are reported OK, and the
+	// stall shows as NoResources from SendBuffer. See inject.go.
 	Inject bool
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
@@ -99,6 +106,9 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 		return err
 	}
 	if err := c.Coalesce.validate(); err != nil {
+		return err
+	}
+	if err := c.checkReplies(mgr); err != nil {
 		return err
 	}
 	if err := c.checkInject(); err != nil {
@@ -120,6 +130,11 @@ type SendStats struct {
 	Bytes     uint64 // bytes posted
 	Completed uint64 // sends completed OK
 	Failed    uint64 // sends that completed with an error or were canceled
+
+	// What the peer sent back (SendConfig.Replies); zero without it.
+	Received      uint64 // replies passed to OnReply
+	ReceivedBytes uint64 // bytes of those replies
+	ReceiveErrors uint64 // reply receives that completed with an error
 }
 
 func sendStats(s sendcore.Snapshot) SendStats {
@@ -138,6 +153,8 @@ type SendEndpointBuffered struct {
 	pool   *sendbuf.Pool        // bufs.Pool
 	set    *slots.Set           // bufs.Set: the buffer states, the table of sends in flight
 	co     *coalescer.Coalescer // nil unless SendConfig.Coalesce is set
+
+	replies *replyInbox // nil unless SendConfig.Replies is set
 }
 
 // Dial connects to the listener at addr ("HOST:PORT") through mgr's domain
@@ -168,6 +185,7 @@ func dialKind(ctx context.Context, mgr *domain.Manager, addr string, cfg SendCon
 	s.c.addr = addr
 	o := cfg.options()
 	o.statsKind = statsKind
+	o.beforeConnect = s.postReplies
 	if err := s.c.dial(ctx, mgr, (*bufferedKind)(s), host, port, o, s.prepare); err != nil {
 		return nil, err
 	}
@@ -184,7 +202,7 @@ func (s *SendEndpointBuffered) prepare() error {
 	s.c.InitHandOff(s.pool.Len(), s.postSend)
 	s.c.InitInject(s.pool.Len(), (*bufferedKind)(s), s.postInject)
 	s.startCoalescing()
-	return nil
+	return s.openReplies()
 }
 
 // GetBuffer leases a free registered buffer, or returns nil when none is
@@ -315,7 +333,9 @@ func (s *SendEndpointBuffered) BufferSize() int { return s.pool.BufferSize() }
 func (s *SendEndpointBuffered) RemoteAddr() string { return s.c.addr }
 
 // Stats returns the endpoint's counters.
-func (s *SendEndpointBuffered) Stats() SendStats { return sendStats(s.c.Counters.Read()) }
+func (s *SendEndpointBuffered) Stats() SendStats {
+	return s.replyStats(sendStats(s.c.Counters.Read()))
+}
 
 // Close ends the connection: the peer sees it closed, every pending key is
 // reported with Canceled, every buffer goes back, and the endpoint's own
@@ -358,7 +378,14 @@ func (k *bufferedKind) Claim(id uint32) (uint64, bool) { return k.set.Complete(i
 // Pending lists the buffers in flight.
 func (k *bufferedKind) Pending(dst []uint32) []uint32 { return k.set.Posted(dst, k.holder) }
 
-func (k *bufferedKind) HandleCompletion(key uint32, r poll.Result) { k.c.Complete(k, key, r) }
+// HandleCompletion reports a send, or passes a reply to OnReply.
+func (k *bufferedKind) HandleCompletion(key uint32, r poll.Result) {
+	if isReverseKey(key) {
+		(*SendEndpointBuffered)(k).onReply(key&^reverseKeyFlag, r)
+		return
+	}
+	k.c.Complete(k, key, r)
+}
 
 // CancelPending ends coalescing first (a callback below finds it closed),
 // then reports every buffer in flight.
@@ -376,6 +403,7 @@ func (k *bufferedKind) FillStats(e *stats.Endpoint) {
 	if co := k.co; co != nil {
 		e.CoalescedMessages, e.CoalescedBuffers, e.CoalesceDropped = co.Posted()
 	}
+	(*SendEndpointBuffered)(k).fillReplies(e)
 }
 
 // ReleaseResources gives the buffers back: a pool of its own is closed, a
@@ -383,7 +411,7 @@ func (k *bufferedKind) FillStats(e *stats.Endpoint) {
 func (k *bufferedKind) ReleaseResources() error {
 	s := (*SendEndpointBuffered)(k)
 	s.endCoalescing() // stops the flusher after a failed dial too
-	return s.bufs.Close(s.holder)
+	return errors.Join(s.bufs.Close(s.holder), s.freeReplies())
 }
 
 // HandOffSize is the message size from which a send endpoint has its

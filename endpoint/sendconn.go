@@ -45,6 +45,9 @@ type connOptions struct {
 	// for RMA itself, such as a plain C program's, refuses a dial that
 	// does (see infoFor).
 	rma bool
+	// beforeConnect, when set, runs on the enabled endpoint before it
+	// connects: a dial with replies posts its receive buffers there.
+	beforeConnect func(ep *fabric.Endpoint) error
 	// statsKind is the kind the endpoint registers as in the manager's
 	// stats.Registry once connected ("": not at all).
 	statsKind string
@@ -105,6 +108,11 @@ func (c *sendConn) open(mgr *domain.Manager, kind sendcore.Kind, host, port stri
 	c.Guard.Set(ep)
 	if err != nil {
 		return err
+	}
+	if o.beforeConnect != nil {
+		if err = o.beforeConnect(ep); err != nil {
+			return err
+		}
 	}
 	return ep.Connect(c.info)
 }

@@ -139,17 +139,20 @@ const (
 	pollAdaptive pollMode = "adaptive" // spin briefly, then sleep on the queues' fds
 	pollBlock    pollMode = "block"    // sleep on the fds at once
 	pollBusy     pollMode = "busy"     // never sleep (yield between polls)
+	// never sleep, on a locked OS thread (cq.Config.LockOSThread): no
+	// runtime.Gosched between polls, the lowest small-message latency
+	pollBusyLocked pollMode = "busy-locked"
 )
 
 func (m *pollMode) String() string { return string(*m) }
 
 func (m *pollMode) Set(s string) error {
 	switch pollMode(s) {
-	case pollAdaptive, pollBlock, pollBusy:
+	case pollAdaptive, pollBlock, pollBusy, pollBusyLocked:
 		*m = pollMode(s)
 		return nil
 	}
-	return fmt.Errorf("want adaptive, block or busy")
+	return fmt.Errorf("want adaptive, block, busy or busy-locked")
 }
 
 // config returns the poller configuration of the mode.
@@ -159,6 +162,8 @@ func (m pollMode) config() cq.Config {
 		return cq.Config{Mode: cq.Adaptive, SpinBudget: -1}
 	case pollBusy:
 		return cq.Config{Mode: cq.BusyPoll}
+	case pollBusyLocked:
+		return cq.Config{Mode: cq.BusyPoll, LockOSThread: true}
 	default:
 		return cq.Config{Mode: cq.Adaptive}
 	}
@@ -179,7 +184,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	c.registerMetrics(fs)
 	fs.StringVar(&c.provider, "provider", "tcp", "libfabric provider (tcp, sockets, ...)")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object as the last line")
-	fs.Var(&c.poll, "poll", "how pollers wait: adaptive (spin briefly, then sleep), block (sleep at once) or busy (never sleep)")
+	fs.Var(&c.poll, "poll", "how pollers wait: adaptive (spin briefly, then sleep), block (sleep at once), busy (never sleep) or busy-locked (busy on a locked OS thread, no Gosched between polls: the lowest small-message latency when GOMAXPROCS exceeds the pollers)")
 	c.logLevel.register(fs)
 }
 

@@ -23,10 +23,10 @@ const (
 	pingPongMinTimed = 10 // round trips timed at least, even past the budget
 )
 
-// pingPong bounces one message between two connections, one each way
-// (endpoints are one-directional): the client sends a ping on ping, the
-// server's listener echoes it on pong, and the client's listener times the
-// round trip and sends the next ping. Everything happens in callbacks, on
+// pingPong bounces one message: the client sends a ping on ping, the server
+// echoes it (on the same connection, or on pong for rdm, an endpoint each
+// way), and the client's callback times the round trip and sends the next
+// ping. Everything happens in callbacks, on
 // the client's and the server's poller goroutines, so no goroutine hand-off
 // adds to the latency.
 type pingPong struct {
@@ -164,37 +164,45 @@ func (p *pingPong) run(ctx context.Context, client *cq.Poller, row *sweepRow) er
 	return nil
 }
 
-// links are the four objects of a ping-pong: a listener and a send endpoint
-// on each side.
+// links are the two objects of a ping-pong over one connection both ways,
+// fi_msg_pingpong's shape: the server's listener and the client's send
+// endpoint.
 type links struct {
-	atClient, atServer *endpoint.Listener
-	ping, pong         *endpoint.SendEndpointBuffered
+	atServer *endpoint.Listener
+	ping     *endpoint.SendEndpointBuffered
 }
 
-// connect sets up both directions, the client's listener and send endpoint
-// on the client poller, the server's on the server poller. On error the
-// caller still closes what was set up.
+// connect sets up the connection: the server's listener, which echoes on
+// the connection a ping came in on (ListenConfig.Replies), on the server
+// poller; the client's send endpoint, which gets the echoes
+// (SendConfig.Replies), on the client poller. On error the caller still
+// closes what was set up.
 func (p *pingPong) connect(ctx context.Context, mgr *domain.Manager, client, server *cq.Poller, l *links) error {
 	params := netio.ReceiveParams{BufferSize: p.size, BufferCount: pingPongBufs}
-	var err error
-	if l.atClient, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPong, Runtime: cq.Runtime{Poller: client}}); err != nil {
-		return err
-	}
-	if l.atServer, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params, OnData: p.onPing, Runtime: cq.Runtime{Poller: server}}); err != nil {
-		return err
-	}
 	sendParams := netio.BufferedSendParams{BufferSize: p.size, BufferCount: pingPongBufs}
-	if l.ping, err = endpoint.Dial(ctx, mgr, l.atServer.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: cq.Runtime{Poller: client}}); err != nil {
+	var err error
+	if l.atServer, err = endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{Params: params,
+		Replies: &endpoint.ListenReplies{Params: sendParams}, OnData: p.echo, Runtime: cq.Runtime{Poller: server}}); err != nil {
 		return err
 	}
-	if l.pong, err = endpoint.Dial(ctx, mgr, l.atClient.Addr(), endpoint.SendConfig{Params: sendParams, Runtime: cq.Runtime{Poller: server}}); err != nil {
+	if l.ping, err = endpoint.Dial(ctx, mgr, l.atServer.Addr(), endpoint.SendConfig{Params: sendParams,
+		Replies: &endpoint.DialReplies{Params: params, OnReply: func(_ *endpoint.SendEndpointBuffered, d []byte) { p.onPong(nil, d) }},
+		Runtime: cq.Runtime{Poller: client}}); err != nil {
 		return err
 	}
-	p.setLinks(l.ping, l.pong)
+	p.setPing(l.ping)
 	return nil
 }
 
-// setLinks sets where pings and their echoes go.
+// echo sends a ping back on the connection it came in on. It runs on the
+// server's poller goroutine.
+func (p *pingPong) echo(ep *endpoint.ReceiveEndpoint, data []byte) {
+	if err := sendOne(ep, len(data)); err != nil {
+		p.finish(fmt.Errorf("echo: %w", err))
+	}
+}
+
+// setLinks sets where pings and their echoes go (rdm: an endpoint each way).
 func (p *pingPong) setLinks(ping, pong bufferSender) {
 	p.setPing(ping)
 	p.pong.Store(&pong)
@@ -203,17 +211,13 @@ func (p *pingPong) setLinks(ping, pong bufferSender) {
 // setPing sets where pings go.
 func (p *pingPong) setPing(ping bufferSender) { p.ping.Store(&ping) }
 
-// close closes what connect set up, send endpoints first.
+// close closes what connect set up, the send endpoint first.
 func (l *links) close() {
-	for _, ep := range []*endpoint.SendEndpointBuffered{l.pong, l.ping} {
-		if ep != nil {
-			_ = ep.Close()
-		}
+	if l.ping != nil {
+		_ = l.ping.Close()
 	}
-	for _, ln := range []*endpoint.Listener{l.atServer, l.atClient} {
-		if ln != nil {
-			_ = ln.Close()
-		}
+	if l.atServer != nil {
+		_ = l.atServer.Close()
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,12 +21,13 @@ import (
 // The two-process ping-pong (server and client --mode pingpong), in the
 // shape of fabtests' fi_msg_pingpong: the client bounces one message of
 // --size bytes off the server --count times and prints the one-way latency
-// (half the round trip) as p50, p99 and mean. Endpoints are
-// one-directional, so the two sides talk over two connections: the client
-// listens, dials the server and sends a hello naming its listener; the
-// server dials back, says it is ready with one message on the new
-// connection, then echoes every message that arrives. Every ping and echo
-// is sent from a poller callback, as in the sweep's ping-pong.
+// (half the round trip) as p50, p99 and mean. Like fi_msg_pingpong it runs
+// over one connection that carries both directions: the client dials with
+// endpoint.DialReplies and sends a hello naming the size of its pings; the
+// server's listener has endpoint.ListenReplies, answers the hello with one
+// ready message on the same connection, then echoes every message that
+// arrives. Every ping and echo is sent from a poller callback, as in the
+// sweep's ping-pong.
 
 // modePingPong is the server's and client's --mode for the ping-pong; their
 // default is modeSend (stream messages one way).
@@ -36,28 +38,33 @@ const modePingPong = "pingpong"
 const maxPingPongIterations = 10_000_000
 
 // helloPrefix starts the hello, the first message on the client's
-// connection; the client's listening address (IP:PORT) follows it.
-const helloPrefix = "netio-perf pingpong 1 "
+// connection; the size of the client's pings follows it, in decimal. Its
+// version (2) tells a server of the two-connection shape (1) to refuse it.
+const helloPrefix = "netio-perf pingpong 2 size="
+
+// maxHelloSize bounds the ping size a hello may name.
+const maxHelloSize = 1 << 30
 
 // errHello marks a first message that is not a ping-pong hello.
 var errHello = errors.New("not a netio-perf ping-pong hello")
 
-// hello returns the hello naming addr.
-func hello(addr string) []byte { return []byte(helloPrefix + addr) }
+// hello returns the hello naming the ping size.
+func hello(size int) []byte { return []byte(helloPrefix + strconv.Itoa(size)) }
 
-// parseHello returns the client's listening address from a hello. It is
-// parsed off the wire: anything but a hello naming IP:PORT with a port in
-// 1..65535 is an error matching errHello.
-func parseHello(msg []byte) (hostPort, error) {
+// parseHello returns the ping size a hello names. It is parsed off the
+// wire: anything but helloPrefix and a size in 0..maxHelloSize written as
+// hello writes it (no sign, no leading zeros) is an error matching
+// errHello.
+func parseHello(msg []byte) (int, error) {
 	rest, ok := strings.CutPrefix(string(msg), helloPrefix)
 	if !ok {
-		return hostPort{}, fmt.Errorf("%w: %.40q", errHello, msg)
+		return 0, fmt.Errorf("%w: %.40q", errHello, msg)
 	}
-	a, err := parseHostPort(rest, false)
-	if err != nil {
-		return hostPort{}, fmt.Errorf("%w: %w", errHello, err)
+	size, err := strconv.Atoi(rest)
+	if err != nil || size < 0 || size > maxHelloSize || strconv.Itoa(size) != rest {
+		return 0, fmt.Errorf("%w: ping size %.20q: want 0..%d", errHello, rest, maxHelloSize)
 	}
-	return a, nil
+	return size, nil
 }
 
 // peerFlags are the flags the server and the client share beyond
@@ -117,50 +124,56 @@ func (r pingPongReport) print(w io.Writer, asJSON bool) error {
 	return err
 }
 
-// echoer is the server side: it learns the client's address from the hello
-// and echoes every later message on the connection back to it. Its
-// callbacks run on the server's poller goroutine.
+// echoer is the server side: it checks the hello, answers it with the
+// ready message and echoes every later message back on the same
+// connection. Its callbacks run on the server's poller goroutine.
 type echoer struct {
-	pong    atomic.Pointer[endpoint.SendEndpointBuffered]
-	pingID  atomic.Uint64 // the client's connection, once its hello arrived (+1)
+	bufSize int    // the server's buffers: the largest ping it can echo
+	pingID  uint64 // the client's connection, once its hello arrived (+1); poller goroutine only
 	echoed  atomic.Uint64
 	failed  atomic.Pointer[error]
-	hello   chan hostPort // capacity 1: the client's listener
-	done    chan struct{} // closed when the client's connection ends
+	done    chan struct{} // closed when the client's connection ends or on failure
 	closing atomic.Bool
 }
 
-func newEchoer() *echoer {
-	return &echoer{hello: make(chan hostPort, 1), done: make(chan struct{})}
+func newEchoer(bufSize int) *echoer {
+	return &echoer{bufSize: bufSize, done: make(chan struct{})}
 }
 
 // onData takes the hello on the first connection, then echoes. A message
-// before the server is ready, or from a second client, is dropped and
-// counted as a failure.
+// from a second client, or a hello the server cannot serve, fails the run.
 func (e *echoer) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
-	if pong := e.pong.Load(); pong != nil && e.pingID.Load() == ep.ID()+1 {
-		if err := sendOne(pong, len(data)); err != nil {
+	if e.failed.Load() != nil {
+		return // the run is over
+	}
+	if e.pingID == ep.ID()+1 {
+		if err := sendOne(ep, len(data)); err != nil {
 			e.fail(fmt.Errorf("echo %d: %w", e.echoed.Load(), err))
 			return
 		}
 		e.echoed.Add(1)
 		return
 	}
-	if !e.pingID.CompareAndSwap(0, ep.ID()+1) {
-		e.fail(errors.New("a message before the ping-pong was ready, or from a second client"))
+	if e.pingID != 0 {
+		e.fail(errors.New("a message from a second client"))
 		return
 	}
-	a, err := parseHello(data)
+	e.pingID = ep.ID() + 1
+	size, err := parseHello(data)
+	if err == nil && size > e.bufSize {
+		err = fmt.Errorf("pings of %d bytes, larger than the server's --buf-size %d", size, e.bufSize)
+	}
+	if err == nil {
+		err = sendOne(ep, 1) // ready
+	}
 	if err != nil {
 		e.fail(err)
-		return
 	}
-	e.hello <- a
 }
 
 // onClosed ends the run when the client's connection ends.
 func (e *echoer) onClosed(ep *endpoint.ReceiveEndpoint, _ error) {
-	if e.pingID.Load() == ep.ID()+1 && e.closing.CompareAndSwap(false, true) {
+	if e.pingID == ep.ID()+1 && e.closing.CompareAndSwap(false, true) {
 		close(e.done)
 	}
 }
@@ -192,10 +205,11 @@ func runPingPongServer(ctx context.Context, o serverOptions, stdout, stderr io.W
 		return err
 	}
 	defer poller.Close()
-	e := newEchoer()
+	e := newEchoer(o.bufSize)
 	l, err := endpoint.Listen(mgr, o.listen.String(), endpoint.ListenConfig{
-		Params: netio.ReceiveParams{BufferSize: o.bufSize, BufferCount: pingPongBufs},
-		OnData: e.onData, OnConnectionClosed: e.onClosed, Runtime: cq.Runtime{Poller: poller}})
+		Params:  netio.ReceiveParams{BufferSize: o.bufSize, BufferCount: pingPongBufs},
+		Replies: &endpoint.ListenReplies{Params: netio.BufferedSendParams{BufferSize: o.bufSize, BufferCount: pingPongBufs}},
+		OnData:  e.onData, OnConnectionClosed: e.onClosed, Runtime: cq.Runtime{Poller: poller}})
 	if err != nil {
 		return err
 	}
@@ -203,7 +217,7 @@ func runPingPongServer(ctx context.Context, o serverOptions, stdout, stderr io.W
 	fmt.Fprintf(stdout, "LISTENING %s\n", l.Addr())
 	fmt.Fprintf(stderr, "listening on %s (ping-pong)\n", l.Addr())
 	start := time.Now()
-	runErr := e.serve(ctx, mgr, poller, o.bufSize)
+	runErr := e.serve(ctx)
 	r := pingPongReport{Role: "server", Provider: o.provider, Mode: modePingPong,
 		RoundTrips: int(e.echoed.Load()), Seconds: time.Since(start).Seconds()}
 	if err := r.print(stdout, o.json); err != nil {
@@ -212,29 +226,9 @@ func runPingPongServer(ctx context.Context, o serverOptions, stdout, stderr io.W
 	return runErr
 }
 
-// serve waits for the hello, dials back, says it is ready and echoes until
-// the client's connection ends, a failure, or the context ends (a signal is
-// a clean exit, the timeout is not).
-func (e *echoer) serve(ctx context.Context, mgr *domain.Manager, poller *cq.Poller, bufSize int) error {
-	var a hostPort
-	select {
-	case a = <-e.hello:
-	case <-e.done:
-		return e.outcome()
-	case <-ctx.Done():
-		return ctxOutcome(ctx)
-	}
-	pong, err := endpoint.Dial(ctx, mgr, a.String(), endpoint.SendConfig{
-		Params:  netio.BufferedSendParams{BufferSize: bufSize, BufferCount: pingPongBufs},
-		Runtime: cq.Runtime{Poller: poller}})
-	if err != nil {
-		return fmt.Errorf("dial back %s: %w", a, err)
-	}
-	defer pong.Close()
-	e.pong.Store(pong)
-	if err := sendOne(pong, 1); err != nil {
-		return fmt.Errorf("ready: %w", err)
-	}
+// serve echoes until the client's connection ends, a failure, or the
+// context ends (a signal is a clean exit, the timeout is not).
+func (e *echoer) serve(ctx context.Context) error {
 	select {
 	case <-e.done:
 		return e.outcome()
@@ -267,14 +261,14 @@ type pinger struct {
 	ready bool // the ready message arrived; poller goroutine only
 }
 
-// onData starts the ping-pong on the ready message, then times pongs.
-func (c *pinger) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
+// onReply starts the ping-pong on the ready message, then times pongs.
+func (c *pinger) onReply(_ *endpoint.SendEndpointBuffered, data []byte) {
 	if !c.ready {
 		c.ready = true
 		c.p.start()
 		return
 	}
-	c.p.onPong(ep, data)
+	c.p.onPong(nil, data)
 }
 
 // runPingPongClient is client --mode pingpong.
@@ -300,7 +294,7 @@ func runPingPongClient(ctx context.Context, o clientOptions, stdout, stderr io.W
 	// round trips, as fi_msg_pingpong's after its iterations.
 	c := &pinger{p: newPingPong(o.size, budget{pingPong: 365 * 24 * time.Hour, maxRoundTrips: int(o.count)})}
 	start := time.Now()
-	if err := c.run(ctx, mgr, poller, mgr.Address(), o.connect.String(), o.size); err != nil {
+	if err := c.run(ctx, mgr, poller, o.connect.String(), o.size); err != nil {
 		return err
 	}
 	r := pingPongReport{Role: "client", Provider: o.provider, Mode: modePingPong, Size: o.size,
@@ -309,19 +303,14 @@ func runPingPongClient(ctx context.Context, o clientOptions, stdout, stderr io.W
 	return r.print(stdout, o.json)
 }
 
-// run listens for the server's connection back, dials the server, sends
-// the hello and waits for the ping-pong's outcome.
-func (c *pinger) run(ctx context.Context, mgr *domain.Manager, poller *cq.Poller, local, server string, size int) error {
-	l, err := endpoint.Listen(mgr, hostPort{IP: local}.String(), endpoint.ListenConfig{
-		Params: netio.ReceiveParams{BufferSize: max(size, 1), BufferCount: pingPongBufs},
-		OnData: c.onData, Runtime: cq.Runtime{Poller: poller}})
-	if err != nil {
-		return err
-	}
-	defer l.Close()
-	h := hello(l.Addr())
+// run dials the server with room for its echoes, sends the hello and
+// waits for the ping-pong's outcome.
+func (c *pinger) run(ctx context.Context, mgr *domain.Manager, poller *cq.Poller, server string, size int) error {
+	h := hello(size)
 	ping, err := endpoint.Dial(ctx, mgr, server, endpoint.SendConfig{
-		Params:  netio.BufferedSendParams{BufferSize: max(size, len(h)), BufferCount: pingPongBufs},
+		Params: netio.BufferedSendParams{BufferSize: max(size, len(h)), BufferCount: pingPongBufs},
+		Replies: &endpoint.DialReplies{Params: netio.ReceiveParams{BufferSize: max(size, 1), BufferCount: pingPongBufs},
+			OnReply: c.onReply},
 		Runtime: cq.Runtime{Poller: poller}})
 	if err != nil {
 		return err

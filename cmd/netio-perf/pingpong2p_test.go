@@ -25,7 +25,7 @@ func decodePingPong(t *testing.T, line string) pingPongReport {
 // other: the client times exactly --iterations round trips, the server
 // echoed those and the warm-up ones, and the latencies are ordered.
 func TestPingPongTwoSides(t *testing.T) {
-	for _, poll := range []string{"adaptive", "busy"} {
+	for _, poll := range []string{"adaptive", "busy", "busy-locked"} {
 		t.Run(poll, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 			defer cancel()
@@ -68,35 +68,39 @@ func TestPingPongServerRefusesStream(t *testing.T) {
 }
 
 func TestParseHello(t *testing.T) {
-	a, err := parseHello(hello("127.0.0.1:7000"))
-	require.NoError(t, err)
-	assert.Equal(t, hostPort{IP: "127.0.0.1", Port: 7000}, a)
-	for _, in := range []string{"", "hello", helloPrefix, helloPrefix + "127.0.0.1:0", helloPrefix + "host:1",
-		"netio-perf pingpong 2 127.0.0.1:1", strings.Repeat("x", 5000)} {
+	for _, size := range []int{0, 1, 64, maxHelloSize} {
+		got, err := parseHello(hello(size))
+		require.NoError(t, err)
+		assert.Equal(t, size, got)
+	}
+	for _, in := range []string{"", "hello", helloPrefix, helloPrefix + "-1", helloPrefix + "+1", helloPrefix + "064",
+		helloPrefix + "1073741825", helloPrefix + "1 ", helloPrefix + "99999999999999999999",
+		"netio-perf pingpong 1 127.0.0.1:1", strings.Repeat("x", 5000)} {
 		_, err := parseHello([]byte(in))
 		assert.True(t, errors.Is(err, errHello), "%q: %v", in, err)
 	}
 }
 
 // FuzzParseHello: the hello is parsed off the wire. It is refused with
-// errHello or names an address whose own hello parses to the same.
+// errHello or names a size in range that is written back to the same
+// message.
 func FuzzParseHello(f *testing.F) {
-	for _, s := range []string{helloPrefix + "127.0.0.1:7000", helloPrefix + "[::1]:1", helloPrefix, "", "x", helloPrefix + "1.2.3.4:65536"} {
+	for _, s := range []string{helloPrefix + "64", helloPrefix + "0", helloPrefix, "", "x", helloPrefix + "1073741825", helloPrefix + "007"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		a, err := parseHello(msg)
+		size, err := parseHello(msg)
 		if err != nil {
 			if !errors.Is(err, errHello) {
 				t.Fatalf("parseHello(%q): %v does not match errHello", msg, err)
 			}
 			return
 		}
-		if a.Port < 1 || a.Port > 65535 {
-			t.Fatalf("parseHello(%q) = %v: port out of range", msg, a)
+		if size < 0 || size > maxHelloSize {
+			t.Fatalf("parseHello(%q) = %d: out of range", msg, size)
 		}
-		if back, err := parseHello(hello(a.String())); err != nil || back != a {
-			t.Errorf("parseHello(%q) = %v, its hello parsed back %v, %v", msg, a, back, err)
+		if !bytes.Equal(hello(size), msg) {
+			t.Errorf("parseHello(%q) = %d, whose hello is %q", msg, size, hello(size))
 		}
 	})
 }

@@ -23,7 +23,7 @@ func newBench(c config, log io.Writer) *bench {
 	b := &bench{cfg: c, log: log, tools: tools{netioPerf: c.netioPerf, cbaseline: c.cbaseline,
 		fabricTest: c.rawGo, provider: c.provider, duration: c.duration, timeout: c.timeout}}
 	self, _ := os.Executable()
-	b.two = &twoProc{t: b.tools, fab: findFabtests(c.fabtestsDir), self: self, setup: map[key]setupCost{}}
+	b.two = &twoProc{t: b.tools, fab: findFabtests(c.fabtestsDir), self: self, setup: map[key]setupCost{}, busyPoll: c.busyPoll}
 	return b
 }
 

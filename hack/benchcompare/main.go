@@ -62,6 +62,7 @@ import (
 
 // config is the command line.
 type config struct {
+	busyPoll  string // netio-perf --poll of the busy two-process ping-pong
 	provider  string
 	rounds    int
 	sizes     []int
@@ -99,6 +100,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.cbaseline, "cbaseline", "bin/cbaseline", "C baseline binary (hack/cbaseline)")
 	fs.IntVar(&c.twoRounds, "two-process-rounds", 7, "rounds of the two-process comparison (every contender as a server and a client process); 0: skip it")
 	fs.StringVar(&c.fabtestsDir, "fabtests", os.Getenv(FabtestsEnv), "directory of fabtests' fi_msg_bw and fi_msg_pingpong (default $"+FabtestsEnv+"; empty: looked up on PATH)")
+	fs.StringVar(&c.busyPoll, "busy-poll", "busy", "netio-perf --poll of the second two-process ping-pong (netio-go-2p-busy): busy or busy-locked")
 	fs.BoolVar(&c.oneProcess, "one-process", true, "also run the one-process comparison (--rounds rounds)")
 	fs.StringVar(&c.rawGo, "raw-go", "bin/fabric.test", "the fabric package's test binary (go test -c ./fabric), whose BenchmarkRawStream (a Go program in C's shape, no netio code) runs at 64 KiB and 1 MiB on tcp; empty: skip it")
 	if err := fs.Parse(args); err != nil {
@@ -119,6 +121,8 @@ func (c *config) check(sizes, scaleSize, conns string) error {
 	switch {
 	case c.provider != "tcp" && c.provider != "sockets":
 		return fmt.Errorf("--provider %q: want tcp or sockets", c.provider)
+	case c.busyPoll != "busy" && c.busyPoll != "busy-locked":
+		return fmt.Errorf("--busy-poll %q: want busy or busy-locked", c.busyPoll)
 	case c.rounds < 1 || c.rounds > 100:
 		return fmt.Errorf("--rounds %d: want 1..100", c.rounds)
 	case c.twoRounds < 0 || c.twoRounds > 100:

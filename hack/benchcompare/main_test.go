@@ -19,11 +19,12 @@ func TestParseConfigDefaults(t *testing.T) {
 	assert.Equal(t, 4096, c.scaleSize)
 	assert.Equal(t, []int{1, 4, 16, 64}, c.conns)
 	assert.Equal(t, "bench-compare.json", c.jsonPath)
+	assert.Equal(t, "busy", c.busyPoll)
 }
 
 func TestParseConfigFlags(t *testing.T) {
 	c, err := parseConfig([]string{"--provider", "sockets", "--rounds", "5", "--sizes", "4K, 1M",
-		"--duration", "500ms", "--conns", "2,8", "--scale-size", "64K", "--json", "x.json"}, &bytes.Buffer{})
+		"--duration", "500ms", "--conns", "2,8", "--scale-size", "64K", "--json", "x.json", "--busy-poll", "busy-locked"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, "sockets", c.provider)
 	assert.Equal(t, 5, c.rounds)
@@ -31,6 +32,7 @@ func TestParseConfigFlags(t *testing.T) {
 	assert.Equal(t, []int{2, 8}, c.conns)
 	assert.Equal(t, 64<<10, c.scaleSize)
 	assert.Equal(t, "x.json", c.jsonPath)
+	assert.Equal(t, "busy-locked", c.busyPoll)
 }
 
 // TestUsageErrors checks that bad command lines exit with status 2 before
@@ -50,6 +52,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--duration", "1ms"}, "--duration"},
 		{[]string{"--timeout", "2s"}, "--timeout"},
 		{[]string{"--json", ""}, "--json"},
+		{[]string{"--busy-poll", "adaptive"}, "--busy-poll"},
 		{[]string{"--bogus"}, "bogus"},
 		{[]string{"extra"}, "extra"},
 	} {

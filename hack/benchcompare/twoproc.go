@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -109,6 +110,9 @@ type twoProc struct {
 	t    tools
 	fab  fabtests
 	self string // this program, for the Go TCP peers
+	// busyPoll is netio-perf's --poll for the netio-go-2p-busy ping-pong:
+	// busy, or busy-locked (no Gosched between polls; see cq.Config.LockOSThread).
+	busyPoll string
 	// setup holds the set-up pair of each contender and size: CPU time and
 	// bytes; a bandwidth pair's CPU s/GB is what it used beyond that.
 	setup map[key]setupCost
@@ -272,7 +276,7 @@ func (p *twoProc) pingPongSpec(impl string, size, count int) (pairSpec, error) {
 	case impl2pNetio, impl2pNetioBusy:
 		poll := "adaptive"
 		if impl == impl2pNetioBusy {
-			poll = "busy"
+			poll = cmp.Or(p.busyPoll, "busy")
 		}
 		return pairSpec{
 			server: command{t.netioPerf, []string{"server", "--mode", "pingpong", "--provider", t.provider,

@@ -223,3 +223,18 @@ func TestCBaselineTwoProcesses(t *testing.T) {
 	assert.Error(t, err, "two processes need --max-count")
 	assert.Contains(t, string(out), "--max-count")
 }
+
+// The busy ping-pong runs the poller --busy-poll names, busy by default;
+// the default poller's ping-pong does not change with it.
+func TestBusyPollSpec(t *testing.T) {
+	for _, c := range []struct{ flag, want string }{{"", "busy"}, {"busy-locked", "busy-locked"}} {
+		p := &twoProc{t: tools{netioPerf: "netio-perf", provider: "tcp", timeout: time.Minute}, busyPoll: c.flag}
+		spec, err := p.pingPongSpec(impl2pNetioBusy, 64, 100)
+		require.NoError(t, err)
+		assert.Contains(t, strings.Join(spec.server.args, " "), "--poll "+c.want+" ")
+		assert.Contains(t, strings.Join(spec.client("127.0.0.1:1").args, " "), "--poll "+c.want+" ")
+		spec, err = p.pingPongSpec(impl2pNetio, 64, 100)
+		require.NoError(t, err)
+		assert.Contains(t, strings.Join(spec.client("127.0.0.1:1").args, " "), "--poll adaptive ")
+	}
+}

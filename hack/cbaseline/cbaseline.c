@@ -29,8 +29,8 @@
  * one) as its first line. bw: the client sends, waits for its completions
  * and closes (on tcp a send completes once the socket has its bytes); the
  * server times from its first receive to its last and prints
- * "role":"server". pingpong: the client connects the pings' connection,
- * then the pongs'; the server echoes WARMUP + N pings and closes. Both
+ * "role":"server". pingpong: the client connects; the server echoes
+ * WARMUP + N pings on the same connection and closes. Both
  * print their JSON line with "role"; the client's pingpong line adds
  * "latency_mean_us".
  *
@@ -42,16 +42,14 @@
  * receive. CPU is getrusage(RUSAGE_SELF) user+sys over the same span, both
  * threads.
  *
- * pingpong: two connections, one each way, as netio-perf's ping-pong has them
- * (netio-go's endpoints are one-directional): the client sends S bytes on
- * the first, the server echoes them from its own buffer on the second, the
- * client times the round trip and sends the next. Each thread's two
- * endpoints share its completion queue, as they share a poller in
- * netio-perf. (Over one connection TCP carries the acknowledgement of a
- * ping in its pong; over two, most messages get an acknowledgement packet
- * of their own: 3.5 TCP segments per round trip instead of 2, about a
- * microsecond more per hop on loopback. Measured the same way, the two
- * compare libraries, not set-ups.)
+ * pingpong: one connection both ways, as fi_msg_pingpong and netio-perf's
+ * ping-pong (endpoint.DialReplies / ListenReplies) have it: the client sends
+ * S bytes, the server echoes them from its own buffer on the same
+ * connection, the client times the round trip and sends the next. (Over one
+ * connection TCP carries the acknowledgement of a ping in its pong; the two
+ * connections, one each way, this program and netio-perf used before most
+ * messages get an acknowledgement packet of their own: 3.5 TCP segments per
+ * round trip instead of 2, see docs/performance.md.)
  * The first 10 round trips are left out; one-way latency is half the round
  * trip (p50 and p99). Ends after T seconds (but not before 10 timed round
  * trips) or N timed round trips (default 100000).
@@ -228,9 +226,6 @@ static struct fid_domain *domain;
 static struct fid_eq *pep_eq;
 static struct fid_pep *pep;
 static struct side srv = {.name = "server"}, cli = {.name = "client"};
-/* pingpong: the connection of the pongs, server to client */
-static struct side srv_pong = {.name = "server (pong)"},
-		   cli_pong = {.name = "client (pong)"};
 static pthread_barrier_t start_line;
 
 /*
@@ -663,19 +658,14 @@ static void accept_side(struct side *s, struct fid_cq *cq, size_t first,
 }
 
 /*
- * Server: accept the client's connection; for pingpong the pings' (the
- * client connects it first), then the pongs', on the same CQ.
+ * Server: accept the client's connection, for pingpong with the receive
+ * slot posted (the send slot echoes on the same connection).
  */
 static void server_accept(size_t nslots, uint64_t access)
 {
 	if (o.rdm)
 		return; /* rdm_open_sides opened it */
-	if (!o.pingpong) {
-		accept_side(&srv, NULL, 0, nslots, access);
-		return;
-	}
-	accept_side(&srv, NULL, PP_RECV_SLOT, nslots, access);
-	accept_side(&srv_pong, srv.cq, nslots, nslots, access);
+	accept_side(&srv, NULL, o.pingpong ? PP_RECV_SLOT : 0, nslots, access);
 }
 
 /* The info a client side connects with: --connect's, or our listener's. */
@@ -710,17 +700,15 @@ static void connect_side(struct side *s, struct fid_eq *eq, struct fid_cq *cq,
 }
 
 /*
- * Client: connect to the passive endpoint; for pingpong a second
- * connection for the pongs, on the same EQ and CQ.
+ * Client: connect to the passive endpoint; for pingpong with the pongs'
+ * receive slot posted on the same connection.
  */
 static void client_connect(size_t nslots, uint64_t access)
 {
 	if (o.rdm)
 		return; /* rdm_open_sides opened it */
-	connect_side(&cli, open_eq(), NULL, nslots, nslots, access);
-	if (o.pingpong)
-		connect_side(&cli_pong, cli.eq, cli.cq, PP_RECV_SLOT, nslots,
-			     access);
+	connect_side(&cli, open_eq(), NULL, o.pingpong ? PP_RECV_SLOT : nslots,
+		     nslots, access);
 }
 
 static void free_side(struct side *s, int own_eq)
@@ -745,13 +733,9 @@ static void free_side(struct side *s, int own_eq)
 static void close_all(void)
 {
 	close_fid("fi_close(ep)", cli.ep ? &cli.ep->fid : NULL);
-	close_fid("fi_close(ep)", cli_pong.ep ? &cli_pong.ep->fid : NULL);
 	close_fid("fi_close(ep)", srv.ep ? &srv.ep->fid : NULL);
-	close_fid("fi_close(ep)", srv_pong.ep ? &srv_pong.ep->fid : NULL);
 	close_fid("fi_close(pep)", pep ? &pep->fid : NULL);
-	free_side(&cli_pong, 0); /* before cli: it shares cli's EQ and CQ */
 	free_side(&cli, 1);
-	free_side(&srv_pong, 0);
 	free_side(&srv, 0);
 	close_fid("fi_close(eq)", pep_eq ? &pep_eq->fid : NULL);
 	close_fid("fi_close(domain)", &domain->fid);
@@ -1083,14 +1067,14 @@ static void run_memcpy(void)
 
 /* ------------------------------------------------------------ pingpong */
 
-/* Echo every ping on the pongs' connection until the client is done. */
+/* Echo every ping on the same connection until the client is done. */
 static void *pp_server(void *arg)
 {
 	struct fi_cq_msg_entry comp[CQ_BATCH];
 	int n, j;
 
 	(void)arg;
-	struct side *pong = o.rdm ? &srv : &srv_pong; /* rdm: one endpoint */
+	struct side *pong = &srv; /* one endpoint both ways, msg and rdm */
 	/* two processes: until every echo of the client's pings completed */
 	uint64_t limit = two_proc() ? WARMUP + o.max_count : 0, done = 0;
 
@@ -1157,7 +1141,7 @@ static void run_pingpong(void)
 {
 	double *rtts = malloc(o.max_count * sizeof(*rtts)), deadline, t, back;
 	double sum = 0;
-	struct side *pong = o.rdm ? &cli : &cli_pong; /* rdm: one endpoint */
+	struct side *pong = &cli; /* one endpoint both ways, msg and rdm */
 	pthread_t server = 0;
 	uint64_t trips = 0;
 	size_t n = 0;

@@ -110,7 +110,7 @@ func (p *Poller) finish() {
 	p.queueMu.Lock()
 	queue, atStop := p.queue, p.atStop
 	p.queue, p.atStop = nil, nil
-	p.draining = true // later Do and AtStop calls run inline
+	p.draining = true // later Do and AtStop calls run inline, once these have run
 	p.queueMu.Unlock()
 	for _, fn := range queue {
 		fn()
@@ -118,6 +118,7 @@ func (p *Poller) finish() {
 	for _, fn := range atStop {
 		fn()
 	}
+	close(p.drained)
 	p.goid.Store(0)
 	err := p.closeQueues()
 	p.queueMu.Lock()

@@ -76,6 +76,10 @@ type Poller struct {
 	atStop   []func()
 	queued   atomic.Bool
 	draining bool
+	// drained is closed once finish has run the functions queued before
+	// the stop; a Do or AtStop from another goroutine that comes during
+	// the drain waits for it, so that it never runs beside them.
+	drained chan struct{}
 
 	stopping  atomic.Bool
 	sleeping  atomic.Bool // the poller is in block: Go, Do and Close must wake it
@@ -103,7 +107,7 @@ func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
 		return nil, err
 	}
 	wait := cfg.Mode == Adaptive
-	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{})}
+	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{}), drained: make(chan struct{})}
 	empty := map[uint32]Handler{}
 	p.owners.Store(&empty)
 	cqWait := wait && !cfg.NoCQWait

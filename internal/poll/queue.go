@@ -35,9 +35,11 @@ func goroutineID() uint64 {
 }
 
 // Do runs fn on the poller goroutine, between two batches, and returns when
-// it has run. It runs fn at once when called on the poller goroutine or when
-// the poller has stopped. Use it to serialize state changes with callbacks.
-// A nil fn does nothing.
+// it has run. It runs fn at once when called on the poller goroutine, and
+// on the caller's goroutine once the poller has stopped: after the
+// functions queued before the stop have run, as it would have on the
+// poller, never beside them. Use it to serialize state changes with
+// callbacks. A nil fn does nothing.
 func (p *Poller) Do(fn func()) {
 	if fn == nil {
 		return
@@ -48,6 +50,7 @@ func (p *Poller) Do(fn func()) {
 	}
 	ran := make(chan struct{})
 	if !p.enqueue(func() { fn(); close(ran) }, false) {
+		<-p.drained
 		fn()
 		return
 	}
@@ -67,12 +70,17 @@ func (p *Poller) Go(fn func()) bool {
 }
 
 // AtStop runs fn on the poller goroutine after it has stopped reading its
-// queues and before it closes them, or at once when it has stopped already.
-// Objects whose close must not race with queue reads (a passive endpoint:
-// tcp in libfabric 1.17 reads freed connection handles after fi_close of a
-// listening endpoint) are closed here. A nil fn does nothing.
+// queues and before it closes them, or, when it has stopped already, on
+// the caller's goroutine once the functions queued before the stop have
+// run (at once on the poller goroutine itself). Objects whose close must
+// not race with queue reads (a passive endpoint: tcp in libfabric 1.17
+// reads freed connection handles after fi_close of a listening endpoint)
+// are closed here. A nil fn does nothing.
 func (p *Poller) AtStop(fn func()) {
 	if fn != nil && !p.enqueue(fn, true) {
+		if !p.OnPollerGoroutine() {
+			<-p.drained
+		}
 		fn()
 	}
 }

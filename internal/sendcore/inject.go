@@ -26,8 +26,11 @@ type injector struct {
 	post  PostFunc // the kind's fi_inject of key's first n bytes; nil: off
 	table Table    // the kind's table of sends in flight
 	done  reports  // claimed keys the poller goroutine reports
-	// batch is reportInjected's scratch; poller goroutine only.
+	// batch is the reports being made and next the first not yet made;
+	// poller goroutine only (Do and AtStop keep a stopped poller's callers
+	// from running beside it).
 	batch    []report
+	next     int
 	reportFn func() // reportInjected, bound once so that scheduling it does not allocate
 }
 
@@ -143,6 +146,7 @@ func (c *Core) post(ep *fabric.Endpoint, id uint32, n int) fabric.Errno {
 	key, ok := c.inj.table.Claim(id)
 	if !ok { // cannot happen: the kind marked it posted, and nothing else claims it
 		c.inj.done.unreserve()
+		c.Log.Error().Uint32("id", id).Msg("sendcore: an injected send was claimed by another path; its key is not reported here")
 		return 0
 	}
 	if c.inj.done.push(report{id, key}) {
@@ -161,20 +165,31 @@ func (c *Core) InjectFunc() PostFunc { return c.inj.post }
 func (c *Core) SetInjectFunc(post PostFunc) { c.inj.post = post }
 
 // reportInjected reports every injected send queued so far as completed
-// OK: the provider has its copy. It runs on the poller goroutine.
+// OK: the provider has its copy. It runs on the poller goroutine. A
+// callback that closes the endpoint calls it again, from Teardown: that
+// call first makes the rest of this batch's reports, in order, then the
+// newer ones, so that every key is reported before OnConnectionClosed, and
+// this call finds nothing left.
 func (c *Core) reportInjected() {
-	batch := c.inj.done.takeAll(c.inj.batch[:0])
-	// A callback below that closes the endpoint reports again, from
-	// Teardown: into a batch of its own, not this one's array.
-	c.inj.batch = nil
-	c.Counters.Finished(netio.OK, len(batch))
-	for _, r := range batch {
+	c.reportRest()
+	clear(c.inj.batch)
+	c.inj.batch = c.inj.done.takeAll(c.inj.batch[:0])
+	c.inj.next = 0
+	if n := len(c.inj.batch); n > 0 {
+		c.Counters.Finished(netio.OK, n)
+		c.reportRest()
+	}
+}
+
+// reportRest makes the reports of the batch not yet made, in order.
+func (c *Core) reportRest() {
+	for c.inj.next < len(c.inj.batch) {
+		r := c.inj.batch[c.inj.next]
+		c.inj.next++
 		if cb := c.reportTo(c.inj.table, r.id); cb != nil {
 			cb(r.key, netio.OK)
 		}
 	}
-	clear(batch)
-	c.inj.batch = batch[:0]
 }
 
 // endInjects reports what was injected before the endpoint closed, as
