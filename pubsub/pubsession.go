@@ -118,7 +118,9 @@ func (p *Publisher) acceptLoop() {
 var errLineTooLong = fmt.Errorf("%w: line longer than %d bytes", ErrMalformed, MaxLineBytes)
 
 // readLine reads one LF-terminated line of at most MaxLineBytes. The slice
-// is valid until the next call.
+// is valid until the next call. A line is refused as soon as MaxLineBytes
+// of it arrived without its LF, without waiting for more: a peer that
+// sent a line past the limit may wait for the answer.
 func readLine(r *bufio.Reader, buf []byte) ([]byte, []byte, error) {
 	buf = buf[:0]
 	for {
@@ -133,7 +135,9 @@ func readLine(r *bufio.Reader, buf []byte) ([]byte, []byte, error) {
 			buf = append(buf, chunk...)
 			return buf, buf, nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			buf = append(buf, chunk...)
+			if buf = append(buf, chunk...); len(buf) >= MaxLineBytes {
+				return nil, buf, errLineTooLong // its LF would be past the limit
+			}
 		default:
 			if len(buf)+len(chunk) > 0 && errors.Is(err, io.EOF) {
 				return nil, buf, io.ErrUnexpectedEOF
