@@ -255,3 +255,23 @@ func TestPublisherFlush(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedIdleSleeps: the tick that posts partly filled buffers runs
+// only while a buffer is being filled: not before the first message, and
+// not after FlushInterval posted it.
+func TestSharedIdleSleeps(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	p := newPublisher(t, mgr, sharedConfig([]uint64{1}, pubsub.Drop, time.Millisecond))
+	c := newCollector()
+	sub := newSubscriber(t, mgr, c.config(p.Addr()))
+	require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 1))
+	time.Sleep(50 * time.Millisecond) // 100 ticks of 500 µs if it ran idle
+	assert.Zero(t, p.Stats().SharedFlushes, "flush ticks with nothing to post")
+	require.Equal(t, pubsub.OK, p.Publish(1, payload(make([]byte, 64), 1, 0)))
+	waitFor(t, 10*time.Second, func() bool { return c.count.Load() == 1 }, "the message, posted by the tick")
+	n := p.Stats().SharedFlushes
+	assert.NotZero(t, n, "the tick posted the buffer")
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, n, p.Stats().SharedFlushes, "flush ticks after the buffer was posted")
+	checkInOrder(t, c, 1, 0, 1)
+}
