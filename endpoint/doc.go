@@ -16,20 +16,26 @@
 // Push move bulk data by RMA; DialReconnecting keeps a sender connected
 // across peer restarts and reports every message it could not send;
 // ProgressTimeout, IdleTimeout, Admit and MaxConnections bound what a
-// broken link or a hostile peer can hold.
+// broken link or a hostile peer can hold; SendConfig.Replies (DialReplies)
+// and ListenConfig.Replies (ListenReplies) carry messages back on the same
+// connection, the listener's side sending with ReceiveEndpoint.GetBuffer
+// and SendBuffer and the dialer receiving them in OnReply.
 //
 // # Threading
 //
 // Every endpoint belongs to a cq.Poller, one goroutine that reads its
 // completion and event queues. All callbacks (OnSendCompleted, OnData,
-// OnConnectionEstablished, OnConnectionClosed) run on that goroutine, one at
+// OnReply, OnConnectionEstablished, OnConnectionClosed, OnReceiveError,
+// ListenReplies.OnSendCompleted) run on that goroutine, one at
 // a time, and must not block: hand work to another goroutine instead. The
 // other methods are safe for concurrent use. Close may be called from a
 // callback.
 //
-// Sends of HandOffSize bytes or more are posted by the poller goroutine
-// too: SendBuffer and the zero-copy Send queue them (and any send behind
-// them, to keep the order) and return OK at once; see HandOffSize for why.
+// Sends of HandOffSize bytes or more from a dialled endpoint are posted by
+// the poller goroutine too: SendEndpointBuffered.SendBuffer and the
+// zero-copy Send queue them (and any send behind them, to keep the order)
+// and return OK at once; see HandOffSize for why. ReceiveEndpoint.SendBuffer
+// (ListenConfig.Replies) always posts from its caller's goroutine.
 //
 // # Ownership
 //

@@ -94,9 +94,15 @@ func ExampleDialReplies() {
 	l, err := endpoint.Listen(mgr, "127.0.0.1:0", endpoint.ListenConfig{
 		Replies: &endpoint.ListenReplies{}, // each connection gets send buffers
 		OnData: func(ep *endpoint.ReceiveEndpoint, req []byte) {
-			buf := ep.GetBuffer() // nil when all are in flight
+			buf := ep.GetBuffer()
+			if buf == nil {
+				return // all send buffers in flight: drop (or queue) this reply
+			}
 			n := copy(buf.Bytes(), "reply to "+string(req))
-			ep.SendBuffer(buf, n) // back on the same connection
+			if st := ep.SendBuffer(buf, n); st != netio.OK {
+				// Not sent (NoResources, Closed, ...): the buffer is still ours.
+				ep.ReleaseBuffer(buf.ID())
+			}
 		},
 	})
 	if err != nil {

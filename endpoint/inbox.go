@@ -15,7 +15,9 @@ import (
 // completed one to a callback and posts it again, and frees the memory
 // once the endpoint is closed, but never under a callback that is still
 // looking at a buffer. It is used on the poller goroutine only, but for
-// open and postAll before the connection is up.
+// open and postAll before the connection is up, and free, which the
+// dialing goroutine calls when a dial fails (no callback can be under way
+// then).
 type inbox struct {
 	mem *slots.Memory
 	ctx func(i uint32) uint64 // buffer i's operation context

@@ -35,7 +35,9 @@ type ListenConfig struct {
 	// closed. A connection the pool cannot supply is rejected (and
 	// logged); the listener goes on serving others. The pool must belong
 	// to the listener's domain and be registered with domain.AccessRecv.
-	// The caller closes it after the listener.
+	// The caller closes it after the listener. It covers receive buffers
+	// only: with Replies, each accepted connection also registers its own
+	// reply pool (Replies.Params.BufferCount × BufferSize) at accept time.
 	Buffers *pool.Pool
 	// OnData is called for every message received. data is valid only
 	// during the call: the buffer is posted again as soon as OnData
@@ -77,7 +79,11 @@ type ListenConfig struct {
 	// MaxConnections caps the connections served at once, counting those
 	// being set up: requests beyond it are rejected before any buffer is
 	// registered, so a flood of requests cannot exhaust registered memory.
-	// 0 means no cap.
+	// Each connection registers its receive buffers (Params.BufferCount ×
+	// BufferSize, unless leased from Buffers) and, with Replies, its own
+	// reply pool (Replies.Params.BufferCount × BufferSize) at accept time,
+	// so the registered memory is bounded by MaxConnections times their
+	// sum. 0 means no cap.
 	MaxConnections int
 	// IdleTimeout closes a connection on which no message has arrived for
 	// this long, with an error matching netio.ErrConnectionClosed and
@@ -356,7 +362,9 @@ func (s *ReceiveStats) add(o ReceiveStats) {
 }
 
 // Close stops accepting, closes every connection (each gets its
-// OnConnectionClosed with netio.ErrClosed and the peer sees it closed), and
+// OnConnectionClosed with netio.ErrClosed and the peer sees it closed;
+// with ListenConfig.Replies, every reply still in flight is first reported
+// Canceled to ListenReplies.OnSendCompleted), and
 // stops the listener's own poller. The listening port is released when the
 // poller stops: with a shared poller, when that poller is closed (requests
 // arriving until then are rejected). It is idempotent and may be called

@@ -42,26 +42,8 @@ func TestProgressTimeoutFailsPendingSends(t *testing.T) {
 			cfg.ProgressTimeout = 200 * time.Millisecond
 			ep := dial(t, mgr, addr, cfg)
 
-			// Send until every buffer is pending behind the stalled peer
-			// (GetBuffer nil for a while) or the connection is closed.
-			sent, refused, idle := 0, 0, 0
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && refused+idle < 100; {
-				buf := ep.GetBuffer()
-				if buf == nil {
-					idle++
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				idle = 0
-				if st := ep.SendBuffer(buf, buf.Size()); st != netio.OK {
-					ep.ReleaseBuffer(buf.ID())
-					refused++
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				sent++
-			}
-			t.Logf("%d sends posted, %d refused before the stall", sent, refused)
+			sent := fillPending(ep)
+			t.Logf("%d sends posted before the stall", sent)
 			err := recvErr(t, snd.closed, 10*time.Second, "progress timeout")
 			assert.ErrorIs(t, err, netio.ErrTimeout)
 			assert.ErrorIs(t, err, netio.ErrConnectionClosed)

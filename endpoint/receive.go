@@ -199,6 +199,7 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 		if t := r.l.cfg.IdleTimeout; t > 0 {
 			r.watchIdle(t)
 		}
+		r.watchReplies()
 		r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Msg("connection established")
 		if cb := r.l.cfg.OnConnectionEstablished; cb != nil {
 			cb(r)
@@ -267,8 +268,10 @@ func (r *ReceiveEndpoint) release(reason error) {
 	}
 }
 
-// Close closes this connection; the peer sees it closed and
-// OnConnectionClosed runs with netio.ErrClosed. It is idempotent and may be
+// Close closes this connection; the peer sees it closed, every reply still
+// in flight (ListenConfig.Replies) is reported Canceled to
+// ListenReplies.OnSendCompleted, and then OnConnectionClosed runs with
+// netio.ErrClosed. It is idempotent and may be
 // called from a callback; called from OnData, the data slice stays valid
 // until OnData returns.
 func (r *ReceiveEndpoint) Close() error {

@@ -24,8 +24,10 @@ import (
 type DialReplies struct {
 	// Params sets the size and number of the receive buffers; defaults
 	// apply to zero fields. A reply larger than Params.BufferSize is lost
-	// (counted in SendStats.ReceiveErrors and logged), and the provider may
-	// end the connection (quirks.Quirks.TruncationDrops).
+	// (counted in SendStats.ReceiveErrors, logged and reported to
+	// OnReplyError), and the provider may end the connection
+	// (quirks.Quirks.TruncationDrops): OnConnectionClosed's error then
+	// also matches fabric.ETRUNC and names the reply buffer size.
 	Params netio.ReceiveParams
 	// OnReply is called for every message the peer sends back. data is
 	// valid only during the call: the buffer is posted again as soon as
@@ -36,6 +38,12 @@ type DialReplies struct {
 	// to return; a Close then makes Dial fail with netio.ErrClosed.
 	// Required.
 	OnReply func(ep *SendEndpointBuffered, data []byte)
+	// OnReplyError is called for a reply that completed with an error (a
+	// reply larger than Params.BufferSize, for example): the reply is lost
+	// and this is how the loss is reported, as ListenConfig.OnReceiveError
+	// does on the accepted side. It runs on the poller goroutine and must
+	// not block. May be nil; the error is logged in any case.
+	OnReplyError func(ep *SendEndpointBuffered, err error)
 }
 
 // validate checks c, with defaults applied, against mgr's provider.
@@ -75,6 +83,7 @@ type replyInbox struct {
 	in                      inbox
 	onReply                 func(data []byte) // OnReply with the endpoint, bound once
 	messages, bytes, errors atomic.Uint64
+	truncated               atomic.Bool // a reply larger than the buffers came
 }
 
 // openReplies registers the reply buffers when SendConfig.Replies asks
@@ -120,9 +129,13 @@ func (s *SendEndpointBuffered) onReply(i uint32, res poll.Result) {
 		r.errors.Add(1)
 		err := fmt.Errorf("%w: reply of %d bytes: %w", netio.ErrFailed, res.Len, res.Errno)
 		if errors.Is(res.Errno, fabric.ETRUNC) {
+			r.truncated.Store(true)
 			err = fmt.Errorf("%w: a reply larger than the %d-byte reply buffers: %w", netio.ErrFailed, r.cfg.Params.BufferSize, res.Errno)
 		}
 		s.c.Log.Warn().Str("peer", s.c.addr).Err(err).Msg("reply receive failed")
+		if cb := r.cfg.OnReplyError; cb != nil {
+			cb(s, err)
+		}
 	} else {
 		r.messages.Add(1)
 		r.bytes.Add(uint64(res.Len))
@@ -172,4 +185,23 @@ func (s *SendEndpointBuffered) freeReplies() error {
 		return nil
 	}
 	return s.replies.in.free()
+}
+
+// replyClosed wraps OnConnectionClosed so that a connection the provider
+// dropped after a reply too large for the reply buffers
+// (quirks.Quirks.TruncationDrops) names the truncation as its cause, as
+// ReceiveEndpoint.peerClosed does on the accepted side. A local Close or a
+// progress timeout keeps its own reason.
+func (s *SendEndpointBuffered) replyClosed(onClosed func(error)) func(error) {
+	if onClosed == nil || s.cfg.Replies == nil {
+		return onClosed
+	}
+	return func(reason error) {
+		if r := s.replies; r != nil && r.truncated.Load() &&
+			errors.Is(reason, netio.ErrConnectionClosed) && !errors.Is(reason, netio.ErrTimeout) {
+			reason = fmt.Errorf("%w (after a reply larger than the %d-byte reply buffers: %w)",
+				reason, r.cfg.Params.BufferSize, fabric.ETRUNC)
+		}
+		onClosed(reason)
+	}
 }

@@ -3,6 +3,7 @@ package endpoint
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/internal/poll"
@@ -21,9 +22,12 @@ func isReverseKey(key uint32) bool { return key&(reverseKeyFlag|rmaKeyFlag) == r
 
 // ListenReplies lets every accepted connection send back to its dialer on
 // the same connection (request/reply, commands back to a front-end): each
-// ReceiveEndpoint gets Params.BufferCount send buffers of its own, and
-// GetBuffer, SendBuffer and ReleaseBuffer as a SendEndpointBuffered has.
-// The dialer receives them with SendConfig.Replies.
+// ReceiveEndpoint gets Params.BufferCount send buffers of Params.BufferSize
+// bytes of its own, registered when the connection is accepted, and
+// GetBuffer, SendBuffer and ReleaseBuffer. They are simpler than a
+// SendEndpointBuffered's: SendBuffer always posts from the calling
+// goroutine (no HandOffSize hand-off, no inject) and there is no
+// NumAvailableBuffers. The dialer receives them with SendConfig.Replies.
 type ListenReplies struct {
 	// Params sets the size and number of each connection's send buffers;
 	// defaults apply to zero fields.
@@ -31,10 +35,20 @@ type ListenReplies struct {
 	// OnSendCompleted is called once per buffer handed to SendBuffer, with
 	// its ID as the key: OK when the provider completed the send, Failed
 	// for an error completion, Canceled when the connection ended first
-	// (before OnConnectionClosed). The buffer is back with the connection
-	// when it runs. It runs on the poller goroutine and must not block.
-	// May be nil.
+	// (reported before OnConnectionClosed; a connection that ends while
+	// still connecting gets no OnConnectionClosed, so its Canceled reports
+	// come alone). The buffer is back with the connection when it runs. It
+	// runs on the poller goroutine, also when Listener.Close or
+	// ReceiveEndpoint.Close ended the connection, and must not block. May
+	// be nil.
 	OnSendCompleted func(ep *ReceiveEndpoint, key uint64, status netio.Status)
+	// ProgressTimeout ends a connection whose replies are pending and none
+	// has completed for this long (a dialer that stopped taking data), as
+	// SendConfig.ProgressTimeout does for a dialled sender: its pending
+	// replies are reported Canceled and OnConnectionClosed gets an error
+	// matching netio.ErrConnectionClosed and netio.ErrTimeout, within about
+	// 1.25 × ProgressTimeout. 0 disables it; negative is refused.
+	ProgressTimeout time.Duration
 }
 
 func (c *ListenReplies) validate() error {
@@ -43,6 +57,9 @@ func (c *ListenReplies) validate() error {
 	}
 	c.Params = c.Params.WithDefaults()
 	if err := c.Params.Validate(); err != nil {
+		return fmt.Errorf("endpoint: ListenReplies: %w", err)
+	}
+	if err := checkProgressTimeout(c.ProgressTimeout); err != nil {
 		return fmt.Errorf("endpoint: ListenReplies: %w", err)
 	}
 	return nil
@@ -55,7 +72,8 @@ type replySender struct {
 	holder   uint64
 	bufs     sendcore.Buffers
 	counters sendcore.Counters
-	pending  []uint32 // poller goroutine only: reused by cancel
+	pending  []uint32    // poller goroutine only: reused by cancel
+	watch    *time.Timer // ProgressTimeout's check; set once connected
 }
 
 // openReplies sets up the send half when ListenConfig.Replies asks for it.
@@ -166,6 +184,23 @@ func (r *ReceiveEndpoint) sent(id uint32, res poll.Result) {
 	}
 }
 
+// watchReplies ends the connection when replies stay pending without one
+// completing for ListenReplies.ProgressTimeout. It runs on the poller
+// goroutine, once connected.
+func (r *ReceiveEndpoint) watchReplies() {
+	s := r.out
+	if s == nil || s.cfg.ProgressTimeout == 0 {
+		return
+	}
+	timeout := s.cfg.ProgressTimeout
+	ended := func() bool { return r.state.Load() == stateClosed }
+	s.watch = sendcore.StallWatch(timeout, s.counters.Progress, ended, func() {
+		reason := fmt.Errorf("%w: %w: no reply completed for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
+		r.l.log.Warn().Uint64("conn", r.id).Str("peer", r.peer).Dur("timeout", timeout).Msg("reply progress timeout: closing the connection")
+		r.l.poller.Do(func() { r.teardown(reason) })
+	})
+}
+
 // cancelSends reports every send in flight as Canceled and gives the
 // buffers back. The endpoint is closed, so the provider holds none of
 // them. Every key is claimed before the first callback, so a callback
@@ -181,6 +216,9 @@ func (r *ReceiveEndpoint) cancelSends() {
 		if key, ok := s.bufs.Set.Complete(id, s.holder); ok {
 			keys = append(keys, key)
 		}
+	}
+	if s.watch != nil {
+		s.watch.Stop()
 	}
 	s.counters.Finished(netio.Canceled, len(keys))
 	if cb := s.cfg.OnSendCompleted; cb != nil {

@@ -19,8 +19,8 @@ func requestDeliveryComplete(info *fabric.Info) error {
 	return nil
 }
 
-// checkProgressTimeout is the check of SendConfig.ProgressTimeout and
-// ZeroCopyConfig.ProgressTimeout.
+// checkProgressTimeout is the check of SendConfig.ProgressTimeout,
+// ZeroCopyConfig.ProgressTimeout and ListenReplies.ProgressTimeout.
 func checkProgressTimeout(d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("%w: endpoint: negative ProgressTimeout %v", netio.ErrInvalidArgument, d)

@@ -202,7 +202,7 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 			ln.Close()
 			return nil, fmt.Errorf("%w: pubsub: Shared mode needs MaxInFlight (%d) of at least twice Send.BufferCount (%d)", netio.ErrInvalidArgument, cfg.MaxInFlight, cfg.Send.BufferCount)
 		}
-		if p.sh, err = newSharedPool(mgr, cfg.Send.BufferSize, cfg.MaxInFlight); err != nil {
+		if p.sh, err = newSharedPool(mgr, cfg.Send.BufferSize, cfg.MaxInFlight, cfg.Send.BufferCount); err != nil {
 			ln.Close()
 			return nil, err
 		}
@@ -310,13 +310,24 @@ func (p *Publisher) Tags() []uint64 {
 }
 
 // housekeeping sends the SYNC records owed after drops (so that a drop at
-// the end of a burst is reported without waiting for the next message)
-// and retries Block subscribers' pending messages (a safety net: their
-// send completions retry them first).
+// the end of a burst is reported without waiting for the next message),
+// retries Block subscribers' pending messages (a safety net: their send
+// completions retry them first) and, in Shared mode, posts the buffers
+// that waited FlushInterval.
 func (p *Publisher) housekeeping() {
 	defer p.wg.Done()
-	t := time.NewTicker(p.housekeepingTick())
+	t := time.NewTicker(housekeepingTick)
 	defer t.Stop()
+	// Shared mode posts partly filled buffers on a faster tick, running
+	// only while some buffer is being filled: an idle publisher sleeps.
+	flushT := time.NewTicker(time.Hour)
+	flushT.Stop()
+	defer flushT.Stop()
+	var filling <-chan struct{}
+	flushArmed := false
+	if p.sh != nil {
+		filling = p.sh.filling
+	}
 	var busT <-chan time.Time
 	if p.cfg.Bus != nil {
 		bt := time.NewTicker(busRefresh(p.cfg.Bus))
@@ -333,10 +344,19 @@ func (p *Publisher) housekeeping() {
 			if err := p.cfg.Bus.Announce(p.busID, p.addr, p.Tags()); err != nil {
 				p.log.Warn().Err(err).Msg("pubsub: bus refresh failed")
 			}
-		case <-t.C:
-			if p.sh != nil {
-				groups = p.sh.flushDue(p.flushInterval(), groups)
+		case <-filling:
+			if !flushArmed { // never pushed back while armed: that would delay posts
+				flushT.Reset(p.sharedFlushTick())
+				flushArmed = true
 			}
+		case <-flushT.C:
+			var busy bool
+			if groups, busy = p.sh.flushDue(p.flushInterval(), groups); !busy {
+				flushT.Stop()
+				flushArmed = false
+			}
+			p.sh.flushRounds.Add(1)
+		case <-t.C:
 			sessions = p.sessionList(sessions[:0])
 			for _, ss := range sessions {
 				if ss.pending.Load() {
@@ -369,7 +389,9 @@ func (p *Publisher) housekeeping() {
 // FlushInterval ends: each subscriber's coalescing buffer, or in Shared
 // mode the shared buffers. It never blocks; what a connection has no room
 // for goes out as usual. Before it returns, the counters of SubscriberInfo
-// and TagStats include every message taken before it was called.
+// and TagStats include every message taken before it was called, except
+// those waiting for a Block subscriber (SubscriberInfo.Pending): they
+// count when sent, or as failed when its connection ends first.
 func (p *Publisher) Flush() {
 	if p.sh != nil {
 		p.sh.flushDue(0, nil)
@@ -453,12 +475,10 @@ func randomNonZero() uint64 {
 	}
 }
 
-// housekeepingTick is how often housekeeping runs: in Shared mode, often
-// enough to post a buffer close to FlushInterval after its first message.
-func (p *Publisher) housekeepingTick() time.Duration {
-	if p.sh == nil {
-		return housekeepingTick
-	}
+// sharedFlushTick is how often Shared mode looks for buffers to post while
+// one is being filled: often enough to post a buffer close to
+// FlushInterval after its first message.
+func (p *Publisher) sharedFlushTick() time.Duration {
 	return max(min(p.flushInterval()/2, housekeepingTick), 100*time.Microsecond)
 }
 

@@ -105,6 +105,11 @@ const (
 	// later are counted per tag. The publisher holds MaxInFlight buffers
 	// of Send.BufferSize, and each subscriber at most Send.BufferCount of
 	// them in flight: MaxInFlight must be at least twice Send.BufferCount.
+	// A Drop subscriber with a buffer in flight already is sent another
+	// only while Send.BufferCount buffers stay free (else its copy is
+	// dropped), so stalled Drop subscribers cannot take the pool from the
+	// others; stalled Block subscribers can, and then Publish answers
+	// NoResources on every tag, taking nothing, until buffers come back.
 	// Each distinct set of subscribers fills a buffer of its own, so Shared
 	// suits publishers whose tags have few distinct subscriber sets: with
 	// more such sets than MaxInFlight, Publish answers NoResources until

@@ -38,10 +38,11 @@ type PublisherStats struct {
 	Refused         uint64 // well-formed requests refused (out of order, bad data address, buffers too small, dial failed)
 	RefusedSessions uint64 // connections refused because MaxSubscribers were served
 	RefusedTags     uint64 // tags refused in subscribe requests because they are not served
-	LostPending     uint64 // messages waiting for a Block subscriber whose connection ended (Shared mode: buffers)
+	LostPending     uint64 // messages waiting for a Block subscriber whose connection ended (Shared mode: buffers; their messages count as Failed)
 	SharedBuffers   uint64 // Shared mode: buffers posted, each encoded once
 	SharedSends     uint64 // Shared mode: sends of those buffers to subscribers that took them
 	SharedFree      int    // Shared mode: buffers free now (all of MaxInFlight when nothing is in flight)
+	SharedFlushes   uint64 // Shared mode: housekeeping rounds that looked for partly filled buffers (none while none is filled)
 }
 
 // Stats returns the publisher's counters.
@@ -54,6 +55,7 @@ func (p *Publisher) Stats() PublisherStats {
 		RefusedSessions: p.refusedSessions.Load(), RefusedTags: p.refusedTags.Load(), LostPending: p.lostPending.Load()}
 	if p.sh != nil {
 		st.SharedBuffers, st.SharedSends, st.SharedFree = p.sh.posted.Load(), p.sh.sends.Load(), len(p.sh.free)
+		st.SharedFlushes = p.sh.flushRounds.Load()
 	}
 	return st
 }
@@ -66,6 +68,7 @@ type SubscriberInfo struct {
 	Delivered uint64   // copies its connection took, over all its subscriptions
 	Dropped   uint64   // its copies dropped, over all its subscriptions
 	Pending   bool     // a message waits for room in its connection (Block)
+	InFlight  int      // Shared mode: shared buffers its sends hold (a stalled subscriber's stay)
 }
 
 // Subscribers describes the subscribers served now. It allocates; use it
@@ -97,7 +100,7 @@ func (p *Publisher) Subscribers() []SubscriberInfo {
 		}
 		slices.Sort(tags)
 		out = append(out, SubscriberInfo{Peer: peer, Policy: policy, Tags: tags, Delivered: delivered,
-			Dropped: ss.dropped.Load(), Pending: ss.pending.Load()})
+			Dropped: ss.dropped.Load(), Pending: ss.pending.Load(), InFlight: int(ss.shHeld.Load())})
 	}
 	slices.SortFunc(out, func(a, b SubscriberInfo) int {
 		switch {

@@ -53,14 +53,15 @@ type pubSession struct {
 
 	// Shared mode (shared.go): the posts a Block session had no room for,
 	// in order (guarded by mu); the posts made to the session; the START
-	// records owed to it (guarded by startMu, counted in nStarts); and the
-	// copies delivered.
+	// records owed to it (guarded by startMu, counted in nStarts); the
+	// copies delivered; and the shared buffers its sends hold in flight.
 	shq         []queuedPost
 	posts       atomic.Uint64
 	startMu     sync.Mutex
 	starts      []startRec
 	nStarts     atomic.Int32
 	shDelivered atomic.Uint64
+	shHeld      atomic.Int32
 
 	dropped atomic.Uint64
 }
@@ -410,12 +411,13 @@ func (ss *pubSession) end() {
 	lostZC := false
 	if ss.pending.Load() {
 		ss.pending.Store(false)
-		ss.p.lostPending.Add(1)
+		lost := 1
+		if ss.p.sh != nil { // Shared mode counts buffers
+			lost = ss.dropQueued()
+		}
+		ss.p.lostPending.Add(uint64(lost))
 		ss.p.log.Warn().Str("peer", ss.peer).Msg("pubsub: a message waiting for a Block subscriber is lost: its connection ended")
 		lostZC, ss.pendZC = zep != nil && ss.p.sh == nil, nil
-		if ss.p.sh != nil {
-			ss.dropQueued()
-		}
 	}
 	idx := ss.pendIdx
 	ss.mu.Unlock()
@@ -464,6 +466,7 @@ func (ss *pubSession) onZCSendCompleted(key uint64, st netio.Status) {
 	switch {
 	case key == zcNoKey:
 	case key&sharedKeyBit != 0:
+		ss.shHeld.Add(-1)
 		ss.p.sh.release(uint32(key &^ sharedKeyBit))
 	default:
 		ss.p.zcComplete(uint32(key), st)

@@ -48,6 +48,9 @@ type sharedPool struct {
 	gen    atomic.Uint64 // numbers buffers as they are started
 
 	posted, sends atomic.Uint64 // buffers posted, and their sends taken
+	reserve       int           // see dropReserve
+	filling       chan struct{} // told (without blocking) when a buffer is started
+	flushRounds   atomic.Uint64 // housekeeping rounds that looked for buffers to post
 
 	groupsMu sync.Mutex
 	groups   map[string]*group
@@ -91,14 +94,32 @@ type startRec struct {
 	post     uint64
 }
 
+// dropReserve is how a Drop subscriber that stops reading is kept from
+// taking the pool from everyone: its sends never complete, so each would
+// hold up to Send.BufferCount buffers, and two such subscribers empty a
+// pool of 2*BufferCount. So a Drop session that already has a buffer in
+// flight is sent another only while at least reserve (Send.BufferCount)
+// buffers are free; otherwise its copy is dropped at once (counted, and
+// reported by the SYNC records of the next buffer it gets). Stalled Drop
+// subscribers together hold at most MaxInFlight-reserve buffers, plus one
+// each that stalled with none in flight; a session with nothing in flight
+// is always sent its copy. The trade-off: while the pool is that low, a
+// healthy Drop subscriber also gets a copy only when its previous send
+// completed, so MaxInFlight well above 2*BufferCount keeps it at full
+// rate. Block sessions are not held to the reserve: a stalled one holds
+// up to BufferCount buffers in flight and one queued post, and when such
+// subscribers empty the pool, Publish on any tag answers NoResources,
+// taking nothing, until buffers come back (the caller retries).
+
 // newSharedPool allocates count buffers of size bytes in one registered
-// region.
-func newSharedPool(mgr *domain.Manager, size, count int) (*sharedPool, error) {
+// region; reserve is the free buffers kept from Drop sessions that hold
+// one in flight already.
+func newSharedPool(mgr *domain.Manager, size, count, reserve int) (*sharedPool, error) {
 	reg, err := mgr.AllocRegistered(size*count, domain.AccessSend)
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: shared buffers: %w", err)
 	}
-	sh := &sharedPool{region: reg, size: size, bufs: make([]sharedBuf, count),
+	sh := &sharedPool{region: reg, size: size, reserve: reserve, filling: make(chan struct{}, 1), bufs: make([]sharedBuf, count),
 		free: make(chan uint32, count), groups: map[string]*group{}}
 	mem := reg.Bytes()
 	for i := range sh.bufs { // a send's header goes in front: not in the buffer
@@ -211,6 +232,10 @@ func (sh *sharedPool) take(g *group, ts *tagState, status uint8, parts [][]byte,
 		g.curGen = sh.gen.Add(1)
 		g.enc.Reset(sh.bufs[g.cur].data)
 		g.firstAt = time.Now()
+		select { // after cur is set: flushDue either sees it or is told
+		case sh.filling <- struct{}{}:
+		default:
+		}
 	}
 	b := &sh.bufs[g.cur]
 	if ts.shGen != g.curGen {
@@ -261,28 +286,33 @@ func (sh *sharedPool) post(g *group) {
 }
 
 // flushDue posts the buffers that waited interval or more, listing the
-// groups in list (the caller's scratch, returned for reuse).
-func (sh *sharedPool) flushDue(interval time.Duration, list []*group) []*group {
+// groups in list (the caller's scratch, returned for reuse), and reports
+// whether a buffer is still being filled.
+func (sh *sharedPool) flushDue(interval time.Duration, list []*group) ([]*group, bool) {
 	sh.groupsMu.Lock()
 	for _, g := range sh.groups {
 		list = append(list, g)
 	}
 	sh.groupsMu.Unlock()
 	now := time.Now()
+	busy := false
 	for _, g := range list {
 		g.mu.Lock()
 		if g.cur >= 0 && now.Sub(g.firstAt) >= interval {
 			sh.post(g)
 		}
+		busy = busy || g.cur >= 0
 		g.mu.Unlock()
 	}
 	clear(list)
-	return list[:0]
+	return list[:0], busy
 }
 
 // postShared sends buffer idx to ss, or, for a Block session that has no
 // room (or a post waiting already), queues it; a Drop session's copy is
-// dropped and counted. g.mu is held.
+// dropped and counted when its connection has no room, or when the
+// session already holds a buffer in flight and fewer than the pool's
+// reserve are free (see dropReserve). g.mu is held.
 func (ss *pubSession) postShared(sh *sharedPool, idx uint32) {
 	b := &sh.bufs[idx]
 	if ss.policy == Block {
@@ -295,13 +325,17 @@ func (ss *pubSession) postShared(sh *sharedPool, idx uint32) {
 				return
 			}
 		}
-		b.refs.Add(1) // the queue's hold
+		b.refs.Add(1) // the queue's hold; counted when it is sent or lost
 		ss.shq = append(ss.shq, queuedPost{idx: idx, post: post})
 		ss.pending.Store(true)
-		ss.countPost(b, netio.OK)
 		return
 	}
-	ss.countPost(b, ss.sendShared(sh, idx, ss.posts.Add(1)))
+	post := ss.posts.Add(1)
+	if ss.shHeld.Load() != 0 && len(sh.free) < sh.reserve {
+		ss.countPost(b, netio.NoResources) // the reserve: see dropReserve
+		return
+	}
+	ss.countPost(b, ss.sendShared(sh, idx, post))
 }
 
 // queuedPost is a post a Block session had no room for.
@@ -342,9 +376,11 @@ func (ss *pubSession) sendShared(sh *sharedPool, idx uint32, post uint64) netio.
 	}
 	b := &sh.bufs[idx]
 	b.refs.Add(1) // before the send: its completion may come at once
+	ss.shHeld.Add(1)
 	st := ss.zep.Send(hdr[:h], b.data[:b.n], sharedKeyBit|uint64(idx))
 	if st != netio.OK {
 		b.refs.Add(-1) // the post holds it too: never the last
+		ss.shHeld.Add(-1)
 		return st
 	}
 	sh.sends.Add(1)
@@ -396,11 +432,12 @@ func (ss *pubSession) drainSharedLocked() bool {
 	done := 0
 	defer func() { ss.shq = ss.shq[:copy(ss.shq, ss.shq[done:])] }()
 	for _, q := range ss.shq {
-		switch ss.sendShared(sh, q.idx, q.post) {
-		case netio.NoResources:
+		st := ss.sendShared(sh, q.idx, q.post)
+		if st == netio.NoResources {
 			return false
-		case netio.OK:
-		default:
+		}
+		ss.countPost(&sh.bufs[q.idx], st)
+		if st != netio.OK {
 			ss.p.lostPending.Add(1)
 		}
 		done++
@@ -410,11 +447,15 @@ func (ss *pubSession) drainSharedLocked() bool {
 	return true
 }
 
-// dropQueued gives back the buffers of the posts still queued for an
-// ending session. ss.mu is held.
-func (ss *pubSession) dropQueued() {
+// dropQueued counts the posts still queued for an ending session as
+// failed, gives their buffers back and returns how many there were.
+// ss.mu is held.
+func (ss *pubSession) dropQueued() int {
+	n := len(ss.shq)
 	for _, q := range ss.shq {
+		ss.countPost(&ss.p.sh.bufs[q.idx], netio.Failed)
 		ss.p.sh.release(q.idx)
 	}
 	ss.shq = nil
+	return n
 }

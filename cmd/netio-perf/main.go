@@ -65,11 +65,14 @@
 // fi_msg_pingpong does: the client bounces one --size message off the
 // server --count times (after 10 untimed warm-up round trips) and prints
 // the one-way latency (half the round trip) as p50, p99 and mean, with
-// --json as latency_p50_us, latency_p99_us and latency_mean_us. Endpoints
-// are one-directional, so the client also listens and names its address
-// in a hello, its first message; the server dials back, serves that one
-// client and exits when it leaves. --poll busy is the lowest-latency poller
-// setting.
+// --json as latency_p50_us, latency_p99_us and latency_mean_us. Like
+// fi_msg_pingpong they use one connection both ways (endpoint.DialReplies
+// and ListenReplies): the client's first message is a hello naming its
+// ping size, the server answers it on the same connection, serves that one
+// client and exits when it leaves; a server that refuses the client (pings
+// larger than its --buf-size) closes the connection and both exit with the
+// reason. --poll busy-locked is the lowest-latency poller setting when
+// GOMAXPROCS exceeds the pollers.
 //
 // The publish and subscribe modes measure publish/subscribe by tag
 // (package pubsub) between processes or hosts:

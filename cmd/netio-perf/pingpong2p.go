@@ -171,6 +171,13 @@ func (e *echoer) onData(ep *endpoint.ReceiveEndpoint, data []byte) {
 	}
 }
 
+// onReceiveError fails the run on a message the server could not take: a
+// hello or ping larger than --buf-size (tcp then also drops the
+// connection, so the client learns of it at once).
+func (e *echoer) onReceiveError(_ *endpoint.ReceiveEndpoint, err error) {
+	e.fail(fmt.Errorf("a message larger than the server's --buf-size %d: %w", e.bufSize, err))
+}
+
 // onClosed ends the run when the client's connection ends.
 func (e *echoer) onClosed(ep *endpoint.ReceiveEndpoint, _ error) {
 	if e.pingID == ep.ID()+1 && e.closing.CompareAndSwap(false, true) {
@@ -209,7 +216,8 @@ func runPingPongServer(ctx context.Context, o serverOptions, stdout, stderr io.W
 	l, err := endpoint.Listen(mgr, o.listen.String(), endpoint.ListenConfig{
 		Params:  netio.ReceiveParams{BufferSize: o.bufSize, BufferCount: pingPongBufs},
 		Replies: &endpoint.ListenReplies{Params: netio.BufferedSendParams{BufferSize: o.bufSize, BufferCount: pingPongBufs}},
-		OnData:  e.onData, OnConnectionClosed: e.onClosed, Runtime: cq.Runtime{Poller: poller}})
+		OnData:  e.onData, OnConnectionClosed: e.onClosed, OnReceiveError: e.onReceiveError,
+		Runtime: cq.Runtime{Poller: poller}})
 	if err != nil {
 		return err
 	}
@@ -271,6 +279,14 @@ func (c *pinger) onReply(_ *endpoint.SendEndpointBuffered, data []byte) {
 	c.p.onPong(nil, data)
 }
 
+// onClosed ends the run when the connection ends before the last round
+// trip: a server that refused the hello (or failed) closes it, and the
+// client then exits with that reason instead of waiting out --timeout.
+// After a finished run the outcome is already in and this changes nothing.
+func (c *pinger) onClosed(err error) {
+	c.p.finish(fmt.Errorf("the server ended the connection (see its output for why): %w", err))
+}
+
 // runPingPongClient is client --mode pingpong.
 func runPingPongClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
 	ctx, cancel := withTimeout(ctx, o.timeout)
@@ -311,7 +327,8 @@ func (c *pinger) run(ctx context.Context, mgr *domain.Manager, poller *cq.Poller
 		Params: netio.BufferedSendParams{BufferSize: max(size, len(h)), BufferCount: pingPongBufs},
 		Replies: &endpoint.DialReplies{Params: netio.ReceiveParams{BufferSize: max(size, 1), BufferCount: pingPongBufs},
 			OnReply: c.onReply},
-		Runtime: cq.Runtime{Poller: poller}})
+		OnConnectionClosed: c.onClosed,
+		Runtime:            cq.Runtime{Poller: poller}})
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,33 @@ func TestPingPongServerRefusesStream(t *testing.T) {
 	assert.Zero(t, decodePingPong(t, last).RoundTrips)
 }
 
+// TestPingPongClientRefused: a server that refuses the client (pings
+// larger than its --buf-size, or a hello truncated by a tiny --buf-size)
+// closes the connection, and the client exits with that reason rather than
+// waiting out its --timeout.
+func TestPingPongClientRefused(t *testing.T) {
+	for name, c := range map[string]struct{ serverBuf, size string }{
+		"pings too large": {serverBuf: "4K", size: "8K"},
+		"hello truncated": {serverBuf: "16", size: "64"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			srv := startServer(t, ctx, "--mode", "pingpong", "--buf-size", c.serverBuf, "--json")
+			var out, errOut bytes.Buffer
+			code := run(ctx, []string{"client", "--mode", "pingpong", "--connect", srv.addr, "--size", c.size,
+				"--timeout", "50s"}, &out, &errOut)
+			assert.Equal(t, exitFail, code)
+			assert.Contains(t, errOut.String(), "the server ended the connection", "not the timeout")
+			assert.NotContains(t, errOut.String(), "timeout after")
+
+			code, last := srv.wait(t, ctx)
+			assert.Equal(t, exitFail, code)
+			assert.Zero(t, decodePingPong(t, last).RoundTrips)
+		})
+	}
+}
+
 func TestParseHello(t *testing.T) {
 	for _, size := range []int{0, 1, 64, maxHelloSize} {
 		got, err := parseHello(hello(size))

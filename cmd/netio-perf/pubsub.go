@@ -233,6 +233,10 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	p.Flush() // Shared mode counts a copy delivered when its buffer is posted
 	elapsed := time.Since(start)
 	r.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	// A copy waiting for a Block subscriber counts when it is sent.
+	for linger := time.Now().Add(pubsubLinger); anyPending(p) && time.Now().Before(linger) && ctx.Err() == nil; {
+		time.Sleep(time.Millisecond)
+	}
 	for _, s := range p.Subscribers() {
 		r.Subscribers = append(r.Subscribers, pubSubscriber{Peer: s.Peer, Policy: s.Policy.String(), Tags: len(s.Tags),
 			Delivered: s.Delivered, Dropped: s.Dropped})
@@ -265,6 +269,16 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 		}
 	}
 	return firstError(err, closeErr)
+}
+
+// anyPending reports whether a message waits for a Block subscriber.
+func anyPending(p *pubsub.Publisher) bool {
+	for _, s := range p.Subscribers() {
+		if s.Pending {
+			return true
+		}
+	}
+	return false
 }
 
 // subscribedPeers counts the subscribers that subscribed to a tag: past
