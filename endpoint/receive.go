@@ -42,10 +42,8 @@ type ReceiveEndpoint struct {
 	post      sendcore.Guard // the endpoint for RMA posts, against its close
 
 	// Poller goroutine only: delivering what is left after the peer's
-	// shutdown (see drain).
-	draining                bool
-	drainStart, lastMessage time.Time
-	drainTimer              *time.Timer
+	// shutdown.
+	drain drainer
 
 	state                   atomic.Uint32
 	messages, bytes, errors atomic.Uint64
@@ -156,9 +154,7 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 	}
 	r.messages.Add(1)
 	r.bytes.Add(uint64(res.Len))
-	if r.draining {
-		r.lastMessage = time.Now()
-	}
+	r.drain.received()
 	if r.in.deliver(key, res.Len, r.deliverFn) { // false: OnData closed the endpoint
 		r.repost(key)
 	}
@@ -209,20 +205,11 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 			cb(r)
 		}
 	case ev.Kind == fabric.EventShutdown && r.state.Load() == stateConnected:
-		r.drain()
+		r.drain.begin(r.l.poller, r.closed, r.endDrained)
 	case ev.Kind != fabric.EventConnected:
 		r.teardown(r.peerClosed(closeReason(ev)))
 	}
 }
-
-// How long a receive endpoint keeps delivering after the peer shut down.
-// The quiet period must outlast a scheduling gap of the provider's progress
-// thread on a loaded machine; docs/performance.md has what a shorter one
-// lost.
-const (
-	drainQuiet = 100 * time.Millisecond // close after this long without a message
-	drainMax   = 5 * time.Second        // and in any case after this long
-)
 
 // peerClosed is why the peer ended the connection: a provider may drop a
 // connection whose peer sent a message larger than the posted buffers
@@ -236,36 +223,12 @@ func (r *ReceiveEndpoint) peerClosed(reason error) error {
 	return reason
 }
 
-// drain starts closing after the peer's shutdown without losing what the
-// provider already holds (quirks.Quirks.ShutdownBeforeDelivered: sockets
-// reports the shutdown while messages it has accepted still wait for
-// posted buffers). The endpoint keeps
-// delivering and closes once no message has come for drainQuiet. It runs
-// on the poller goroutine.
-func (r *ReceiveEndpoint) drain() {
-	if r.draining {
-		return
-	}
-	now := time.Now()
-	r.draining, r.drainStart, r.lastMessage = true, now, now
-	r.drainTimer = time.AfterFunc(drainQuiet, r.checkDrain)
-}
+// closed reports whether the connection has ended.
+func (r *ReceiveEndpoint) closed() bool { return r.state.Load() == stateClosed }
 
-// checkDrain runs on the drain timer; the decision runs on the poller
-// goroutine.
-func (r *ReceiveEndpoint) checkDrain() {
-	r.l.poller.Do(func() {
-		if r.state.Load() == stateClosed {
-			return
-		}
-		now := time.Now()
-		if now.Sub(r.lastMessage) >= drainQuiet || now.Sub(r.drainStart) >= drainMax {
-			r.teardown(r.peerClosed(netio.ErrConnectionClosed))
-			return
-		}
-		r.drainTimer.Reset(drainQuiet)
-	})
-}
+// endDrained ends the connection once the drain after the peer's
+// shutdown is over (see drainer).
+func (r *ReceiveEndpoint) endDrained() { r.teardown(r.peerClosed(netio.ErrConnectionClosed)) }
 
 // teardown ends the connection once and frees its buffers; an established
 // connection gets its OnConnectionClosed. It runs on the poller goroutine.
@@ -274,15 +237,13 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	if prev == stateClosed {
 		return
 	}
-	if r.drainTimer != nil {
-		r.drainTimer.Stop()
-	}
+	r.drain.stop()
 	if r.idle != nil {
 		r.idle.Stop()
 	}
 	r.l.retire(r)
-	r.entry.Remove(reason)
-	r.release(reason) // closing the endpoint tells the peer; see closeEndpoint
+	r.release(reason)      // closing the endpoint tells the peer; see closeEndpoint
+	r.entry.Remove(reason) // after release: the sends it cancels are counted
 	r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
 		cb(r, reason)

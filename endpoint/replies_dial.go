@@ -18,7 +18,9 @@ import (
 // on one connection instead of a second one dialled the other way. The
 // endpoint keeps Params.BufferCount receive buffers of Params.BufferSize
 // bytes posted, registered for receiving only, and passes every message
-// to OnReply.
+// to OnReply. After the peer's shutdown it keeps delivering what the
+// provider still holds until no reply has come for a quiet period, as an
+// accepted connection does, then ends with netio.ErrConnectionClosed.
 type DialReplies struct {
 	// Params sets the size and number of the receive buffers; defaults
 	// apply to zero fields. A reply larger than Params.BufferSize is lost
@@ -31,6 +33,9 @@ type DialReplies struct {
 	// valid only during the call: the buffer is posted again as soon as
 	// OnReply returns, so copy what you keep. It runs on the poller
 	// goroutine and must not block; it may send (SendBuffer) and Close.
+	// It may run before Dial returns (a reply can be read before the
+	// provider reports the connection up), with the endpoint Dial is about
+	// to return; a Close then makes Dial fail with netio.ErrClosed.
 	// Required.
 	OnReply func(ep *SendEndpointBuffered, data []byte)
 	// OnReplyError is called for a reply that completed with an error (a
@@ -134,6 +139,7 @@ func (s *SendEndpointBuffered) onReply(i uint32, res poll.Result) {
 	} else {
 		r.messages.Add(1)
 		r.bytes.Add(uint64(res.Len))
+		s.c.drain.received()
 		if !r.in.deliver(i, res.Len, r.onReply) {
 			return // OnReply closed the endpoint; its buffers are freed
 		}

@@ -186,6 +186,7 @@ func dialKind(ctx context.Context, mgr *domain.Manager, addr string, cfg SendCon
 	o := cfg.options()
 	o.statsKind = statsKind
 	o.beforeConnect = s.postReplies
+	o.drains = cfg.Replies != nil
 	o.OnClosed = s.replyClosed(o.OnClosed)
 	if err := s.c.dial(ctx, mgr, (*bufferedKind)(s), host, port, o, s.prepare); err != nil {
 		return nil, err

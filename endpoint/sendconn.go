@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
@@ -32,6 +33,11 @@ type sendConn struct {
 
 	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
 	connected chan error    // the dial's outcome, written once by handleEvent
+
+	// drains: the endpoint receives (DialReplies), so a peer's shutdown
+	// ends it only after drain, as an accepted connection's does.
+	drains bool
+	drain  drainer // poller goroutine only
 }
 
 // connOptions are the connection settings every send endpoint config has.
@@ -48,6 +54,9 @@ type connOptions struct {
 	// beforeConnect, when set, runs on the enabled endpoint before it
 	// connects: a dial with replies posts its receive buffers there.
 	beforeConnect func(ep *fabric.Endpoint) error
+	// drains: the endpoint receives, so it drains after the peer's
+	// shutdown (see drainer).
+	drains bool
 	// statsKind is the kind the endpoint registers as in the manager's
 	// stats.Registry once connected ("": not at all).
 	statsKind string
@@ -57,6 +66,7 @@ type connOptions struct {
 // poller and owner exist. On error everything set up is released.
 func (c *sendConn) dial(ctx context.Context, mgr *domain.Manager, kind sendcore.Kind, host, port string, o connOptions, prepare func() error) error {
 	c.connected = make(chan error, 1)
+	c.drains = o.drains
 	o.Peer = c.addr
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -150,7 +160,7 @@ func (c *sendConn) handleEvent(ev fabric.Event) {
 	case stateConnecting:
 		var err error
 		if ev.Kind == fabric.EventConnected {
-			c.state.Store(stateConnected)
+			c.state.CompareAndSwap(stateConnecting, stateConnected)
 		} else {
 			err = closeReason(ev) // refused or failed while connecting
 		}
@@ -159,16 +169,31 @@ func (c *sendConn) handleEvent(ev fabric.Event) {
 		default: // the dial gave up already
 		}
 	case stateConnected:
-		c.state.Store(stateClosed)
-		c.Teardown(closeReason(ev))
+		if ev.Kind == fabric.EventShutdown && c.drains {
+			c.drain.begin(c.Poller, c.Ended, c.endDrained)
+			return
+		}
+		c.end(closeReason(ev))
 	}
 }
+
+// end ends the established connection for reason. It runs on the poller
+// goroutine.
+func (c *sendConn) end(reason error) {
+	c.state.Store(stateClosed)
+	c.Teardown(reason)
+}
+
+// endDrained ends the connection once the drain after the peer's shutdown
+// is over (see drainer).
+func (c *sendConn) endDrained() { c.end(netio.ErrConnectionClosed) }
 
 // closeEndpoint closes the endpoint and frees its info; the peer sees the
 // connection closed. There is no fi_shutdown first on any provider: close
 // alone tells the peer, and on some shutdown then close corrupts the
 // provider's heap (quirks.Quirks.ShutdownCorrupts).
 func (c *sendConn) closeEndpoint() {
+	c.drain.stop() // nothing is delivered after the close
 	if ep := c.Guard.Endpoint(); ep != nil {
 		if err := ep.Close(); err != nil {
 			c.Log.Error().Err(err).Msg("closing endpoint")
@@ -177,8 +202,16 @@ func (c *sendConn) closeEndpoint() {
 	c.info.Free()
 }
 
-// close is the endpoints' Close.
+// close is the endpoints' Close. A Close before the dial has its answer
+// (from OnReply: a reply's completion can be read before the connected
+// event) ends the dial at once with netio.ErrClosed, instead of leaving it
+// to wait out its context.
 func (c *sendConn) close() error {
-	c.state.Store(stateClosed)
+	if c.state.Swap(stateClosed) == stateConnecting {
+		select {
+		case c.connected <- netio.ErrClosed:
+		default: // the dial has its answer already
+		}
+	}
 	return c.Close()
 }

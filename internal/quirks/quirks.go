@@ -34,9 +34,10 @@ type Quirks struct {
 	// provider, so that a plain FI_MSG peer accepts them.
 	CapsInConnReq bool
 	// ShutdownBeforeDelivered: the shutdown event can come while messages
-	// the provider accepted still wait for posted buffers. A receive
-	// endpoint therefore drains after a shutdown (on every provider, as
-	// it costs only a quiet period).
+	// the provider accepted still wait for posted buffers. Every receiving
+	// connection (an accepted one, a dialled one with replies) therefore
+	// drains after a shutdown (on every provider, as it costs only a quiet
+	// period).
 	ShutdownBeforeDelivered bool
 	// MissesEarlyClose: a peer's close that comes right after the accept
 	// is sometimes never reported; ListenConfig.IdleTimeout reclaims such
