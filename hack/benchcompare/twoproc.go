@@ -363,7 +363,7 @@ func parseFabtests(out []byte) (perfRow, error) {
 // modes are read against fabtests, or the C baseline when fabtests is
 // absent.
 func (p *twoProc) report(samples []sample, sizes []int, rounds int) *twoProcReport {
-	r := &twoProcReport{Rounds: rounds, Window: window2p, Reference: impl2pC}
+	r := &twoProcReport{Rounds: rounds, Window: window2p, Reference: impl2pC, BusyPoll: cmp.Or(p.busyPoll, "busy")}
 	if p.fab.bw != "" {
 		r.Fabtests, r.Reference = filepath.Dir(p.fab.bw), implFabtests
 	}

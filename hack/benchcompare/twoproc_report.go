@@ -50,7 +50,7 @@ func printTwoProc(w io.Writer, r *twoProcReport, provider string) error {
 	if err := printTwoProcRates(w, r.Rows); err != nil {
 		return err
 	}
-	if err := printTwoProcLatency(w, r.Rows); err != nil {
+	if err := printTwoProcLatency(w, r.Rows, r.BusyPoll); err != nil {
 		return err
 	}
 	return printTCPModes(w, r.Rows)
@@ -100,8 +100,8 @@ func printInjectRates(w io.Writer, rows []twoProcRow) {
 
 // printTwoProcLatency writes the one-way latencies: the mean (fabtests'
 // figure) and the p50 where a contender has it.
-func printTwoProcLatency(w io.Writer, rows []twoProcRow) error {
-	fmt.Fprintln(w, "\nping-pong one-way latency (RTT/2), µs: median of the per-round mean (p50) (lower is better); netio busy = --poll busy")
+func printTwoProcLatency(w io.Writer, rows []twoProcRow, busyPoll string) error {
+	fmt.Fprintf(w, "\nping-pong one-way latency (RTT/2), µs: median of the per-round mean (p50) (lower is better); netio busy = --poll %s\n", busyPoll)
 	head := []string{"size", "netio-go", "netio busy"}
 	for _, im := range impls2p[1:] {
 		head = append(head, im.label)

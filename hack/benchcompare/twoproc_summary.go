@@ -13,6 +13,7 @@ type twoProcReport struct {
 	Window    int          `json:"window"`
 	Fabtests  string       `json:"fabtests,omitempty"` // the directory fi_msg_bw was found in; empty: not found
 	Reference string       `json:"reference"`          // what the by-round ratios and the TCP modes are read against
+	BusyPoll  string       `json:"busy_poll"`          // netio-perf --poll of the netio-go-2p-busy ping-pong
 	Rows      []twoProcRow `json:"rows"`
 }
 

@@ -108,13 +108,14 @@ func TestSummarizeTwoProc(t *testing.T) {
 	assert.Nil(t, r.Modes)
 
 	var out bytes.Buffer
-	require.NoError(t, printTwoProc(&out, &twoProcReport{Rounds: 2, Window: 64, Reference: implFabtests, Rows: rows}, "tcp"))
+	require.NoError(t, printTwoProc(&out, &twoProcReport{Rounds: 2, Window: 64, Reference: implFabtests, BusyPoll: "busy-locked", Rows: rows}, "tcp"))
 	lines := strings.Split(out.String(), "\n")
 	assert.Equal(t, []string{"4", "KiB", "800", "(700-900)", "900", "(800-1000)", "-", "-", "0.89", "-", "-", "0.70", "1.12"},
 		fieldsOf(lines, "bandwidth, MB/s: median", "4 KiB"))
 	assert.Equal(t, []string{"4", "KiB", "6.00", "(5.00)", "4.40", "(4.00)", "4.00", "-", "-", "1.50", "-", "-", "1.10"},
 		fieldsOf(lines, "ping-pong one-way latency", "4 KiB"))
 	assert.Contains(t, out.String(), "fabtests not found")
+	assert.Contains(t, out.String(), "netio busy = --poll busy-locked", "the latency table names the busy ping-pong's poller")
 }
 
 func TestFindFabtests(t *testing.T) {
