@@ -11,11 +11,9 @@ import (
 
 // injectRetryWait is how long the inject loop sleeps when the inject queue
 // is full. It used to spin on runtime.Gosched, which keeps its thread
-// runnable: on 2 cores it takes the CPU the poller that empties the queue
-// (and the receiver) need. tcp;ofi_rxm 64 B, 50,000 injects, 3 rounds
-// interleaved at load 10: Gosched 23.5-25.3 k msg/s at 18.8-27.9 µs of
-// sender CPU a message; sleeping 10 µs 146-285 k msg/s at 5.1-6.1 µs; 50
-// µs 158-298 k; 200 µs 89-247 k (docs/performance.md).
+// runnable: on 2 busy cores it takes the CPU the poller that empties the
+// queue (and the receiver) need. The price on a quiet machine is a
+// wake-up per full queue (docs/performance.md).
 const injectRetryWait = 10 * time.Microsecond
 
 // runInject sends count messages of the sender's size to its peer with

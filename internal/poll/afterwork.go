@@ -4,18 +4,15 @@ import "time"
 
 // afterWorkSpin is how long a poller spins in C (fabric.CQ.ReadSpin) right
 // after a round that did work, before its first yield. A request-reply
-// peer on another core answers within about a microsecond (shm one-way
-// 0.3-0.6 µs), and a yield (Gosched and sched_yield, 0.2-0.5 µs, and the
-// core given away on a loaded machine) at that moment lands in the reply's
-// path: shm 64 B one-way p50 0.83-0.84 µs with the yield, 0.56-0.58 µs
-// spinning 1, 2 or 10 µs first (docs/performance.md, "`cq` spins after
-// work before it yields").
+// peer on another core answers within about a microsecond, and a yield
+// (Gosched and sched_yield, and the core given away on a loaded machine)
+// at that moment lands in the reply's path (measured in
+// docs/performance.md, "`cq` spins after work before it yields").
 const afterWorkSpin = 2 * time.Microsecond
 
 // When the peer shares the poller's core (a loaded machine), the reply
 // cannot come while the poller spins, and every spin adds its length to
-// the reply's path (shm one-way 2.6 µs with the yield at once, 4.7 µs with
-// a 2 µs spin first, 12.8 µs with a 10 µs one). So the spin must pay: each
+// the reply's path. So the spin must pay: each
 // after-work spin that finds nothing scores afterWorkMissCost, each one
 // that finds completions takes 1 off (the first often finds only the
 // completion of the send just posted, a hit that says nothing of the

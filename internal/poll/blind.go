@@ -14,10 +14,8 @@ import "time"
 // So when the round after a block that timed out finds completions, the
 // traffic went on during the block, and the budget doubles, up to this
 // limit; a round after such a block that finds nothing (idle) brings it
-// back to SpinBudget. tcp;ofi_rxm 64 KiB between two netio-perf processes
-// at load 10, 3 rounds interleaved: 605, 964 and 731 MB/s with the
-// 200 µs budget, 1027, 2266 and 873 with 2 ms, 2105, 1382 and 1191
-// with BusyPoll (docs/performance.md).
+// back to SpinBudget. The price: a poller whose traffic pauses often spins
+// up to this limit before it blocks (measurements in docs/performance.md).
 const blindStretchLimit = 8
 
 // blindBudget returns the spin budget of a poller without a completion

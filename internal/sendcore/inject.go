@@ -94,9 +94,9 @@ func (q *reports) takeAll(dst []report) []report {
 // InjectQueueFactor sizes the report queue: this many reports per send
 // the kind can have in flight (16 bytes each). A full queue makes a send
 // take the regular post, with a provider completion, until the poller has
-// reported. At 4, BenchmarkSendBufferedSmall/inject (64 buffers) posted
-// about a third of its sends the regular way while the poller was
-// descheduled; at 16, none.
+// reported. The price is 16 bytes a report of memory per buffer; a
+// smaller factor sent many sends the regular way while the poller was
+// descheduled (docs/performance.md).
 const InjectQueueFactor = 16
 
 // InitInject gives the core the kind's inject post, for Options.Inject: a
