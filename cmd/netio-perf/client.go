@@ -151,16 +151,15 @@ func runClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) e
 	}
 	ctx, cancel := withTimeout(ctx, o.timeout)
 	defer cancel()
-	mgr, local, err := o.openDomain(stderr)
+	var local string
+	mgr, done, err := openServed(o.metricsAddr, stderr, func() (mgr *domain.Manager, err error) {
+		mgr, local, err = o.openDomain(stderr)
+		return mgr, err
+	})
 	if err != nil {
 		return err
 	}
-	defer mgr.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	defer done()
 	var pat *testpattern.Pattern
 	if o.verify {
 		pat = testpattern.New(o.size)

@@ -53,6 +53,22 @@ func (f addrFlag) Set(s string) error {
 // scrape in progress.
 const metricsShutdown = time.Second
 
+// openServed opens a run's domain with open and serves its metrics on
+// metricsAddr (serveMetrics). done stops the metrics, then closes the
+// domain, the order every mode needs; after an error nothing is left open.
+func openServed(metricsAddr string, w io.Writer, open func() (*domain.Manager, error)) (mgr *domain.Manager, done func(), err error) {
+	mgr, err = open()
+	if err != nil {
+		return nil, nil, err
+	}
+	stop, err := serveMetrics(metricsAddr, mgr, w)
+	if err != nil {
+		_ = mgr.Close()
+		return nil, nil, err
+	}
+	return mgr, func() { stop(); _ = mgr.Close() }, nil
+}
+
 // serveMetrics serves mgr's metrics on addr until the returned stop is
 // called (before mgr closes), and prints "METRICS http://ip:port/metrics"
 // on w. With addr "" it does nothing. The registry also holds the Go

@@ -197,16 +197,13 @@ func (e *echoer) fail(err error) {
 func runPingPongServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
 	ctx, cancel := withTimeout(ctx, o.timeout)
 	defer cancel()
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
+	mgr, done, err := openServed(o.metricsAddr, stderr, func() (*domain.Manager, error) {
+		return domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
+	})
 	if err != nil {
 		return err
 	}
-	defer mgr.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	defer done()
 	poller, err := cq.Open(mgr, o.poll.config())
 	if err != nil {
 		return err
@@ -291,16 +288,13 @@ func (c *pinger) onClosed(err error) {
 func runPingPongClient(ctx context.Context, o clientOptions, stdout, stderr io.Writer) error {
 	ctx, cancel := withTimeout(ctx, o.timeout)
 	defer cancel()
-	mgr, err := openToward(o.provider, o.connect, o.local, o.logger(stderr))
+	mgr, done, err := openServed(o.metricsAddr, stderr, func() (*domain.Manager, error) {
+		return openToward(o.provider, o.connect, o.local, o.logger(stderr))
+	})
 	if err != nil {
 		return err
 	}
-	defer mgr.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	defer done()
 	poller, err := cq.Open(mgr, o.poll.config())
 	if err != nil {
 		return err

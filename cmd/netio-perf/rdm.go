@@ -180,16 +180,13 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 // cannot tell the senders apart (a provider need not name them, and the
 // server never added its clients) and assumes no order.
 func runRDMServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) error {
-	mgr, err := rdmDomain(o.provider, o.listen.IP, o.logger(stderr))
+	mgr, done, err := openServed(o.metricsAddr, stderr, func() (*domain.Manager, error) {
+		return rdmDomain(o.provider, o.listen.IP, o.logger(stderr))
+	})
 	if err != nil {
 		return err
 	}
-	defer mgr.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	defer done()
 	s := newSink(nil, o.count)
 	if o.verify {
 		s.unordered = &testpattern.Unordered{Pattern: testpattern.New(o.bufSize)}

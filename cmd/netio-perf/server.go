@@ -92,16 +92,13 @@ func runServer(ctx context.Context, o serverOptions, stdout, stderr io.Writer) e
 	if o.peer.mode == modePingPong {
 		return runPingPongServer(ctx, o, stdout, stderr)
 	}
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
+	mgr, done, err := openServed(o.metricsAddr, stderr, func() (*domain.Manager, error) {
+		return domain.Open(domain.Config{Provider: o.provider, Address: o.listen.IP, Logger: o.logger(stderr)})
+	})
 	if err != nil {
 		return err
 	}
-	defer mgr.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	defer done()
 	var pat *testpattern.Pattern
 	if o.verify {
 		pat = testpattern.New(o.bufSize)

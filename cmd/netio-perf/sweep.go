@@ -158,16 +158,11 @@ func runSweep(ctx context.Context, o sweepOptions, stdout, stderr io.Writer) err
 	if o.quick {
 		b = quickBudget
 	}
-	mgr, err := openSweepDomain(o, stderr)
+	mgr, done, err := openServed(o.metricsAddr, stderr, func() (*domain.Manager, error) { return openSweepDomain(o, stderr) })
 	if err != nil {
 		return err
 	}
-	defer mgr.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, mgr, stderr)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	defer done()
 	w := sweeper{mgr: mgr, rdm: o.rdm(), budget: b.withDuration(o.duration), poll: o.poll, zeroCopy: o.zeroCopy,
 		mode: o.mode, window: o.window, rxBufs: o.rxBufs, coalesce: o.coalesce, verify: o.verify, progress: stderr}
 	var rows []sweepRow
