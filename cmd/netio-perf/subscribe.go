@@ -187,9 +187,6 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		OnMessage: func(m pubsub.Message) {
 			if got == 0 {
 				first.CompareAndSwap(0, time.Now().UnixNano())
-				if o.log { // once: for a test or an operator waiting for data
-					fmt.Fprintf(stderr, "first message from %s\n", m.Publisher)
-				}
 			}
 			if o.verify && pat.Check(m.Data, m.Tag, m.Seq) != nil {
 				verifyErrors.Add(1)
@@ -225,6 +222,9 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 	}
 	cfg.PollerConfig = o.poll.config()
 	cfg.Logger = o.roleLogger(stderr, "subscribe", o.log)
+	if o.log {
+		logFirstMessage(&cfg, stderr)
+	}
 	sub, err := pubsub.NewSubscriber(mgr, cfg)
 	if err != nil {
 		return err

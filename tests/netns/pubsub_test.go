@@ -233,6 +233,7 @@ func TestPubSubPublisherKilled(t *testing.T) {
 		for _, sp := range subProcs {
 			sp.waitStderr(t, ctx, "first message from "+addr)
 		}
+		time.Sleep(500 * time.Millisecond) // more of the first run, which lasts 4 s at least
 		require.NoError(t, first.cmd.Process.Kill())
 		for range first.lines {
 		}
