@@ -291,7 +291,8 @@ func (s *Subscriber) DataAddr() string { return s.dataAddr }
 // Subscribe subscribes to tags and returns once each tag's publisher has
 // acknowledged: every message published on them after Subscribe returns is
 // delivered to OnMessage or, if lost, reported as a gap. Tags already
-// subscribed stay so. It fails, and then subscribes none of the tags it
+// subscribed stay so, at the publisher the bus names now (a tag the bus
+// moved to another publisher moves there: TagStats.Moves). It fails, and then subscribes none of the tags it
 // added, when a tag has no publisher on the bus (ErrNoPublisher), a
 // publisher refuses a tag, or ctx ends first (the publisher may be down:
 // Subscribe keeps trying until then). It blocks: do not call it from a
