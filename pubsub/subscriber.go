@@ -33,13 +33,16 @@ const (
 	// catches no reply, only the next buffer of a stream, and on a machine
 	// where publishers and subscribers share the cores a spinning
 	// subscriber takes the CPU its publisher (or the other subscribers)
-	// needs. 20 µs bridges the wait for a buffer of a stream the
-	// subscriber keeps up with (stretched up to cq.StretchLimit times as
-	// the poller sees work come back soon after it blocked); a longer gap
-	// costs a wake-up, tens of µs, on the first message after it. Set
-	// PollerConfig.SpinBudget for another trade-off (cq.DefaultSpinBudget
-	// for the lowest latency of messages that come 20-800 µs apart).
-	DefaultSubscriberSpinBudget = 20 * time.Microsecond
+	// needs. 10 µs is one spin slice of the poller: a subscriber that keeps
+	// up with a stream whose buffers come less than cq.StretchLimit × 10 µs
+	// apart goes on spinning between them (the poller stretches its budget
+	// when work comes back soon after it blocked), one that gets a buffer
+	// every 100 µs, as each of four subscribers sharing two cores with
+	// their publisher, spins 10 µs and sleeps. A message that comes after
+	// a longer gap pays a wake-up, tens of µs. Set PollerConfig.SpinBudget
+	// for another trade-off (cq.DefaultSpinBudget for the lowest latency
+	// of messages that come 10-800 µs apart).
+	DefaultSubscriberSpinBudget = 10 * time.Microsecond
 )
 
 // Status bits of a message, as FELIX's clients define them: a front-end
