@@ -8,7 +8,10 @@ import (
 // goroutine, one buffer at a time.
 
 // onData decodes one received buffer: control records, then messages of
-// subscribed tags, in order.
+// subscribed tags, in order. A message of the tag the one before had,
+// with no change to the subscribed tags since (a run, as coalescing
+// makes them), goes straight to delivery: the checks of start hold for
+// the whole run.
 func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 	s.st.buffers.Add(1)
 	dc := s.lastConn
@@ -16,22 +19,41 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		dc = s.conns[ep]
 		s.lastEP, s.lastConn = ep, dc
 	}
+	cb := s.cfg.OnMessage
+	var run *recvTag // the tag of the last message delivered, while its run goes on
+	var ver uint64   // the version of the tags run was looked up in
 	d := &s.dec
 	d.Reset(buf)
 	for d.Next() {
 		tag := d.Tag()
-		if tag == ControlTag {
-			if dc = s.record(ep, dc, d.Data()); dc == nil {
-				s.flushCounts()
-				return // not a publisher of ours: closed
+		if run == nil || tag != run.tag || s.tagsVer.Load() != ver {
+			run = nil
+			if tag == ControlTag {
+				if dc = s.record(ep, dc, d.Data()); dc == nil {
+					s.flushCounts()
+					return // not a publisher of ours: closed
+				}
+				continue
 			}
-			continue
+			if dc == nil {
+				s.strayConn(ep)
+				return
+			}
+			if run, ver = s.start(dc, tag); run == nil {
+				continue
+			}
 		}
-		if dc == nil {
-			s.strayConn(ep)
-			return
+		data, status := d.Data(), d.Status()
+		seq := run.next
+		run.next++
+		run.pendMsgs++
+		run.pendBytes += uint64(len(data))
+		if status != 0 {
+			run.flag(status)
 		}
-		s.message(dc, tag, d.Status(), d.Data())
+		if cb != nil {
+			cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
+		}
 	}
 	s.flushCounts()
 	if err := d.Err(); err != nil {
@@ -47,44 +69,44 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 	}
 }
 
-// lookup returns the receive state of tag, or nil, through a one-entry
-// cache (messages of one tag come in runs).
-func (s *Subscriber) lookup(tag uint64) *recvTag {
+// lookup returns the receive state of tag, or nil, and the version of the
+// tags it was found in, through a one-entry cache (messages of one tag
+// come in runs).
+func (s *Subscriber) lookup(tag uint64) (*recvTag, uint64) {
 	v := s.tagsVer.Load()
 	if rt := s.lastTag; rt != nil && rt.tag == tag && v == s.lastVer {
-		return rt
+		return rt, v
 	}
 	rt := (*s.tags.Load())[tag]
 	s.lastTag, s.lastVer = rt, v
-	return rt
+	return rt, v
 }
 
-// message delivers one message of tag with the next sequence number of
-// the tag, if the tag is subscribed on this connection.
-func (s *Subscriber) message(dc *dataConn, tag uint64, status uint8, data []byte) {
-	rt := s.lookup(tag)
+// start begins a run of messages of tag on dc: it returns the tag's
+// receive state, with its counters made the ones flushCounts brings up to
+// date, and the version of the tags it was found in; or nil when the tag
+// is not subscribed on this connection (the message is counted
+// unsolicited and dropped).
+func (s *Subscriber) start(dc *dataConn, tag uint64) (*recvTag, uint64) {
+	rt, ver := s.lookup(tag)
 	if rt == nil || rt.gen != dc.gen {
 		s.st.unsolicited.Add(1)
-		return
+		return nil, 0
 	}
 	if rt != s.dirty {
 		s.flushCounts()
 		s.dirty = rt
 	}
-	seq := rt.next
-	rt.next++
-	rt.pendMsgs++
-	rt.pendBytes += uint64(len(data))
-	if status != 0 {
-		rt.flagged.Add(1)
-		for i := range rt.bits {
-			if status&(1<<i) != 0 {
-				rt.bits[i].Add(1)
-			}
+	return rt, ver
+}
+
+// flag counts a message of rt with a non-zero status.
+func (rt *recvTag) flag(status uint8) {
+	rt.flagged.Add(1)
+	for i := range rt.bits {
+		if status&(1<<i) != 0 {
+			rt.bits[i].Add(1)
 		}
-	}
-	if cb := s.cfg.OnMessage; cb != nil {
-		cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
 	}
 }
 
@@ -159,7 +181,7 @@ func (s *Subscriber) record(ep *endpoint.ReceiveEndpoint, dc *dataConn, p []byte
 // earlier subscription's): the count starts afresh. A record on another
 // connection may move the count there (follow).
 func (s *Subscriber) sync(dc *dataConn, tag, seq uint64, start bool) {
-	rt := s.lookup(tag)
+	rt, _ := s.lookup(tag)
 	if rt == nil {
 		return // not subscribed
 	}

@@ -27,6 +27,22 @@ const (
 	DefaultMaxBackoff      = 2 * time.Second
 	DefaultRequestTimeout  = 10 * time.Second
 	DefaultResolveInterval = 200 * time.Millisecond
+	// DefaultSubscriberSpinBudget is the spin budget of a Subscriber's own
+	// poller (cq.Config.SpinBudget) when PollerConfig leaves it 0, in place
+	// of cq.DefaultSpinBudget. A subscriber only receives: its spin
+	// catches no reply, only the next buffer of a stream, and on a machine
+	// where publishers and subscribers share the cores a spinning
+	// subscriber takes the CPU its publisher (or the other subscribers)
+	// needs. 10 µs is one spin slice of the poller: a subscriber that keeps
+	// up with a stream whose buffers come less than cq.StretchLimit × 10 µs
+	// apart goes on spinning between them (the poller stretches its budget
+	// when work comes back soon after it blocked), one that gets a buffer
+	// every 100 µs, as each of four subscribers sharing two cores with
+	// their publisher, spins 10 µs and sleeps. A message that comes after
+	// a longer gap pays a wake-up, tens of µs. Set PollerConfig.SpinBudget
+	// for another trade-off (cq.DefaultSpinBudget for the lowest latency
+	// of messages that come 10-800 µs apart).
+	DefaultSubscriberSpinBudget = 10 * time.Microsecond
 )
 
 // Status bits of a message, as FELIX's clients define them: a front-end
@@ -128,8 +144,9 @@ type SubscriberConfig struct {
 	// (SubscribeAsync), and tags of publishers that are down, are looked up
 	// on the bus again. 0 selects DefaultResolveInterval.
 	ResolveInterval time.Duration
-	// Runtime names the data listener's poller (nil: its own) and the
-	// logger.
+	// Runtime names the data listener's poller (nil: its own, configured by
+	// PollerConfig, whose SpinBudget 0 selects DefaultSubscriberSpinBudget)
+	// and the logger.
 	cq.Runtime
 }
 
@@ -273,7 +290,7 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 		Params:             cfg.Receive,
 		OnData:             s.onData,
 		OnConnectionClosed: s.onConnClosed,
-		Runtime:            cfg.Runtime,
+		Runtime:            subscriberRuntime(cfg.Runtime),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: data listener: %w", err)
@@ -283,6 +300,16 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 	go s.resolver()
 	s.entry = mgr.Registry().AddSubscriber(s.fillStats)
 	return s, nil
+}
+
+// subscriberRuntime returns rt with DefaultSubscriberSpinBudget as the
+// spin budget of the subscriber's own poller, when rt names no poller and
+// leaves the budget 0.
+func subscriberRuntime(rt cq.Runtime) cq.Runtime {
+	if rt.Poller == nil && rt.PollerConfig.SpinBudget == 0 {
+		rt.PollerConfig.SpinBudget = DefaultSubscriberSpinBudget
+	}
+	return rt
 }
 
 // DataAddr returns the address publishers dial for data, "ip:port".
