@@ -66,7 +66,8 @@ type Options struct {
 	// PostOnPoller has the poller goroutine post every send, whatever its
 	// size, so that the provider is called from one thread only (see
 	// internal/quirks: the connectionless providers here are not safe to
-	// call from several at once).
+	// call from several at once). A send made on the poller goroutine (from
+	// a callback) is posted at once, unless sends are queued before it.
 	PostOnPoller bool
 	// Inject posts a send of at most the provider's inject_size bytes with
 	// fi_inject and reports its key OK once the provider has copied it,
