@@ -135,21 +135,43 @@ static int64_t monotonic_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A spin reads the clock about once per SPIN_CLOCK_NS of polling. */
+#define SPIN_CLOCK_NS 256
+#define SPIN_CLOCK_MAX_POLLS 256
+
 /*
  * fi_cq_read, repeated while the queue is empty for up to spin_ns. Spinning
  * here instead of in Go keeps the per-poll cost at that of C: one cgo
- * transition per slice instead of per poll.
+ * transition per slice instead of per poll. The clock is read once per
+ * batch of polls, the batch doubling while a batch takes less than
+ * SPIN_CLOCK_NS and halving when it takes more than twice that: a
+ * clock_gettime costs 45-85 ns here, more than an empty fi_cq_read on shm,
+ * and a completion that lands during it waits for it (docs/performance.md,
+ * "rdm 64 B latency"). A spin overshoots spin_ns by about a batch.
  */
 ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty, int64_t spin_ns)
 {
 	ssize_t ret = netio_cq_read(cq, buf, src, count, dirty);
 	if (ret != -FI_EAGAIN || spin_ns <= 0)
 		return ret;
-	int64_t end = monotonic_ns() + spin_ns;
-	do {
+	int64_t last = monotonic_ns(), end = last + spin_ns;
+	unsigned batch = 1, polls = 0;
+	for (;;) {
 		ret = netio_cq_read(cq, buf, src, count, 0);
-	} while (ret == -FI_EAGAIN && monotonic_ns() < end);
-	return ret;
+		if (ret != -FI_EAGAIN)
+			return ret;
+		if (++polls < batch)
+			continue;
+		int64_t now = monotonic_ns();
+		if (now >= end)
+			return ret;
+		if (now - last < SPIN_CLOCK_NS && batch < SPIN_CLOCK_MAX_POLLS)
+			batch *= 2;
+		else if (now - last > 2 * SPIN_CLOCK_NS && batch > 1)
+			batch /= 2;
+		last = now;
+		polls = 0;
+	}
 }
 
 ssize_t netio_cq_readerr(struct fid_cq *cq, struct netio_cq_err *out)
