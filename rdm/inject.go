@@ -1,6 +1,9 @@
 package rdm
 
 import (
+	"context"
+	"sync/atomic"
+
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
@@ -23,10 +26,19 @@ type injects struct {
 	mem  []byte
 	size int    // bytes per slot: the provider's inject_size
 	to   []Peer // by slot
+
+	// For WaitInject: injects queued (taken and not yet freed), the
+	// goroutines waiting, and the token the poller sends them once at
+	// most low are queued.
+	queued  atomic.Int32
+	waiters atomic.Int32
+	room    chan struct{}
+	low     int32
 }
 
 func (q *injects) init(n, size int) {
 	q.set, q.mem, q.size, q.to = slots.NewSet(n), make([]byte, n*size), size, make([]Peer, n)
+	q.room, q.low = make(chan struct{}, 1), int32(n/2)
 }
 
 func (q *injects) len() int {
@@ -48,7 +60,26 @@ func (q *injects) claim(idx uint32) (uint64, bool) {
 		return 0, false
 	}
 	_, ok := q.set.Complete(idx, slots.SoleHolder)
+	if ok {
+		q.freed()
+	}
 	return 0, ok // an inject has no key: ReportTo reports it to nobody
+}
+
+// freed counts a slot given back, and wakes a waiter once at most low
+// injects are queued. It costs one atomic load more when nobody waits.
+func (q *injects) freed() {
+	if q.queued.Add(-1) <= q.low && q.waiters.Load() > 0 {
+		q.signal()
+	}
+}
+
+// signal hands a waiter the token, unless one is waiting for it already.
+func (q *injects) signal() {
+	select {
+	case q.room <- struct{}{}:
+	default:
+	}
 }
 
 // pending appends the queued injects to dst, marked.
@@ -86,15 +117,44 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	if !ok {
 		return netio.NoResources
 	}
+	e.inj.queued.Add(1)
 	copy(e.inj.piece(idx, len(data)), data)
 	e.inj.to[idx] = to
 	e.c.Counters.Posted(len(data))
 	if st := e.c.Send(ep, idx|injectKey, len(data), len(data)); st != netio.OK {
 		e.c.Counters.Unposted(len(data))
-		e.inj.set.Complete(idx, slots.SoleHolder)
+		e.inj.claim(idx)
 		return st
 	}
 	return netio.OK
+}
+
+// WaitInject returns once at most half of Config.InjectQueue injects are
+// queued, or ctx ends (its cause). A sender that Inject told NoResources
+// waits here instead of sleeping or spinning: the poller wakes it as it
+// posts the queue, once per half queue, so that the sender takes no CPU
+// from the poller (and, on two cores, from the receiver) while the queue
+// is full, and refills it before the poller runs out. After Close it
+// returns at once (Inject then says Closed). Several goroutines may wait;
+// each wakes the next. It does not allocate.
+func (e *Endpoint) WaitInject(ctx context.Context) error {
+	q := &e.inj
+	if q.set == nil {
+		return nil // not open
+	}
+	q.waiters.Add(1) // before the look at queued: a freed slot then signals
+	for q.queued.Load() > q.low && !e.c.Ended() {
+		select {
+		case <-q.room:
+		case <-ctx.Done():
+			q.waiters.Add(-1)
+			return context.Cause(ctx)
+		}
+	}
+	if q.waiters.Add(-1) > 0 {
+		q.signal() // the next waiter looks again
+	}
+	return nil
 }
 
 // postInject injects slot idx's n bytes to dest, and on success frees
