@@ -21,26 +21,9 @@ import (
 func TestWaitInject(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			mgr := openDomain(t, p.name)
-			hold, held := make(chan struct{}), make(chan struct{}, 1)
-			var in inbox
-			rx := open(t, mgr, p.local, rdm.Config{OnData: func(e *rdm.Endpoint, from rdm.Peer, data []byte) {
-				if string(data) == "hold" {
-					held <- struct{}{}
-					<-hold // the poller of the domain waits here, bounded by the test
-				}
-				in.onData(e, from, data)
-			}})
 			const queue = 4
-			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, InjectQueue: queue})
-			peer, err := tx.AddPeer(rx.Addr())
-			require.NoError(t, err)
-			send(t, tx, rx.Addr(), []byte("hold"))
-			select {
-			case <-held:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the hold message did not arrive")
-			}
+			h := holdPoller(t, p.name, p.local, queue)
+			tx, peer, in := h.tx, h.peer, h.in
 			assert.NoError(t, waitInject(t, tx, context.Background()), "an empty queue has room")
 			for i := range queue {
 				require.Equal(t, netio.OK, tx.Inject([]byte{byte(i)}, peer), "inject %d is queued", i)
@@ -61,7 +44,7 @@ func TestWaitInject(t *testing.T) {
 				t.Fatalf("WaitInject returned (%v) while the queue was full and the poller held", err)
 			case <-time.After(50 * time.Millisecond):
 			}
-			close(hold)
+			h.release()
 			for range 2 {
 				select {
 				case err := <-woken:
