@@ -120,12 +120,18 @@ const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno)
  * sender it does not know), so the slots the previous read filled (dirty)
  * go back to FI_ADDR_NOTAVAIL first: a stale address must never name a
  * sender. */
-ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty)
+static ssize_t cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty)
 {
 	size_t i;
 	for (i = 0; i < dirty && i < count; i++)
 		src[i] = FI_ADDR_NOTAVAIL;
 	return fi_cq_readfrom(cq, buf, count, (fi_addr_t *)src);
+}
+
+ssize_t netio_cq_read(uintptr_t cq, uintptr_t buf, uintptr_t src, size_t count, size_t dirty)
+{
+	return cq_read(NETIO_H(struct fid_cq *, cq), NETIO_H(struct fi_cq_msg_entry *, buf),
+		       NETIO_H(uint64_t *, src), count, dirty);
 }
 
 static int64_t monotonic_ns(void)
@@ -149,15 +155,18 @@ static int64_t monotonic_ns(void)
  * and a completion that lands during it waits for it (docs/performance.md,
  * "rdm 64 B latency"). A spin overshoots spin_ns by about a batch.
  */
-ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty, int64_t spin_ns)
+ssize_t netio_cq_read_spin(uintptr_t cqh, uintptr_t bufh, uintptr_t srch, size_t count, size_t dirty, int64_t spin_ns)
 {
-	ssize_t ret = netio_cq_read(cq, buf, src, count, dirty);
+	struct fid_cq *cq = NETIO_H(struct fid_cq *, cqh);
+	struct fi_cq_msg_entry *buf = NETIO_H(struct fi_cq_msg_entry *, bufh);
+	uint64_t *src = NETIO_H(uint64_t *, srch);
+	ssize_t ret = cq_read(cq, buf, src, count, dirty);
 	if (ret != -FI_EAGAIN || spin_ns <= 0)
 		return ret;
 	int64_t last = monotonic_ns(), end = last + spin_ns;
 	unsigned batch = 1, polls = 0;
 	for (;;) {
-		ret = netio_cq_read(cq, buf, src, count, 0);
+		ret = cq_read(cq, buf, src, count, 0);
 		if (ret != -FI_EAGAIN)
 			return ret;
 		if (++polls < batch)
@@ -277,8 +286,9 @@ int netio_shutdown(struct fid_ep *ep)
 	return fi_shutdown(ep, 0);
 }
 
-ssize_t netio_send(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+ssize_t netio_send(uintptr_t eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
 {
+	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_send(ep, (void *)buf, len, (void *)desc, 0, (void *)(uintptr_t)ctx);
 }
 
@@ -292,8 +302,9 @@ ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len)
 	return fi_inject(ep, buf, len, 0);
 }
 
-ssize_t netio_recv(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+ssize_t netio_recv(uintptr_t eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
 {
+	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_recv(ep, (void *)buf, len, (void *)desc, FI_ADDR_UNSPEC, (void *)(uintptr_t)ctx);
 }
 
@@ -425,8 +436,9 @@ int netio_getname_raw(struct fid *fid, void *buf, size_t *len)
 	return fi_getname(fid, buf, len);
 }
 
-ssize_t netio_sendto(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx)
+ssize_t netio_sendto(uintptr_t eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx)
 {
+	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_send(ep, (void *)buf, len, (void *)desc, dest, (void *)(uintptr_t)ctx);
 }
 
