@@ -1,7 +1,6 @@
 package rdm
 
 import (
-	"context"
 	"sync/atomic"
 
 	"github.com/netio-go/netio"
@@ -27,18 +26,16 @@ type injects struct {
 	size int    // bytes per slot: the provider's inject_size
 	to   []Peer // by slot
 
-	// For WaitInject: injects queued (taken and not yet freed), the
-	// goroutines waiting, and the token the poller sends them once at
-	// most low are queued.
-	queued  atomic.Int32
-	waiters atomic.Int32
-	room    chan struct{}
-	low     int32
+	// For WaitInject: injects queued (taken and not yet freed), the most
+	// it waits for, and its estimate of the poller's time per inject.
+	queued atomic.Int32
+	low    int32
+	perMsg atomic.Int64 // nanoseconds
 }
 
 func (q *injects) init(n, size int) {
 	q.set, q.mem, q.size, q.to = slots.NewSet(n), make([]byte, n*size), size, make([]Peer, n)
-	q.room, q.low = make(chan struct{}, 1), int32(n/2)
+	q.low = int32(n / 2)
 }
 
 func (q *injects) len() int {
@@ -66,21 +63,8 @@ func (q *injects) claim(idx uint32) (uint64, bool) {
 	return 0, ok // an inject has no key: ReportTo reports it to nobody
 }
 
-// freed counts a slot given back, and wakes a waiter once at most low
-// injects are queued. It costs one atomic load more when nobody waits.
-func (q *injects) freed() {
-	if q.queued.Add(-1) <= q.low && q.waiters.Load() > 0 {
-		q.signal()
-	}
-}
-
-// signal hands a waiter the token, unless one is waiting for it already.
-func (q *injects) signal() {
-	select {
-	case q.room <- struct{}{}:
-	default:
-	}
-}
+// freed counts a slot given back (poller goroutine): one atomic add.
+func (q *injects) freed() { q.queued.Add(-1) }
 
 // pending appends the queued injects to dst, marked.
 func (q *injects) pending(dst []uint32) []uint32 {
@@ -127,34 +111,6 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 		return st
 	}
 	return netio.OK
-}
-
-// WaitInject returns once at most half of Config.InjectQueue injects are
-// queued, or ctx ends (its cause). A sender that Inject told NoResources
-// waits here instead of sleeping or spinning: the poller wakes it as it
-// posts the queue, once per half queue, so that the sender takes no CPU
-// from the poller (and, on two cores, from the receiver) while the queue
-// is full, and refills it before the poller runs out. After Close it
-// returns at once (Inject then says Closed). Several goroutines may wait;
-// each wakes the next. It does not allocate.
-func (e *Endpoint) WaitInject(ctx context.Context) error {
-	q := &e.inj
-	if q.set == nil {
-		return nil // not open
-	}
-	q.waiters.Add(1) // before the look at queued: a freed slot then signals
-	for q.queued.Load() > q.low && !e.c.Ended() {
-		select {
-		case <-q.room:
-		case <-ctx.Done():
-			q.waiters.Add(-1)
-			return context.Cause(ctx)
-		}
-	}
-	if q.waiters.Add(-1) > 0 {
-		q.signal() // the next waiter looks again
-	}
-	return nil
 }
 
 // postInject injects slot idx's n bytes to dest, and on success frees

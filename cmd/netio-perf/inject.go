@@ -14,12 +14,12 @@ import (
 // the poller goroutine and reports none, so the run ends once the
 // endpoint's Stats count every one as taken by the provider (Completed)
 // or refused (Failed); closing earlier would drop those still queued.
-// NoResources (the inject queue is full) waits in WaitInject, which the
-// poller ends once it has posted half the queue: the loop neither spins
-// (on 2 busy cores it would take the CPU the poller and the receiver need)
-// nor sleeps past the moment the queue runs dry (docs/performance.md, "rdm
-// 64 B inject: the full queue's wait"); with a pattern, message k carries
-// the pattern of message k.
+// NoResources (the inject queue, rdmInjectQueue, is full) waits in
+// WaitInject, which sleeps until about half the queue is posted: the loop
+// neither spins (on 2 busy cores it would take the CPU the poller and the
+// receiver need) nor wakes many times per queue, nor lets the poller run
+// dry (docs/performance.md, "rdm 64 B inject: the full queue's wait");
+// with a pattern, message k carries the pattern of message k.
 func (s *sender) runInject(ctx context.Context, ep *rdm.Endpoint, count uint64) error {
 	if s.size > ep.InjectSize() {
 		return fmt.Errorf("--inject: --size %d is above the provider's inject size %d", s.size, ep.InjectSize())
