@@ -110,3 +110,30 @@ func TestReplyFromOnDataIsPostedAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestReplyQueuedWithoutFastGoroutineID: where the goroutine ID is read
+// slowly (poll.FastGoroutineID false, here forced), a send from OnData is
+// not posted at once but queued for the poller, as every other send: the
+// send path does not ask OnPollerGoroutine, a microsecond there.
+func TestReplyQueuedWithoutFastGoroutineID(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			mgr := openDomain(t, p.name)
+			var log postLog
+			rx := open(t, mgr, p.local, rdm.Config{OnData: func(e *rdm.Endpoint, from rdm.Peer, data []byte) {
+				reply(t, e, from, []byte("re:"+string(data)), &log)
+			}})
+			rdm.WrapHandOffPost(rx, log.wrap)
+			rdm.SetPostDirect(rx, false)
+			var in inbox
+			tx := open(t, mgr, p.local, rdm.Config{OnData: in.onData})
+			_, err := rx.AddPeer(tx.Addr())
+			require.NoError(t, err)
+			send(t, tx, rx.Addr(), []byte("ping"))
+			require.Eventually(t, func() bool { return in.count() == 1 }, 10*time.Second, time.Millisecond)
+			ids, during := log.read()
+			require.Len(t, ids, 1)
+			assert.False(t, during[0], "the reply was queued, posted after OnData returned")
+		})
+	}
+}

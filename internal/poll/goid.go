@@ -28,6 +28,13 @@ func goroutineID() uint64 {
 // fastIDs reports whether goid.Get gives the IDs of the stack's header.
 var fastIDs = goidAgrees()
 
+// FastGoroutineID reports whether OnPollerGoroutine reads the goroutine ID
+// the fast way (a few nanoseconds). When it does not (a goroutine layout
+// github.com/petermattis/goid does not know, or an architecture it reads
+// through runtime.Stack), every OnPollerGoroutine parses a stack header,
+// about a microsecond: a per-send path should then not ask it.
+func FastGoroutineID() bool { return fastIDs }
+
 // goidAgrees compares goid.Get with stackGoroutineID here and on another
 // goroutine, whose IDs must differ.
 func goidAgrees() bool {

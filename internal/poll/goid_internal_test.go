@@ -11,7 +11,7 @@ import (
 // works but costs a microsecond per OnPollerGoroutine: update goid then),
 // and every goroutine gets its own ID.
 func TestGoroutineIDs(t *testing.T) {
-	assert.True(t, fastIDs, "goid.Get disagrees with runtime.Stack: update github.com/petermattis/goid")
+	assert.True(t, FastGoroutineID(), "goid.Get disagrees with runtime.Stack: update github.com/petermattis/goid")
 	assert.Equal(t, stackGoroutineID(), goroutineID())
 	ids := make(chan uint64)
 	for range 8 {

@@ -5,9 +5,10 @@ import (
 )
 
 // OnPollerGoroutine reports whether the caller runs on the poller goroutine,
-// that is, inside one of its callbacks. It costs a few nanoseconds (see
-// goroutineID), so a send path may ask it: a send made on the poller
-// goroutine can be posted at once instead of through its run queue.
+// that is, inside one of its callbacks. It costs a few nanoseconds when
+// FastGoroutineID (see goroutineID), so a send path may ask it then: a send
+// made on the poller goroutine can be posted at once instead of through
+// its run queue. Otherwise it costs about a microsecond.
 func (p *Poller) OnPollerGoroutine() bool {
 	id := p.goid.Load()
 	return id != 0 && goroutineID() == id

@@ -104,6 +104,10 @@ type Core struct {
 	freed atomic.Bool
 
 	hand handOff // sends for the poller goroutine to post (HandOffSize)
+	// postDirect: a PostOnPoller send made on the poller goroutine may be
+	// posted at once, as asking OnPollerGoroutine is cheap
+	// (poll.FastGoroutineID); see handOffDue.
+	postDirect bool
 	// postSend is the kind's post of one send, by key and length (see Send).
 	postSend     func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
@@ -119,6 +123,7 @@ type Core struct {
 func (c *Core) Attach(mgr *domain.Manager, kind Kind, h poll.Handler, closeEP func(), o Options) error {
 	o.Log = mgr.Logger(o.Log)
 	c.Mgr, c.kind, c.closeEP, c.opts, c.Log = mgr, kind, closeEP, o, o.Log
+	c.postDirect = o.PostOnPoller && poll.FastGoroutineID()
 	var err error
 	if c.Poller, c.own, err = AttachPoller(mgr, o.Poller, o.PollerConfig); err != nil {
 		return err

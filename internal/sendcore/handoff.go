@@ -146,7 +146,10 @@ func (c *Core) InitHandOff(capacity int, post func(ep *fabric.Endpoint, key uint
 // reply) is posted at once, which is what the drain would do later, after
 // the rest of the batch, a receive's repost and a trip through the run
 // queue: about 0.15 µs of a 0.5 µs hop on shm (docs/performance.md, "rdm
-// 64 B latency").
+// 64 B latency"). That takes asking OnPollerGoroutine on every send, which
+// is done only where it costs a few nanoseconds (poll.FastGoroutineID);
+// elsewhere every PostOnPoller send is queued, the microsecond of a stack
+// read being more than the direct post saves.
 func (c *Core) handOffDue(size int) bool {
 	if c.hand.busy() {
 		return true
@@ -154,8 +157,14 @@ func (c *Core) handOffDue(size int) bool {
 	if !c.opts.PostOnPoller {
 		return size >= HandOffSize
 	}
-	return !c.Poller.OnPollerGoroutine()
+	return !c.postDirect || !c.Poller.OnPollerGoroutine()
 }
+
+// SetPostDirect sets whether a PostOnPoller send made on the poller
+// goroutine is posted at once (see handOffDue); Attach sets it to
+// poll.FastGoroutineID. Tests clear it to take the path of a build where
+// the goroutine ID is read slowly.
+func (c *Core) SetPostDirect(on bool) { c.postDirect = on && c.opts.PostOnPoller }
 
 // Send posts the send with this key and length, of size bytes, which the
 // kind has marked posted (so that teardown cancels it) while holding the
