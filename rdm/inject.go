@@ -88,6 +88,13 @@ func (q *injects) pending(dst []uint32) []uint32 {
 // Stats.Failed; one the provider took counts in Stats.Completed. Why it
 // is queued: every provider call of an rdm domain runs on its poller
 // goroutine (see poller.go).
+//
+// Called from a callback (on the poller goroutine) with nothing queued
+// before it, the inject is handed to the provider at once, where
+// poll.FastGoroutineID: one the provider refuses for good, or refuses to
+// a peer whose sends timed out (Config.PeerTimeout), then returns Failed
+// at once, is not counted in Stats, and data is not sent; one it refuses
+// for now waits in the peer's lane as a queued one would.
 func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	if len(data) > e.injectSize {
 		return netio.InvalidArgument
