@@ -27,3 +27,6 @@ func IsInjectKey(key uint32) bool { return key&injectKey != 0 }
 func SetPostDirect(e *Endpoint, on bool) {
 	e.c.Poller.Do(func() { e.c.SetPostDirect(on) })
 }
+
+// OnPoller runs fn on e's poller goroutine and returns when it has run.
+func OnPoller(e *Endpoint, fn func()) { e.c.Poller.Do(fn) }

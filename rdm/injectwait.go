@@ -2,8 +2,13 @@ package rdm
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrWaitOnPoller is WaitInject's error when called on the poller
+// goroutine (from a callback), which posts the queue it would wait for.
+var ErrWaitOnPoller = errors.New("rdm: WaitInject called on the poller goroutine")
 
 // WaitInject's sleeps: at least injectWaitMin (a shorter Go timer ends no
 // sooner), at most injectWaitMax (how late it sees ctx end or the endpoint
@@ -26,10 +31,18 @@ const (
 // previous waits, so that it wakes about once per half queue and refills
 // the queue before the poller runs out (docs/performance.md, "rdm 64 B
 // inject: the full queue's wait"). It does not allocate.
+//
+// The sleep's estimate assumes one waiting sender per endpoint: several
+// may wait, and each returns once it sees the queue down to half, but each
+// sleeps as if it alone refilled the queue. Called on the poller goroutine (from a callback) it returns
+// ErrWaitOnPoller at once: the poller cannot post while it waits.
 func (e *Endpoint) WaitInject(ctx context.Context) error {
 	q := &e.inj
 	if q.set == nil {
 		return nil // not open
+	}
+	if e.c.Poller.OnPollerGoroutine() {
+		return ErrWaitOnPoller
 	}
 	for {
 		n := q.queued.Load()

@@ -25,28 +25,24 @@ func TestResendFromFailedLane(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			mgr := openDomain(t, p.name)
-			var dead atomic.Value
 			var tx *rdm.Endpoint
+			var peer rdm.Peer
 			var failed, refusedAtOnce atomic.Int64
 			tx = open(t, mgr, p.local, rdm.Config{OnData: nop, PeerTimeout: 50 * time.Millisecond,
 				OnSendCompleted: func(_ uint64, st netio.Status) {
 					if st != netio.Failed || failed.Add(1) > resendLimit {
 						return
 					}
-					to, _ := dead.Load().(rdm.Peer)
 					buf := tx.GetBuffer()
 					if buf == nil {
 						return
 					}
-					if tx.SendBuffer(buf, 8, to) != netio.OK {
+					if tx.SendBuffer(buf, 8, peer) != netio.OK {
 						refusedAtOnce.Add(1)
 						_, _ = tx.ReleaseBuffer(buf.ID())
 					}
 				}})
-			rdm.WrapLanePost(tx, refuse(&dead))
-			peer, err := tx.AddPeer("127.0.0.1:1")
-			require.NoError(t, err)
-			dead.Store(peer)
+			peer = deadPeer(t, tx)
 			for range sends {
 				sendOne(t, tx, peer)
 			}
