@@ -75,12 +75,18 @@ func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
 func (q *CQ) fid() *C.struct_fid { return &q.c.fid }
 
 // h, entriesH and srcsH pass the queue and its C arrays to the hot-path
-// shim functions as integers, which cgo does not check (see NETIO_H in
-// shim.h): they are C memory.
-func (q *CQ) h() C.uintptr_t        { return C.uintptr_t(uintptr(unsafe.Pointer(q.c))) }
-func (q *CQ) entriesH() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(q.entries))) }
-func (q *CQ) srcsH() C.uintptr_t    { return C.uintptr_t(uintptr(unsafe.Pointer(q.srcs))) }
-func (q *CQ) hasWait() bool         { return q.waits }
+// shim functions as integers of their own C types, which cgo does not
+// check (see NETIO_H in shim.h). Only C memory may pass through them,
+// never Go memory: an integer keeps nothing alive or in place, so the Go
+// garbage collector could move or free Go memory that C then writes.
+func (q *CQ) h() C.netio_cq_h { return C.netio_cq_h{v: C.uintptr_t(uintptr(unsafe.Pointer(q.c)))} }
+func (q *CQ) entriesH() C.netio_cq_entries_h {
+	return C.netio_cq_entries_h{v: C.uintptr_t(uintptr(unsafe.Pointer(q.entries)))}
+}
+func (q *CQ) srcsH() C.netio_cq_srcs_h {
+	return C.netio_cq_srcs_h{v: C.uintptr_t(uintptr(unsafe.Pointer(q.srcs)))}
+}
+func (q *CQ) hasWait() bool { return q.waits }
 
 // WaitFD returns the queue's wait file descriptor; a queue opened without
 // one gives ENODATA.

@@ -86,9 +86,13 @@ type Endpoint struct {
 	c *C.struct_fid_ep
 }
 
-// h passes the endpoint to the hot-path shim functions as an integer,
-// which cgo does not check (see NETIO_H in shim.h): it is C memory.
-func (e *Endpoint) h() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(e.c))) }
+// h passes the endpoint to the hot-path shim functions as an integer of
+// its own C type, which cgo does not check (see NETIO_H in shim.h): it is
+// C memory, allocated by libfabric. Go memory must never pass through such
+// a conversion: an integer keeps nothing alive or in place.
+func (e *Endpoint) h() C.netio_ep_h {
+	return C.netio_ep_h{v: C.uintptr_t(uintptr(unsafe.Pointer(e.c)))}
+}
 
 // OpenEndpoint opens an endpoint for info: the result of GetInfo with a
 // destination for a connecting side, or the Info of a connection request

@@ -128,7 +128,7 @@ static ssize_t cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t 
 	return fi_cq_readfrom(cq, buf, count, (fi_addr_t *)src);
 }
 
-ssize_t netio_cq_read(uintptr_t cq, uintptr_t buf, uintptr_t src, size_t count, size_t dirty)
+ssize_t netio_cq_read(netio_cq_h cq, netio_cq_entries_h buf, netio_cq_srcs_h src, size_t count, size_t dirty)
 {
 	return cq_read(NETIO_H(struct fid_cq *, cq), NETIO_H(struct fi_cq_msg_entry *, buf),
 		       NETIO_H(uint64_t *, src), count, dirty);
@@ -155,7 +155,7 @@ static int64_t monotonic_ns(void)
  * and a completion that lands during it waits for it (docs/performance.md,
  * "rdm 64 B latency"). A spin overshoots spin_ns by about a batch.
  */
-ssize_t netio_cq_read_spin(uintptr_t cqh, uintptr_t bufh, uintptr_t srch, size_t count, size_t dirty, int64_t spin_ns)
+ssize_t netio_cq_read_spin(netio_cq_h cqh, netio_cq_entries_h bufh, netio_cq_srcs_h srch, size_t count, size_t dirty, int64_t spin_ns)
 {
 	struct fid_cq *cq = NETIO_H(struct fid_cq *, cqh);
 	struct fi_cq_msg_entry *buf = NETIO_H(struct fi_cq_msg_entry *, bufh);
@@ -286,7 +286,7 @@ int netio_shutdown(struct fid_ep *ep)
 	return fi_shutdown(ep, 0);
 }
 
-ssize_t netio_send(uintptr_t eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+ssize_t netio_send(netio_ep_h eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
 {
 	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_send(ep, (void *)buf, len, (void *)desc, 0, (void *)(uintptr_t)ctx);
@@ -302,7 +302,7 @@ ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len)
 	return fi_inject(ep, buf, len, 0);
 }
 
-ssize_t netio_recv(uintptr_t eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+ssize_t netio_recv(netio_ep_h eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
 {
 	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_recv(ep, (void *)buf, len, (void *)desc, FI_ADDR_UNSPEC, (void *)(uintptr_t)ctx);
@@ -436,7 +436,7 @@ int netio_getname_raw(struct fid *fid, void *buf, size_t *len)
 	return fi_getname(fid, buf, len);
 }
 
-ssize_t netio_sendto(uintptr_t eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx)
+ssize_t netio_sendto(netio_ep_h eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx)
 {
 	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_send(ep, (void *)buf, len, (void *)desc, dest, (void *)(uintptr_t)ctx);
