@@ -62,7 +62,7 @@ func (p *Poller) run() {
 		if idleSince.IsZero() {
 			idleSince = now
 		}
-		if now.Sub(idleSince) < budget {
+		if idle := now.Sub(idleSince); idle < budget || p.holdForPending(idle) {
 			p.yield()
 			spin = spinSlice
 			continue
