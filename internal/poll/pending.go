@@ -15,10 +15,14 @@ import "time"
 // budget stalls the receiver's read for that millisecond, the receiver's
 // completions stop, and its poller blocks in turn (measurements in
 // docs/performance.md). So while sends are pending the poller keeps
-// spinning, yielding between slices as in its budget; past this limit
-// without a completion (a peer that stopped answering) it blocks as
-// before, so that a send that never completes does not cost a core.
-const pendingHoldLimit = 32
+// spinning, yielding between slices as in its budget. The limit outlasts
+// a peer's blind sleep: a receiving poller of the same kind spins for up to
+// blindStretchLimit budgets, then sleeps 1 ms (noWaitBlockMS) before it
+// reads again. Past it without a completion (a peer descheduled on a
+// loaded machine, or one that stopped answering) the poller blocks as
+// before: a send that never completes must not cost a core, and on a
+// loaded machine the spin would take the CPU the peer needs.
+const pendingHoldLimit = 2 * blindStretchLimit
 
 // Pender is a Handler whose posted operations may wait for this poller's
 // progress to complete (sends on a provider with manual progress). Pending
