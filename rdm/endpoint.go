@@ -341,15 +341,3 @@ func (e *Endpoint) releaseResources() error {
 	}
 	return err
 }
-
-var _ poll.Pender = handler{}
-
-// Pending reports whether sends are in flight, so that a poller whose queue
-// has no wait descriptor keeps progressing them instead of sleeping
-// (poll.Pender): on tcp;ofi_rxm the receiver reads a message above the
-// eager size from the sender, and the sender's provider serves the read
-// only while its poller reads the queue.
-func (h handler) Pending() bool {
-	pending, _ := h.e.c.Counters.Progress()
-	return pending
-}

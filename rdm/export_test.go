@@ -21,6 +21,3 @@ func WrapHandOffPost(e *Endpoint, wrap func(sendcore.PostFunc) sendcore.PostFunc
 
 // IsInjectKey reports whether a send key is an inject's.
 func IsInjectKey(key uint32) bool { return key&injectKey != 0 }
-
-// Pending reports what e's handler tells its poller (poll.Pender).
-func Pending(e *Endpoint) bool { return handler{e}.Pending() }

@@ -62,7 +62,7 @@ func (p *Poller) run() {
 		if idleSince.IsZero() {
 			idleSince = now
 		}
-		if idle := now.Sub(idleSince); idle < budget || p.holdForPending(idle) {
+		if now.Sub(idleSince) < budget {
 			p.yield()
 			spin = spinSlice
 			continue
