@@ -26,6 +26,13 @@
 // counts it per tag (TagStats): copies dropped for it, and messages lost
 // while a connection was down. Nothing is lost silently.
 //
+// Numbers are compared within one numbering only: a publisher's own (kept
+// across a restart on the same address), or one that several publishers
+// share (PublisherConfig.Numbering). A subscriber takes each tag from one
+// publisher at a time, the one the bus named, while it can reach it; when
+// the tag moves to a publisher of another numbering, its count starts
+// afresh there, without a gap, and the move is counted (TagStats.Moves).
+//
 // # Back-pressure
 //
 // A subscriber that falls behind fills its data connection. Its policy

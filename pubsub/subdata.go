@@ -137,7 +137,7 @@ func (s *Subscriber) record(ep *endpoint.ReceiveEndpoint, dc *dataConn, p []byte
 			s.strayConn(ep)
 			return nil
 		}
-		dc = &dataConn{sess: ti.sess, gen: ti.gen, pub: ti.sess.addr, instance: r.B}
+		dc = &dataConn{sess: ti.sess, gen: ti.gen, pub: ti.sess.addr, instance: r.B, stream: ti.stream}
 		s.conns[ep] = dc
 		s.lastEP, s.lastConn = ep, dc
 		return dc
@@ -152,42 +152,26 @@ func (s *Subscriber) record(ep *endpoint.ReceiveEndpoint, dc *dataConn, p []byte
 }
 
 // sync applies a SYNC record: seq is the number of the tag's next
-// message on this connection. Behind the count it is reported as a gap;
-// on the tag's first SYNC on a new connection it may also be a reset. A
-// START record on the connection the tag is counted on already begins a
-// new subscription there (the tag was unsubscribed and subscribed again,
-// and the records before were its earlier subscription's): the count
-// starts afresh.
+// message on this connection. Behind the count it is a fault
+// (OutOfSequence), ahead of it a gap. A START record on the connection
+// the tag is counted on already begins a new subscription there (the tag
+// was unsubscribed and subscribed again, and the records before were its
+// earlier subscription's): the count starts afresh. A record on another
+// connection may move the count there (follow).
 func (s *Subscriber) sync(dc *dataConn, tag, seq uint64, start bool) {
 	rt := s.lookup(tag)
-	if rt == nil || dc.gen < rt.gen {
-		return // not subscribed, or an older connection than the tag's
+	if rt == nil {
+		return // not subscribed
 	}
-	if !rt.synced && !s.ackedStart(rt, dc, seq) {
-		return // a record of the tag's earlier subscription on this connection
+	if dc.gen != rt.gen {
+		s.follow(rt, dc, seq, start)
+		return
 	}
-	if start && dc.gen == rt.gen {
+	if start {
 		rt.setNext(seq)
 		return
 	}
 	exp := rt.next
-	if dc.gen > rt.gen { // the tag's first SYNC on this connection
-		if rt.synced {
-			switch {
-			case seq > exp:
-				s.gap(dc, rt, exp, seq-exp)
-			case seq < exp:
-				rt.resets.Add(1)
-				s.st.resets.Add(1)
-				if cb := s.cfg.OnGap; cb != nil {
-					cb(Gap{Publisher: dc.pub, Tag: tag, First: seq, Reset: true})
-				}
-			}
-		}
-		rt.gen, rt.synced = dc.gen, true
-		rt.setNext(seq)
-		return
-	}
 	switch {
 	case seq > exp:
 		s.gap(dc, rt, exp, seq-exp)
@@ -196,27 +180,6 @@ func (s *Subscriber) sync(dc *dataConn, tag, seq uint64, start bool) {
 		s.st.outOfSeq.Add(1)
 	}
 	rt.setNext(seq)
-}
-
-// ackedStart starts the count of a tag that no record synced yet from
-// its subscribe ack, if that came: on the ack's connection a record
-// numbered before the subscription's first message belongs to an earlier
-// subscription of the tag (unsubscribed since) and is ignored (false);
-// otherwise the count starts at the ack's number, so that a record on a
-// later connection (the first was lost before any record came) reports
-// what was missed as a gap.
-func (s *Subscriber) ackedStart(rt *recvTag, dc *dataConn, seq uint64) bool {
-	gen := rt.ackGen.Load()
-	if gen == 0 || dc.gen < gen {
-		return true
-	}
-	first := rt.ackStart.Load()
-	if dc.gen == gen && seq < first {
-		return false
-	}
-	rt.gen, rt.synced = gen, true
-	rt.setNext(first)
-	return true
 }
 
 // gap reports count messages of rt missed from first on.

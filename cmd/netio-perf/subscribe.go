@@ -222,6 +222,9 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 	}
 	cfg.PollerConfig = o.poll.config()
 	cfg.Logger = o.roleLogger(stderr, "subscribe", o.log)
+	if o.log {
+		logFirstMessage(&cfg, stderr)
+	}
 	sub, err := pubsub.NewSubscriber(mgr, cfg)
 	if err != nil {
 		return err
