@@ -43,7 +43,31 @@ func (d *Decoder) Reset(buf []byte) {
 // Next parses the next message and reports whether there is one. It returns
 // false at the end of the buffer and at the first malformed message; Err
 // tells the two apart.
+//
+// Most messages of a coalesced buffer carry neither a tag (the previous
+// message's goes on) nor a status: Next parses those itself, small enough
+// for the compiler to inline it into the caller's loop, and leaves every
+// other case, and every error, to next.
 func (d *Decoder) Next() bool {
+	// After an error d.off stays at the bad message, which this path
+	// cannot parse (it fails none of next's checks), so d.err needs no test.
+	rest := d.buf[d.off:]
+	if len(rest) >= HeaderWordLen && d.count > 0 {
+		size := binary.LittleEndian.Uint32(rest) // no flags: the word is the size
+		if size&^sizeMask == 0 && int(size) <= len(rest)-HeaderWordLen {
+			end := HeaderWordLen + int(size)
+			d.status, d.data = 0, rest[HeaderWordLen:end:end]
+			d.off += end
+			d.count++
+			return true
+		}
+	}
+	return d.next()
+}
+
+// next parses the next message the general way: any header, and the
+// errors.
+func (d *Decoder) next() bool {
 	d.data = nil
 	if d.err != nil || d.off == len(d.buf) {
 		return false

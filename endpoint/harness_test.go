@@ -125,11 +125,18 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool, msg string) 
 
 func recvErr(t *testing.T, ch chan error, timeout time.Duration, what string) error {
 	t.Helper()
+	return recvValue(t, ch, timeout, what)
+}
+
+// recvValue waits for a value on ch, failing the test after timeout.
+func recvValue[T any](t *testing.T, ch chan T, timeout time.Duration, what string) T {
+	t.Helper()
 	select {
-	case err := <-ch:
-		return err
+	case v := <-ch:
+		return v
 	case <-time.After(timeout):
+		var zero T
 		t.Fatalf("no %s within %v", what, timeout)
-		return nil
+		return zero
 	}
 }

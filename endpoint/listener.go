@@ -91,7 +91,10 @@ type ListenConfig struct {
 	// buffers (or one of MaxConnections) forever. It also reclaims
 	// connections whose end the provider never reports
 	// (quirks.Quirks.MissesEarlyClose: sockets misses a peer's close that
-	// comes right after the accept). 0 disables it.
+	// comes right after the accept). The watch counts the messages the
+	// poller has taken, and confirms its verdict on the poller after one
+	// more read of the completion queue, so that a poller kept from
+	// running does not make a busy connection look silent. 0 disables it.
 	IdleTimeout time.Duration
 	// Replies, when set, lets every accepted connection send back to its
 	// dialer on the same connection (ReceiveEndpoint.SendBuffer); see

@@ -13,45 +13,6 @@ import (
 	"github.com/netio-go/netio/fabric"
 )
 
-func TestIdleTimeoutClosesASilentConnection(t *testing.T) {
-	for _, prov := range providers {
-		t.Run(prov, func(t *testing.T) {
-			mgr := openDomain(t, prov)
-			rcv := newReceiver()
-			cfg := rcv.config(netio.ReceiveParams{BufferSize: 256, BufferCount: 4})
-			cfg.IdleTimeout = 100 * time.Millisecond
-			l := listen(t, mgr, cfg)
-
-			snd := newSender(4)
-			busy := dial(t, mgr, l.Addr(), snd.config(netio.BufferedSendParams{BufferSize: 256, BufferCount: 2}))
-			dial(t, mgr, l.Addr(), newSender(4).config(netio.BufferedSendParams{BufferSize: 256, BufferCount: 2}))
-			waitFor(t, 5*time.Second, func() bool { return rcv.est.Load() == 2 }, "both connections established")
-
-			// The busy connection keeps sending through several timeouts;
-			// the silent one is closed.
-			deadline := time.Now().Add(400 * time.Millisecond)
-			for time.Now().Before(deadline) {
-				if buf := busy.GetBuffer(); buf != nil {
-					require.Equal(t, netio.OK, busy.SendBuffer(buf, 8))
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			err := recvErr(t, rcv.closed, 5*time.Second, "the silent connection closed")
-			assert.ErrorIs(t, err, netio.ErrTimeout)
-			assert.ErrorIs(t, err, netio.ErrConnectionClosed)
-			select {
-			case err := <-rcv.closed:
-				t.Fatalf("the busy connection closed too: %v", err)
-			default:
-			}
-			s := l.Stats()
-			assert.Equal(t, 1, s.Active, "only the busy connection is left")
-			assert.Equal(t, uint64(2), s.Accepted)
-			assert.Equal(t, uint64(rcv.count.Load()), s.Received.Messages)
-		})
-	}
-}
-
 // tcp drops a connection whose peer sends a message larger than the posted
 // buffers; the receiver says so, and the listener keeps the error counted
 // after the connection is gone.

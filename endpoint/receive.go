@@ -280,13 +280,32 @@ func (r *ReceiveEndpoint) Close() error {
 }
 
 // watchIdle ends the connection when no message has arrived for timeout
-// (ListenConfig.IdleTimeout).
+// (ListenConfig.IdleTimeout). It runs on the poller goroutine.
+//
+// The watch counts the messages the poller has taken, so a poller kept
+// from running (a loaded machine, a callback that blocked) looks like a
+// silent peer to it. Its verdict is therefore confirmed on the poller,
+// after the poller has read its completion queue once more (a function
+// queued from the poller goroutine runs in the next round, after that
+// round's read): if messages were taken since the verdict, the peer was
+// not silent, and the watch starts over instead of closing a connection
+// whose messages were waiting.
 func (r *ReceiveEndpoint) watchIdle(timeout time.Duration) {
 	activity := func() (bool, uint64) { return true, r.messages.Load() + r.errors.Load() }
 	ended := func() bool { return r.state.Load() == stateClosed }
 	r.idle = sendcore.StallWatch(timeout, activity, ended, func() {
-		reason := fmt.Errorf("%w: %w: no message for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
-		r.l.log.Warn().Uint64("conn", r.id).Str("peer", r.peer).Dur("timeout", timeout).Msg("receive idle timeout: closing the connection")
-		r.l.poller.Do(func() { r.teardown(reason) })
+		_, seen := activity()
+		confirm := func() {
+			switch _, now := activity(); {
+			case r.closed():
+			case now != seen:
+				r.watchIdle(timeout)
+			default:
+				reason := fmt.Errorf("%w: %w: no message for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
+				r.l.log.Warn().Uint64("conn", r.id).Str("peer", r.peer).Dur("timeout", timeout).Msg("receive idle timeout: closing the connection")
+				r.teardown(reason)
+			}
+		}
+		r.l.poller.Go(func() { r.l.poller.Go(confirm) })
 	})
 }

@@ -18,6 +18,12 @@
 # each mode one after the other (shared: netio-perf publish --shared, one
 # encode per message for all subscribers), and prints each mode's figures
 # and the CPU ratios of the last mode over the first, per round.
+# A mode may name the netio-perf binary that runs it, MODE@PATH (both the
+# publisher and the subscribers; default: built from this tree), for an
+# A/B of two commits in interleaved rounds, e.g. "shared@/tmp/old shared"
+# with /tmp/old built from the older commit (go build -o /tmp/old
+# ./cmd/netio-perf in its checkout); the 4-over-1 ratios of the last mode
+# over the first's, per round, are printed too.
 # Usage: hack/pubsub-perf.sh [messages per subscriber] [rounds] [MODES]
 #        (default 5000000, 3 and "buffered")
 set -euo pipefail
@@ -27,10 +33,11 @@ count=${1:-5000000}
 rounds=${2:-3}
 modes=${3:-buffered}
 for m in ${modes}; do
-	case ${m} in
+	case ${m%%@*} in
 	buffered | shared) ;;
-	*) echo "mode ${m}: want buffered or shared" >&2 && exit 2 ;;
+	*) echo "mode ${m}: want buffered or shared, optionally @PATH" >&2 && exit 2 ;;
 	esac
+	[[ ${m} != *@* || -x ${m#*@} ]] || { echo "mode ${m}: ${m#*@} is not an executable" >&2 && exit 2; }
 done
 
 dir=$(mktemp -d)
@@ -42,13 +49,15 @@ cleanup() {
 trap cleanup EXIT
 go build -o "${dir}/netio-perf" ./cmd/netio-perf
 
-# run N R M: one publisher in mode M and N subscriber processes, round R;
-# leaves the JSON reports in ${dir}/M-rR-nN-{pub,subI}.json.
+# run N R K M: one publisher in mode M (MODE[@PATH]) and N subscriber
+# processes, round R; leaves the JSON reports in
+# ${dir}/K-rR-nN-{pub,subI}.json.
 run() {
-	local n=$1 r=$2 out="${dir}/$3-r$2-n$1" flags=()
-	[[ $3 == shared ]] && flags=(--shared)
+	local n=$1 r=$2 out="${dir}/$3-r$2-n$1" mode=${4%%@*} bin="${dir}/netio-perf" flags=()
+	[[ $4 == *@* ]] && bin=${4#*@}
+	[[ ${mode} == shared ]] && flags=(--shared)
 	: >"${out}-pub.out" # exists before the publisher writes it, for sed below
-	"${dir}/netio-perf" publish --listen 127.0.0.1:0 --tags 1 --size 64 --count "${count}" \
+	"${bin}" publish --listen 127.0.0.1:0 --tags 1 --size 64 --count "${count}" \
 		--subscribers "${n}" "${flags[@]}" --json >"${out}-pub.out" 2>"${out}-pub.err" &
 	local pub=$!
 	pids+=("${pub}")
@@ -61,7 +70,7 @@ run() {
 	[[ -n ${addr} ]] || { echo "publisher did not start" >&2; cat "${out}-pub.err" >&2; exit 1; }
 	local subs=()
 	for i in $(seq "${n}"); do
-		"${dir}/netio-perf" subscribe --connect "${addr}" --tags 0 --count "${count}" --json \
+		"${bin}" subscribe --connect "${addr}" --tags 0 --count "${count}" --json \
 			>"${out}-sub${i}.out" 2>"${out}-sub${i}.err" &
 		subs+=($!)
 		pids+=($!)
@@ -74,9 +83,11 @@ run() {
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "${rounds}"); do
+	k=0
 	for m in ${modes}; do
-		run 1 "${r}" "${m}"
-		run 4 "${r}" "${m}"
+		k=$((k + 1))
+		run 1 "${r}" "m${k}" "${m}"
+		run 4 "${r}" "m${k}" "${m}"
 	done
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -94,15 +105,15 @@ def load(path):
 def fmt(xs, scale=1e6, unit=""):
     return "%.2f%s (%.2f-%.2f)" % (statistics.median(xs) / scale, unit, min(xs) / scale, max(xs) / scale)
 
-def figures(mode):
+def figures(key):
     one, four, slowest, ratio, cpu = [], [], [], [], {1: ([], []), 4: ([], [])}
     for r in range(1, rounds + 1):
         for n in (1, 4):
-            subs = [load("%s/%s-r%d-n%d-sub%d.json" % (d, mode, r, n, i)) for i in range(1, n + 1)]
-            pub = load("%s/%s-r%d-n%d-pub.json" % (d, mode, r, n))
+            subs = [load("%s/%s-r%d-n%d-sub%d.json" % (d, key, r, n, i)) for i in range(1, n + 1)]
+            pub = load("%s/%s-r%d-n%d-pub.json" % (d, key, r, n))
             for s in subs:
                 if s["messages"] != count or s["missed"]:
-                    sys.exit("%s, round %d, %d subscribers: a subscriber did not get every message: %r" % (mode, r, n, s))
+                    sys.exit("%s, round %d, %d subscribers: a subscriber did not get every message: %r" % (modes[int(key[1:]) - 1], r, n, s))
             total = sum(s["msgs_per_s"] for s in subs)
             delivered = sum(s["messages"] for s in subs)
             cpu[n][0].append(pub["cpu_seconds"] / delivered * 1e9)
@@ -116,8 +127,8 @@ def figures(mode):
     return one, four, slowest, ratio, cpu
 
 got = {}
-for mode in modes:
-    one, four, slowest, ratio, cpu = got[mode] = figures(mode)
+for k, mode in enumerate(modes, 1):
+    one, four, slowest, ratio, cpu = got[mode] = figures("m%d" % k)
     if len(modes) > 1:
         print("publisher mode %s:" % mode)
     print("64 B, 1 subscriber: %s M msg/s delivered, median (lowest-highest) of %d rounds (target >= 10)" % (fmt(one), rounds))
@@ -129,6 +140,9 @@ for mode in modes:
             n, "s" if n > 1 else "", "%.0f" % statistics.median(cpu[n][0]), "%.0f" % statistics.median(cpu[n][1])))
 if len(modes) > 1:
     a, b = modes[0], modes[-1]
+    if "@" in a + b:
+        q = [y / x for x, y in zip(got[a][3], got[b][3])]
+        print("4 subscribers over 1, %s over %s, same round: %.2f (%.2f-%.2f)" % (b, a, statistics.median(q), min(q), max(q)))
     for n in (1, 4):
         pub = [y / x for x, y in zip(got[a][4][n][0], got[b][4][n][0])]
         sub = [y / x for x, y in zip(got[a][4][n][1], got[b][4][n][1])]

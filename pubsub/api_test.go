@@ -3,6 +3,7 @@ package pubsub_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,8 @@ func TestPublisherBadInput(t *testing.T) {
 	_, err = pubsub.NewPublisher(mgr, "127.0.0.1:0", pubsub.PublisherConfig{Send: netio.BufferedSendParams{BufferSize: 40}})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
 	_, err = pubsub.NewPublisher(nil, "127.0.0.1:0", pubsub.PublisherConfig{})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = pubsub.NewPublisher(mgr, "127.0.0.1:0", pubsub.PublisherConfig{Numbering: strings.Repeat("n", pubsub.MaxNumberingLen+1)})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
 	_, err = pubsub.NewPublisher(mgr, "not an address", pubsub.PublisherConfig{})
 	assert.Error(t, err)

@@ -91,17 +91,14 @@ func TestDirectoryBus(t *testing.T) {
 // TestBusSubscribe: subscribers find publishers through a directory bus,
 // subscribe to tags of two publishers at once, wait (SubscribeAsync) for a
 // publisher that is not there yet, are not held up by the stale file of a
-// dead one, and follow a publisher that restarts on another port.
+// dead one, and follow a publisher that restarts on another port: under
+// the same Numbering, so that they count across the move what they missed.
 func TestBusSubscribe(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
 			mgr := openDomain(t, prov)
 			dir := t.TempDir()
-			cfg := pubsub.DirectoryConfig{Heartbeat: 50 * time.Millisecond, StaleAfter: 400 * time.Millisecond, Rescan: 10 * time.Millisecond}
-			pubBus, err := pubsub.OpenDirectory(dir, "daq", cfg)
-			require.NoError(t, err)
-			subBus, err := pubsub.OpenDirectory(dir, "daq", cfg)
-			require.NoError(t, err)
+			pubBus, subBus := fastBus(t, dir), fastBus(t, dir)
 
 			// The stale file of a dead publisher, fresh for now, names an
 			// address where nothing listens.
@@ -110,11 +107,10 @@ func TestBusSubscribe(t *testing.T) {
 			deadAddr := ln.Addr().String()
 			ln.Close()
 			require.NoError(t, pubBus.Announce("dead", deadAddr, []uint64{30}))
-			pubBus2, err := pubsub.OpenDirectory(dir, "daq", cfg) // so that "dead" is not refreshed
-			require.NoError(t, err)
+			pubBus2 := fastBus(t, dir) // so that "dead" is not refreshed
 
 			pA := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{10, 11}, Bus: pubBus2, BusID: "A"})
-			pB := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{20}, Bus: pubBus2, BusID: "B"})
+			pB := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{20}, Bus: pubBus2, BusID: "B", Numbering: "link-20"})
 
 			col := newCollector()
 			var subscribedTags atomic.Int64
@@ -156,16 +152,18 @@ func TestBusSubscribe(t *testing.T) {
 			waitFor(t, 10*time.Second, func() bool { return col.count.Load() == 250 }, "250 messages")
 
 			// Publisher B restarts on another port, continuing its numbering
-			// after 25 messages published while it was down.
+			// (same Numbering) after 25 messages published while it was down.
 			require.NoError(t, pB.Close())
 			pB2 := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{20}, Bus: pubBus2, BusID: "B2",
-				FirstSequence: func(uint64) uint64 { return 75 }})
+				Numbering: "link-20", FirstSequence: func(uint64) uint64 { return 75 }})
 			waitFor(t, 10*time.Second, func() bool { st, _ := pB2.TagStats(20); return st.Subscribers == 1 }, "the subscriber to find B again")
 			for seq := uint64(75); seq < 100; seq++ {
 				require.Equal(t, pubsub.OK, publishAll(t, pB2, 20, buf, seq, deadline))
 			}
 			waitFor(t, 10*time.Second, func() bool { st, _ := sub.TagStats(20); return st.NextSeq == 100 }, "tag 20 to reach 100")
 			assert.Equal(t, uint64(25), checkAccounted(t, col, 20, 100))
+			st, _ := sub.TagStats(20)
+			assert.Equal(t, uint64(1), st.Moves, "the count went over to B2")
 			assert.Empty(t, col.problems())
 			assert.NotContains(t, sub.Publishers(), deadAddr)
 			// Retries of the dead address backed off: a handful, not a spin.

@@ -26,6 +26,13 @@
 // counts it per tag (TagStats): copies dropped for it, and messages lost
 // while a connection was down. Nothing is lost silently.
 //
+// Numbers are compared within one numbering only: a publisher's own (kept
+// across a restart on the same address), or one that several publishers
+// share (PublisherConfig.Numbering). A subscriber takes each tag from one
+// publisher at a time, the one the bus named, while it can reach it; when
+// the tag moves to a publisher of another numbering, its count starts
+// afresh there, without a gap, and the move is counted (TagStats.Moves).
+//
 // # Back-pressure
 //
 // A subscriber that falls behind fills its data connection. Its policy
@@ -48,6 +55,13 @@
 // publisher's OnSubscribe and OnUnsubscribe) run on control goroutines and
 // must not block for long. Subscribe, Unsubscribe and Close block and must
 // not be called from a callback.
+//
+// A subscriber's own data poller spins DefaultSubscriberSpinBudget (10 µs)
+// after work before it sleeps, not the 200 µs of other pollers: it has no
+// reply to catch, and where publishers and subscribers share the cores a
+// spinning subscriber takes the CPU they need. Messages that come further
+// apart pay a wake-up, tens of µs; SubscriberConfig.PollerConfig.SpinBudget
+// sets another budget.
 //
 // # Modes
 //

@@ -51,6 +51,7 @@ func FuzzParseRequest(f *testing.F) {
 func FuzzParseResponse(f *testing.F) {
 	for _, s := range []string{
 		`{"v":1,"op":"ack","id":1,"instance":12,"policy":"block"}`,
+		`{"v":1,"op":"ack","id":1,"instance":12,"numbering":"link-7"}`,
 		`{"v":1,"op":"ack","id":2,"tags":[1],"refused":[3]}`,
 		`{"v":1,"op":"ack","id":2,"tags":[1,2],"next":[0,17],"refused":[3]}`,
 		`{"v":1,"op":"error","id":0,"error":"x"}`, "", "[]",

@@ -175,3 +175,13 @@ func publishAll(t *testing.T, p *pubsub.Publisher, tag uint64, buf []byte, seq u
 		time.Sleep(50 * time.Microsecond)
 	}
 }
+
+// fastBus opens the directory bus of group "daq" in dir, with timings
+// short enough for tests: a file is stale after 400 ms.
+func fastBus(t *testing.T, dir string) *pubsub.Directory {
+	t.Helper()
+	d, err := pubsub.OpenDirectory(dir, "daq", pubsub.DirectoryConfig{Heartbeat: 50 * time.Millisecond,
+		StaleAfter: 400 * time.Millisecond, Rescan: 10 * time.Millisecond})
+	require.NoError(t, err)
+	return d
+}

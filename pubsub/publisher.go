@@ -145,6 +145,8 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 		return nil, fmt.Errorf("%w: pubsub: unknown mode %d", netio.ErrInvalidArgument, cfg.Mode)
 	case cfg.Policy > Drop:
 		return nil, fmt.Errorf("%w: pubsub: unknown policy %d", netio.ErrInvalidArgument, cfg.Policy)
+	case len(cfg.Numbering) > MaxNumberingLen:
+		return nil, fmt.Errorf("%w: pubsub: Numbering of %d bytes (at most %d)", netio.ErrInvalidArgument, len(cfg.Numbering), MaxNumberingLen)
 	}
 	if cfg.Policy == DefaultPolicy {
 		cfg.Policy = Block

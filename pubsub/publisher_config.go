@@ -127,6 +127,18 @@ type PublisherConfig struct {
 	// can continue its numbering, so that subscribers count exactly what
 	// they missed across the restart.
 	FirstSequence func(tag uint64) uint64
+	// Numbering names the numbering this publisher's sequence numbers
+	// follow, for subscribers whose tag moves from one publisher to
+	// another (the bus names another): publishers given the same name
+	// number each tag alike (a publisher restarted on another address that
+	// continues its predecessor's count through FirstSequence, or
+	// publishers that number from the front-end's own counter), so a
+	// subscriber counts across such a move and reports what it missed as
+	// a gap. Empty means the publisher's own numbering, named by its
+	// subscription address: the same after a restart on that address, a
+	// new count (no gap, TagStats.Moves) after a move to or from another.
+	// At most MaxNumberingLen bytes.
+	Numbering string
 	// Mode is Buffered (the zero value), Immediate, ZeroCopy or Shared.
 	Mode Mode
 	// Policy applies to subscribers that ask for none; DefaultPolicy means

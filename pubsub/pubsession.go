@@ -276,7 +276,7 @@ func (ss *pubSession) hello(req Request) (Response, error) {
 		if st := zep.Send(hdr[:syncMessageLen], nil, zcNoKey); st != netio.OK {
 			return Response{}, fmt.Errorf("HELLO record: %v", st)
 		}
-		return Response{Instance: p.instance, Policy: policy.String()}, nil
+		return Response{Instance: p.instance, Policy: policy.String(), Numbering: p.cfg.Numbering}, nil
 	}
 	ep, err := endpoint.Dial(ctx, p.mgr, req.Data, endpoint.SendConfig{
 		Params:             p.cfg.Send,
@@ -302,7 +302,7 @@ func (ss *pubSession) hello(req Request) (Response, error) {
 	if st := ep.Flush(); st != netio.OK && st != netio.NoResources {
 		return Response{}, fmt.Errorf("HELLO record: %v", st)
 	}
-	return Response{Instance: p.instance, Policy: policy.String()}, nil
+	return Response{Instance: p.instance, Policy: policy.String(), Numbering: p.cfg.Numbering}, nil
 }
 
 // subscribe adds the subscriptions a request asks for and answers with

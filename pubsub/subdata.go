@@ -8,7 +8,10 @@ import (
 // goroutine, one buffer at a time.
 
 // onData decodes one received buffer: control records, then messages of
-// subscribed tags, in order.
+// subscribed tags, in order. A message of the tag the one before had,
+// with no change to the subscribed tags since (a run, as coalescing
+// makes them), goes straight to delivery: the checks of start hold for
+// the whole run.
 func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 	s.st.buffers.Add(1)
 	dc := s.lastConn
@@ -16,22 +19,41 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		dc = s.conns[ep]
 		s.lastEP, s.lastConn = ep, dc
 	}
+	cb := s.cfg.OnMessage
+	var run *recvTag // the tag of the last message delivered, while its run goes on
+	var ver uint64   // the version of the tags run was looked up in
 	d := &s.dec
 	d.Reset(buf)
 	for d.Next() {
 		tag := d.Tag()
-		if tag == ControlTag {
-			if dc = s.record(ep, dc, d.Data()); dc == nil {
-				s.flushCounts()
-				return // not a publisher of ours: closed
+		if run == nil || tag != run.tag || s.tagsVer.Load() != ver {
+			run = nil
+			if tag == ControlTag {
+				if dc = s.record(ep, dc, d.Data()); dc == nil {
+					s.flushCounts()
+					return // not a publisher of ours: closed
+				}
+				continue
 			}
-			continue
+			if dc == nil {
+				s.strayConn(ep)
+				return
+			}
+			if run, ver = s.start(dc, tag); run == nil {
+				continue
+			}
 		}
-		if dc == nil {
-			s.strayConn(ep)
-			return
+		data, status := d.Data(), d.Status()
+		seq := run.next
+		run.next++
+		run.pendMsgs++
+		run.pendBytes += uint64(len(data))
+		if status != 0 {
+			run.flag(status)
 		}
-		s.message(dc, tag, d.Status(), d.Data())
+		if cb != nil {
+			cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
+		}
 	}
 	s.flushCounts()
 	if err := d.Err(); err != nil {
@@ -47,44 +69,44 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 	}
 }
 
-// lookup returns the receive state of tag, or nil, through a one-entry
-// cache (messages of one tag come in runs).
-func (s *Subscriber) lookup(tag uint64) *recvTag {
+// lookup returns the receive state of tag, or nil, and the version of the
+// tags it was found in, through a one-entry cache (messages of one tag
+// come in runs).
+func (s *Subscriber) lookup(tag uint64) (*recvTag, uint64) {
 	v := s.tagsVer.Load()
 	if rt := s.lastTag; rt != nil && rt.tag == tag && v == s.lastVer {
-		return rt
+		return rt, v
 	}
 	rt := (*s.tags.Load())[tag]
 	s.lastTag, s.lastVer = rt, v
-	return rt
+	return rt, v
 }
 
-// message delivers one message of tag with the next sequence number of
-// the tag, if the tag is subscribed on this connection.
-func (s *Subscriber) message(dc *dataConn, tag uint64, status uint8, data []byte) {
-	rt := s.lookup(tag)
+// start begins a run of messages of tag on dc: it returns the tag's
+// receive state, with its counters made the ones flushCounts brings up to
+// date, and the version of the tags it was found in; or nil when the tag
+// is not subscribed on this connection (the message is counted
+// unsolicited and dropped).
+func (s *Subscriber) start(dc *dataConn, tag uint64) (*recvTag, uint64) {
+	rt, ver := s.lookup(tag)
 	if rt == nil || rt.gen != dc.gen {
 		s.st.unsolicited.Add(1)
-		return
+		return nil, 0
 	}
 	if rt != s.dirty {
 		s.flushCounts()
 		s.dirty = rt
 	}
-	seq := rt.next
-	rt.next++
-	rt.pendMsgs++
-	rt.pendBytes += uint64(len(data))
-	if status != 0 {
-		rt.flagged.Add(1)
-		for i := range rt.bits {
-			if status&(1<<i) != 0 {
-				rt.bits[i].Add(1)
-			}
+	return rt, ver
+}
+
+// flag counts a message of rt with a non-zero status.
+func (rt *recvTag) flag(status uint8) {
+	rt.flagged.Add(1)
+	for i := range rt.bits {
+		if status&(1<<i) != 0 {
+			rt.bits[i].Add(1)
 		}
-	}
-	if cb := s.cfg.OnMessage; cb != nil {
-		cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
 	}
 }
 
@@ -137,7 +159,7 @@ func (s *Subscriber) record(ep *endpoint.ReceiveEndpoint, dc *dataConn, p []byte
 			s.strayConn(ep)
 			return nil
 		}
-		dc = &dataConn{sess: ti.sess, gen: ti.gen, pub: ti.sess.addr, instance: r.B}
+		dc = &dataConn{sess: ti.sess, gen: ti.gen, pub: ti.sess.addr, instance: r.B, stream: ti.stream}
 		s.conns[ep] = dc
 		s.lastEP, s.lastConn = ep, dc
 		return dc
@@ -152,42 +174,26 @@ func (s *Subscriber) record(ep *endpoint.ReceiveEndpoint, dc *dataConn, p []byte
 }
 
 // sync applies a SYNC record: seq is the number of the tag's next
-// message on this connection. Behind the count it is reported as a gap;
-// on the tag's first SYNC on a new connection it may also be a reset. A
-// START record on the connection the tag is counted on already begins a
-// new subscription there (the tag was unsubscribed and subscribed again,
-// and the records before were its earlier subscription's): the count
-// starts afresh.
+// message on this connection. Behind the count it is a fault
+// (OutOfSequence), ahead of it a gap. A START record on the connection
+// the tag is counted on already begins a new subscription there (the tag
+// was unsubscribed and subscribed again, and the records before were its
+// earlier subscription's): the count starts afresh. A record on another
+// connection may move the count there (follow).
 func (s *Subscriber) sync(dc *dataConn, tag, seq uint64, start bool) {
-	rt := s.lookup(tag)
-	if rt == nil || dc.gen < rt.gen {
-		return // not subscribed, or an older connection than the tag's
+	rt, _ := s.lookup(tag)
+	if rt == nil {
+		return // not subscribed
 	}
-	if !rt.synced && !s.ackedStart(rt, dc, seq) {
-		return // a record of the tag's earlier subscription on this connection
+	if dc.gen != rt.gen {
+		s.follow(rt, dc, seq, start)
+		return
 	}
-	if start && dc.gen == rt.gen {
+	if start {
 		rt.setNext(seq)
 		return
 	}
 	exp := rt.next
-	if dc.gen > rt.gen { // the tag's first SYNC on this connection
-		if rt.synced {
-			switch {
-			case seq > exp:
-				s.gap(dc, rt, exp, seq-exp)
-			case seq < exp:
-				rt.resets.Add(1)
-				s.st.resets.Add(1)
-				if cb := s.cfg.OnGap; cb != nil {
-					cb(Gap{Publisher: dc.pub, Tag: tag, First: seq, Reset: true})
-				}
-			}
-		}
-		rt.gen, rt.synced = dc.gen, true
-		rt.setNext(seq)
-		return
-	}
 	switch {
 	case seq > exp:
 		s.gap(dc, rt, exp, seq-exp)
@@ -196,27 +202,6 @@ func (s *Subscriber) sync(dc *dataConn, tag, seq uint64, start bool) {
 		s.st.outOfSeq.Add(1)
 	}
 	rt.setNext(seq)
-}
-
-// ackedStart starts the count of a tag that no record synced yet from
-// its subscribe ack, if that came: on the ack's connection a record
-// numbered before the subscription's first message belongs to an earlier
-// subscription of the tag (unsubscribed since) and is ignored (false);
-// otherwise the count starts at the ack's number, so that a record on a
-// later connection (the first was lost before any record came) reports
-// what was missed as a gap.
-func (s *Subscriber) ackedStart(rt *recvTag, dc *dataConn, seq uint64) bool {
-	gen := rt.ackGen.Load()
-	if gen == 0 || dc.gen < gen {
-		return true
-	}
-	first := rt.ackStart.Load()
-	if dc.gen == gen && seq < first {
-		return false
-	}
-	rt.gen, rt.synced = gen, true
-	rt.setNext(first)
-	return true
 }
 
 // gap reports count messages of rt missed from first on.

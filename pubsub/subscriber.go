@@ -27,6 +27,22 @@ const (
 	DefaultMaxBackoff      = 2 * time.Second
 	DefaultRequestTimeout  = 10 * time.Second
 	DefaultResolveInterval = 200 * time.Millisecond
+	// DefaultSubscriberSpinBudget is the spin budget of a Subscriber's own
+	// poller (cq.Config.SpinBudget) when PollerConfig leaves it 0, in place
+	// of cq.DefaultSpinBudget. A subscriber only receives: its spin
+	// catches no reply, only the next buffer of a stream, and on a machine
+	// where publishers and subscribers share the cores a spinning
+	// subscriber takes the CPU its publisher (or the other subscribers)
+	// needs. 10 µs is one spin slice of the poller: a subscriber that keeps
+	// up with a stream whose buffers come less than cq.StretchLimit × 10 µs
+	// apart goes on spinning between them (the poller stretches its budget
+	// when work comes back soon after it blocked), one that gets a buffer
+	// every 100 µs, as each of four subscribers sharing two cores with
+	// their publisher, spins 10 µs and sleeps. A message that comes after
+	// a longer gap pays a wake-up, tens of µs. Set PollerConfig.SpinBudget
+	// for another trade-off (cq.DefaultSpinBudget for the lowest latency
+	// of messages that come 10-800 µs apart).
+	DefaultSubscriberSpinBudget = 10 * time.Microsecond
 )
 
 // Status bits of a message, as FELIX's clients define them: a front-end
@@ -128,8 +144,9 @@ type SubscriberConfig struct {
 	// (SubscribeAsync), and tags of publishers that are down, are looked up
 	// on the bus again. 0 selects DefaultResolveInterval.
 	ResolveInterval time.Duration
-	// Runtime names the data listener's poller (nil: its own) and the
-	// logger.
+	// Runtime names the data listener's poller (nil: its own, configured by
+	// PollerConfig, whose SpinBudget 0 selects DefaultSubscriberSpinBudget)
+	// and the logger.
 	cq.Runtime
 }
 
@@ -157,9 +174,10 @@ type Subscriber struct {
 	lost       map[uint64]bool        // tags lost and not yet restored
 	closed     bool
 
-	tokMu  sync.Mutex
-	tokens map[uint64]tokenInfo
-	gens   atomic.Uint64
+	tokMu   sync.Mutex
+	tokens  map[uint64]tokenInfo
+	gens    atomic.Uint64
+	streams map[string]uint64 // numbering names, interned (streamID)
 
 	// Poller goroutine only.
 	conns    map[*endpoint.ReceiveEndpoint]*dataConn
@@ -180,8 +198,9 @@ type Subscriber struct {
 
 // tokenInfo is what a HELLO record's token stands for.
 type tokenInfo struct {
-	sess *subSession
-	gen  uint64
+	sess   *subSession
+	gen    uint64
+	stream *atomic.Uint64 // the connection's numbering (streamID), set at its hello ack
 }
 
 // dataConn is one data connection, known from its HELLO record.
@@ -190,14 +209,17 @@ type dataConn struct {
 	gen      uint64
 	pub      string
 	instance uint64
+	stream   *atomic.Uint64 // its control connection's
 }
 
 // recvTag is a subscribed tag. The numbering fields belong to the poller
 // goroutine; the counters are read by TagStats at any time.
 type recvTag struct {
 	tag    uint64
-	gen    uint64 // the data connection carrying the tag (0: none yet)
-	synced bool   // next is known
+	gen    uint64      // the data connection carrying the tag (0: none yet)
+	sess   *subSession // that connection's publisher
+	stream uint64      // the numbering counted (streamID)
+	synced bool        // next is known
 	// next is the number of the tag's next message, counted by the poller;
 	// expect is its copy for TagStats, and pendMsgs and pendBytes the
 	// messages counted since messages and bytes were last brought up to
@@ -206,19 +228,19 @@ type recvTag struct {
 	next                uint64
 	expect              atomic.Uint64
 	pendMsgs, pendBytes uint64
-	// ackGen and ackStart are set once, by the control goroutine, from the
-	// first subscribe ack of the tag's subscription (its connection's
-	// generation, and the number of its first message), for the poller to
-	// count from when no record set next yet (ackedStart).
-	ackGen, ackStart atomic.Uint64
+	// ack is the first subscribe ack of the tag in the numbering it
+	// follows (ackedAt), for the poller to count from; owner is the
+	// session the tag is subscribed at, set under s.mu (substream.go).
+	ack   atomic.Pointer[tagAck]
+	owner atomic.Pointer[subSession]
 
-	messages, bytes, gaps, missed, resets, outOfSeq, flagged atomic.Uint64
-	bits                                                     [8]atomic.Uint64
+	messages, bytes, gaps, missed, resets, outOfSeq, flagged, moves atomic.Uint64
+	bits                                                            [8]atomic.Uint64
 }
 
 type subStats struct {
 	buffers, malformed, badRecords, unsolicited, stray atomic.Uint64
-	outOfSeq, gaps, missed, resets, reconnects         atomic.Uint64
+	outOfSeq, gaps, missed, resets, reconnects, moves  atomic.Uint64
 	controlErrors, messages, bytes                     atomic.Uint64
 }
 
@@ -261,14 +283,14 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 	}
 	s := &Subscriber{mgr: mgr, cfg: cfg, log: mgr.Logger(cfg.Logger), recvSize: cfg.Receive.BufferSize,
 		sessions: map[string]*subSession{}, owner: map[uint64]*subSession{}, unresolved: map[uint64]bool{}, lost: map[uint64]bool{},
-		tokens: map[uint64]tokenInfo{}, conns: map[*endpoint.ReceiveEndpoint]*dataConn{}, stop: make(chan struct{})}
+		tokens: map[uint64]tokenInfo{}, streams: map[string]uint64{}, conns: map[*endpoint.ReceiveEndpoint]*dataConn{}, stop: make(chan struct{})}
 	empty := map[uint64]*recvTag{}
 	s.tags.Store(&empty)
 	ln, err := endpoint.Listen(mgr, net.JoinHostPort(cfg.Address, "0"), endpoint.ListenConfig{
 		Params:             cfg.Receive,
 		OnData:             s.onData,
 		OnConnectionClosed: s.onConnClosed,
-		Runtime:            cfg.Runtime,
+		Runtime:            subscriberRuntime(cfg.Runtime),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: data listener: %w", err)
@@ -280,13 +302,24 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 	return s, nil
 }
 
+// subscriberRuntime returns rt with DefaultSubscriberSpinBudget as the
+// spin budget of the subscriber's own poller, when rt names no poller and
+// leaves the budget 0.
+func subscriberRuntime(rt cq.Runtime) cq.Runtime {
+	if rt.Poller == nil && rt.PollerConfig.SpinBudget == 0 {
+		rt.PollerConfig.SpinBudget = DefaultSubscriberSpinBudget
+	}
+	return rt
+}
+
 // DataAddr returns the address publishers dial for data, "ip:port".
 func (s *Subscriber) DataAddr() string { return s.dataAddr }
 
 // Subscribe subscribes to tags and returns once each tag's publisher has
 // acknowledged: every message published on them after Subscribe returns is
 // delivered to OnMessage or, if lost, reported as a gap. Tags already
-// subscribed stay so. It fails, and then subscribes none of the tags it
+// subscribed stay so, at the publisher the bus names now (a tag the bus
+// moved to another publisher moves there: TagStats.Moves). It fails, and then subscribes none of the tags it
 // added, when a tag has no publisher on the bus (ErrNoPublisher), a
 // publisher refuses a tag, or ctx ends first (the publisher may be down:
 // Subscribe keeps trying until then). It blocks: do not call it from a
@@ -449,6 +482,7 @@ type TagStats struct {
 	Gaps          uint64    // gaps reported (OnGap)
 	Missed        uint64    // messages missed in those gaps
 	Resets        uint64    // times the publisher's numbering went back (a restart)
+	Moves         uint64    // times the count went over to another publisher (a new count unless both share a Numbering)
 	OutOfSequence uint64    // SYNC records behind the count (duplicated or reordered data; never expected)
 	Flagged       uint64    // messages with a non-zero status
 	StatusBits    [8]uint64 // messages with each status bit set (StatusFirmwareTruncated, ...)
@@ -465,7 +499,7 @@ func (s *Subscriber) TagStats(tag uint64) (TagStats, bool) {
 		return TagStats{}, false
 	}
 	st := TagStats{Messages: rt.messages.Load(), Bytes: rt.bytes.Load(), Gaps: rt.gaps.Load(),
-		Missed: rt.missed.Load(), Resets: rt.resets.Load(), OutOfSequence: rt.outOfSeq.Load(),
+		Missed: rt.missed.Load(), Resets: rt.resets.Load(), Moves: rt.moves.Load(), OutOfSequence: rt.outOfSeq.Load(),
 		Flagged: rt.flagged.Load(), NextSeq: rt.expect.Load()}
 	for i := range st.StatusBits {
 		st.StatusBits[i] = rt.bits[i].Load()
@@ -487,6 +521,7 @@ type SubscriberStats struct {
 	Gaps            uint64 // gaps reported
 	Missed          uint64 // messages missed in those gaps
 	Resets          uint64 // numbering resets seen
+	Moves           uint64 // tags whose count went over to another publisher
 	Reconnects      uint64 // control connections made after a first one to the same publisher
 	ControlFailures uint64 // control connections that failed or ended with tags wanted
 }
@@ -497,7 +532,7 @@ func (s *Subscriber) Stats() SubscriberStats {
 	return SubscriberStats{Buffers: st.buffers.Load(), Messages: st.messages.Load(), Bytes: st.bytes.Load(),
 		Malformed: st.malformed.Load(), BadRecords: st.badRecords.Load(), Unsolicited: st.unsolicited.Load(),
 		StrayConns: st.stray.Load(), OutOfSequence: st.outOfSeq.Load(), Gaps: st.gaps.Load(),
-		Missed: st.missed.Load(), Resets: st.resets.Load(), Reconnects: st.reconnects.Load(),
+		Missed: st.missed.Load(), Resets: st.resets.Load(), Moves: st.moves.Load(), Reconnects: st.reconnects.Load(),
 		ControlFailures: st.controlErrors.Load()}
 }
 
@@ -510,18 +545,4 @@ func checkTags(tags []uint64) error {
 		return fmt.Errorf("%w: pubsub: tag %#x is reserved (ControlTag)", netio.ErrInvalidArgument, ControlTag)
 	}
 	return nil
-}
-
-// ackedAt records, once, the subscribe ack of the tag's subscription:
-// the generation of the connection it came on and the number of the
-// subscription's first message. Later acks (after a reconnection) leave
-// it, so that the count goes on from the first subscription. The
-// numbers are written before the generation, which the poller reads
-// first.
-func (rt *recvTag) ackedAt(gen, first uint64) {
-	if rt.ackGen.Load() != 0 {
-		return
-	}
-	rt.ackStart.Store(first)
-	rt.ackGen.Store(gen)
 }

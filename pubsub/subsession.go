@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/netio-go/netio"
@@ -49,6 +50,7 @@ type subSession struct {
 	changed   chan struct{} // closed and replaced when acked, refused or live change
 	conn      net.Conn
 	gen       uint64
+	stream    uint64 // the current connection's numbering (streamID)
 	instance  uint64
 	connected bool // a connection got past hello once
 }
@@ -85,6 +87,7 @@ func (s *Subscriber) wantLocked(ss *subSession, tags []uint64) []uint64 {
 			old.setWant(t, false)
 		}
 		s.owner[t] = ss
+		s.setOwnerLocked(t, ss)
 		ss.setWant(t, true)
 		added = append(added, t)
 	}
@@ -99,6 +102,7 @@ func (s *Subscriber) unwantLocked(ss *subSession, tags []uint64) {
 			continue
 		}
 		delete(s.owner, t)
+		s.setOwnerLocked(t, nil)
 		ss.setWant(t, false)
 		gone = append(gone, t)
 	}
@@ -374,9 +378,9 @@ func (ss *subSession) connect() (reached bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	gen, token := s.gens.Add(1), randomNonZero()
+	gen, token, stream := s.gens.Add(1), randomNonZero(), new(atomic.Uint64)
 	s.tokMu.Lock()
-	s.tokens[token] = tokenInfo{sess: ss, gen: gen}
+	s.tokens[token] = tokenInfo{sess: ss, gen: gen, stream: stream}
 	s.tokMu.Unlock()
 	defer func() {
 		s.tokMu.Lock()
@@ -402,10 +406,14 @@ func (ss *subSession) connect() (reached bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("hello: %w", err)
 	}
+	// Before any subscribe: the poller reads it at a tag's first record.
+	id := s.streamID(ss.addr, resp.Numbering)
+	stream.Store(id)
 	ss.mu.Lock()
 	if ss.connected {
 		s.st.reconnects.Add(1)
 	}
+	ss.stream = id
 	ss.live, ss.connected, ss.instance, ss.lastErr = true, true, resp.Instance, nil
 	ss.signalLocked()
 	ss.mu.Unlock()
@@ -475,7 +483,7 @@ func (ss *subSession) subscribed(resp Response) {
 		case !ss.acked[t]:
 			fresh = append(fresh, t)
 			if rt := tags[t]; rt != nil && resp.Next != nil {
-				rt.ackedAt(ss.gen, resp.Next[i])
+				rt.ackedAt(ss.gen, resp.Next[i], ss.stream)
 			}
 			ss.acked[t] = true
 		}

@@ -38,6 +38,9 @@ const (
 	ControlTag = ^uint64(0)
 	// RecordLen is the payload length of a control record.
 	RecordLen = 24
+	// MaxNumberingLen bounds the numbering name a publisher gives in the
+	// ack of a hello (PublisherConfig.Numbering), in bytes.
+	MaxNumberingLen = 256
 )
 
 // Control message operations.
@@ -96,6 +99,12 @@ type Response struct {
 	Instance uint64 `json:"instance,omitempty"`
 	// Policy (ack of hello) is the policy the publisher applies.
 	Policy string `json:"policy,omitempty"`
+	// Numbering (ack of hello, optional) names the numbering the
+	// publisher's sequence numbers follow (PublisherConfig.Numbering):
+	// publishers that give the same name number each tag alike, so a
+	// subscriber that moves a tag between them goes on counting. Empty:
+	// the publisher's own, named by its subscription address.
+	Numbering string `json:"numbering,omitempty"`
 	// Tags (ack of subscribe or unsubscribe) are the tags done.
 	Tags []uint64 `json:"tags,omitempty"`
 	// Next (ack of subscribe) is, for each of Tags in the same order, the
@@ -187,6 +196,9 @@ func ParseResponse(line []byte) (Response, error) {
 		}
 		if r.Policy != "" && r.Policy != policyBlock && r.Policy != policyDrop {
 			return r, fmt.Errorf("%w: ack: unknown policy %q", ErrMalformed, r.Policy)
+		}
+		if len(r.Numbering) > MaxNumberingLen {
+			return r, fmt.Errorf("%w: ack: numbering of %d bytes (at most %d)", ErrMalformed, len(r.Numbering), MaxNumberingLen)
 		}
 		if len(r.Tags) > MaxTagsPerRequest || len(r.Refused) > MaxTagsPerRequest {
 			return r, fmt.Errorf("%w: ack of too many tags", ErrMalformed)

@@ -62,6 +62,7 @@ func TestParseRequest(t *testing.T) {
 func TestParseResponse(t *testing.T) {
 	good := map[string]pubsub.Response{
 		`{"v":1,"op":"ack","id":1,"instance":12,"policy":"block"}`:           {V: 1, Op: "ack", ID: 1, Instance: 12, Policy: "block"},
+		`{"v":1,"op":"ack","id":1,"instance":12,"numbering":"link-7"}`:       {V: 1, Op: "ack", ID: 1, Instance: 12, Numbering: "link-7"},
 		`{"v":1,"op":"ack","id":2,"tags":[1],"refused":[3]}`:                 {V: 1, Op: "ack", ID: 2, Tags: []uint64{1}, Refused: []uint64{3}},
 		`{"v":1,"op":"ack","id":2,"tags":[1,2],"next":[0,17],"refused":[3]}`: {V: 1, Op: "ack", ID: 2, Tags: []uint64{1, 2}, Next: []uint64{0, 17}, Refused: []uint64{3}},
 		`{"v":1,"op":"error","id":0,"error":"malformed: not JSON"}` + "\n":   {V: 1, Op: "error", Error: "malformed: not JSON"},
@@ -74,7 +75,8 @@ func TestParseResponse(t *testing.T) {
 	}
 	for _, line := range []string{`{"v":1,"op":"ack"}`, `{"v":1,"op":"error","id":1}`, `{"v":0,"op":"ack","id":1}`,
 		`{"v":1,"op":"ack","id":1,"error":"x"}`, `{"v":1,"op":"nack","id":1}`, `{"v":1,"op":"ack","id":1,"policy":"x"}`,
-		`{"v":1,"op":"ack","id":2,"tags":[1,2],"next":[0]}`, `{"v":1,"op":"ack","id":2,"next":[5]}`} {
+		`{"v":1,"op":"ack","id":2,"tags":[1,2],"next":[0]}`, `{"v":1,"op":"ack","id":2,"next":[5]}`,
+		`{"v":1,"op":"ack","id":1,"numbering":"` + strings.Repeat("n", pubsub.MaxNumberingLen+1) + `"}`} {
 		_, err := pubsub.ParseResponse([]byte(line))
 		assert.ErrorIs(t, err, pubsub.ErrMalformed, line)
 	}

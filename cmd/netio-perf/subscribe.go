@@ -9,11 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/pubsub"
 )
 
@@ -159,60 +159,18 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		return err
 	}
 	defer mgr.Close()
-	var received, missed, verifyErrors atomic.Uint64
-	var first, last atomic.Int64
-	reached := make(chan struct{})
-	var reachedOnce atomic.Bool
-	check := func() {
-		if o.count > 0 && received.Load()+missed.Load() >= o.count && reachedOnce.CompareAndSwap(false, true) {
-			last.Store(time.Now().UnixNano())
-			close(reached)
-		}
+	var pat *testpattern.Pattern
+	if o.verify {
+		pat = verifyPattern(o.bufSize) // no message is larger than a receive buffer
 	}
-	pat := verifyPattern(o.bufSize) // no message is larger than a receive buffer
-	stall := o.staller()
-	// The clock is read at the first message, once per buffer after it
-	// (OnBuffer) and when --count is reached, not per message: at 64 B a
-	// read per message took half the subscriber's CPU. For the same reason
-	// the messages are counted in got, a plain variable of the poller
-	// goroutine (which runs OnMessage, OnBuffer and OnGap), and published to
-	// received once per buffer and when --count is reached: three atomics
-	// per message were 15% of a subscriber's CPU at 64 B.
-	var stampedAt uint64 // OnBuffer's: received when last was stamped
-	var got, gone uint64 // messages received and missed, on the poller goroutine
+	tally := newSubTally(o.count, pat, o.staller())
 	cfg := pubsub.SubscriberConfig{
-		Bus:     pubsub.Fixed(o.connect.String()),
-		Receive: netio.ReceiveParams{BufferSize: o.bufSize, BufferCount: o.bufs},
-		Policy:  o.policy,
-		OnMessage: func(m pubsub.Message) {
-			if got == 0 {
-				first.CompareAndSwap(0, time.Now().UnixNano())
-			}
-			if o.verify && pat.Check(m.Data, m.Tag, m.Seq) != nil {
-				verifyErrors.Add(1)
-			}
-			got++
-			if stall != nil {
-				stall(got)
-			}
-			if o.count > 0 && got+gone >= o.count {
-				received.Store(got)
-				check()
-			}
-		},
-		OnBuffer: func(string, []byte) {
-			received.Store(got)
-			if got != stampedAt && !reachedOnce.Load() {
-				stampedAt = got
-				last.Store(time.Now().UnixNano())
-			}
-		},
-		OnGap: func(g pubsub.Gap) {
-			gone += g.Count
-			received.Store(got)
-			missed.Add(g.Count)
-			check()
-		},
+		Bus:       pubsub.Fixed(o.connect.String()),
+		Receive:   netio.ReceiveParams{BufferSize: o.bufSize, BufferCount: o.bufs},
+		Policy:    o.policy,
+		OnMessage: tally.onMessage(),
+		OnBuffer:  tally.onBuffer,
+		OnGap:     tally.onGap,
 		OnLost: func(pub string, tags []uint64, err error) {
 			fmt.Fprintf(stderr, "subscriptions to %s lost (%d tags): %v; reconnecting\n", pub, len(tags), err)
 		},
@@ -222,6 +180,9 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 	}
 	cfg.PollerConfig = o.poll.config()
 	cfg.Logger = o.roleLogger(stderr, "subscribe", o.log)
+	if o.log {
+		logFirstMessage(&cfg, stderr)
+	}
 	sub, err := pubsub.NewSubscriber(mgr, cfg)
 	if err != nil {
 		return err
@@ -239,10 +200,10 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		churn, waitErr = runChurn(ctx, sub, mgr, o.tags, o.churn, base)
 	} else {
 		select {
-		case <-reached:
+		case <-tally.reached:
 		case <-ctx.Done(): // a signal ends the run cleanly, the timeout does not
 			if context.Cause(ctx) == errTimedOut {
-				waitErr = fmt.Errorf("%w: received %d, missed %d of --count %d", errTimedOut, received.Load(), missed.Load(), o.count)
+				waitErr = fmt.Errorf("%w: received %d, missed %d of --count %d", errTimedOut, tally.received.Load(), tally.missed.Load(), o.count)
 			}
 		}
 	}
@@ -251,9 +212,8 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 	st := sub.Stats() // after Close: the buffer that reached --count is counted whole
 	r := subReport{Role: "subscribe", Provider: o.provider, Publisher: o.connect.String(), Tags: len(o.tags),
 		Messages: st.Messages, Bytes: st.Bytes, Gaps: st.Gaps, Missed: st.Missed, Resets: st.Resets,
-		CPUSeconds: cpu.Seconds(), Verify: o.verify, VerifyErrors: verifyErrors.Load(), Churn: churn}
-	if f, l := first.Load(), last.Load(); l > f {
-		el := time.Duration(l - f)
+		CPUSeconds: cpu.Seconds(), Verify: o.verify, VerifyErrors: tally.verifyErrors.Load(), Churn: churn}
+	if el := tally.elapsed(); el > 0 {
 		r.Seconds = el.Seconds()
 		r.MBPerS, r.MsgsPerS = rates(r.Messages, r.Bytes, el)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,16 +15,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio/internal/testbin"
 )
 
-// buildPerf builds cmd/netio-perf into a temporary directory, once per
-// test.
+// netioPerf is built once per test binary; TestMain removes it.
+var netioPerf = testbin.Go("netio-perf", ".", "github.com/netio-go/netio/cmd/netio-perf")
+
+// buildPerf returns cmd/netio-perf, built on first use.
 func buildPerf(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "netio-perf")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/netio-go/netio/cmd/netio-perf").CombinedOutput()
-	require.NoError(t, err, "go build netio-perf: %s", out)
-	return bin
+	return netioPerf.Path(t)
 }
 
 // perfProc is netio-perf running on a host of a topology.
@@ -77,6 +77,18 @@ func startPerf(t *testing.T, ctx context.Context, tp *topology, i int, bin strin
 		p.done <- cmd.Wait()
 	}()
 	return p
+}
+
+// waitStderr waits until the process has written text to stderr.
+func (p *perfProc) waitStderr(t *testing.T, ctx context.Context, text string) {
+	t.Helper()
+	for !strings.Contains(p.err.String(), text) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no %q on stderr: %s", text, p.err.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // last waits for the process to exit and returns its last stdout line.
@@ -212,7 +224,16 @@ func TestPubSubPublisherKilled(t *testing.T) {
 				"--connect", addr, "--tags", "0-"+strconv.Itoa(tags-1), "--count", strconv.Itoa(6000*tags),
 				"--verify", "--log", "--json", "--timeout", "60s"))
 		}
-		time.Sleep(1500 * time.Millisecond)
+		// Killed once both subscribers have data from it, not after a
+		// fixed pause: on a loaded machine the subscribers may not even
+		// have started by then, and would then count the second run
+		// alone (and wait for the first's numbers until they time out).
+		// Block keeps the publisher within its send window of them, so
+		// it is mid-run at that point.
+		for _, sp := range subProcs {
+			sp.waitStderr(t, ctx, "first message from "+addr)
+		}
+		time.Sleep(500 * time.Millisecond) // more of the first run, which lasts 4 s at least
 		require.NoError(t, first.cmd.Process.Kill())
 		for range first.lines {
 		}
