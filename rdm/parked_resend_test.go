@@ -43,9 +43,16 @@ func TestResendFromFailedLane(t *testing.T) {
 					}
 				}})
 			peer = deadPeer(t, tx)
-			for range sends {
-				sendOne(t, tx, peer)
-			}
+			// All from the poller goroutine, in one turn: every send is in
+			// the lane before it can time out, so the lane fails them at once.
+			rdm.OnPoller(tx, func() {
+				for range sends {
+					buf := tx.GetBuffer()
+					if assert.NotNil(t, buf) {
+						assert.Equal(t, netio.OK, tx.SendBuffer(buf, 8, peer))
+					}
+				}
+			})
 			require.Eventually(t, func() bool { return failed.Load() >= sends }, 20*time.Second, time.Millisecond,
 				"the lane did not time out")
 			added := make(chan error, 1)
