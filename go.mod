@@ -6,6 +6,7 @@ require (
 	github.com/creack/pty v1.1.24
 	github.com/google/btree v1.1.3
 	github.com/mattn/go-isatty v0.0.20
+	github.com/petermattis/goid v0.0.0-20261109124353-7cfa343ad0ab
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.0
 	github.com/rs/zerolog v1.35.1

@@ -37,7 +37,9 @@ func TestDialCloseCycles(t *testing.T) {
 
 // Closing a listener while clients are still connecting: tcp in libfabric
 // 1.17 read freed memory when its event queue was read after the passive
-// endpoint closed.
+// endpoint closed. Most dials are refused within 40 ms of the close; a few
+// per round hear nothing and end with their context, which is why that
+// context is short: the outcome of a dial is not what this test checks.
 func TestListenerCloseWhileClientsConnect(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
@@ -48,7 +50,7 @@ func TestListenerCloseWhileClientsConnect(t *testing.T) {
 				var wg sync.WaitGroup
 				for range 4 {
 					wg.Go(func() {
-						ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+						ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 						defer cancel()
 						if s, err := endpoint.Dial(ctx, mgr, l.Addr(), endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: 64, BufferCount: 2}}); err == nil {
 							assert.NoError(t, s.Close())

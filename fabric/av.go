@@ -183,7 +183,7 @@ func (e *Endpoint) SendTo(addr uintptr, length int, desc uintptr, dest Addr, ctx
 	if errno := e.check(length); errno != 0 {
 		return errno
 	}
-	return errnoOfSize(C.netio_sendto(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(dest), C.uint64_t(ctx)))
+	return errnoOfSize(C.netio_sendto(e.h(), C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(dest), C.uint64_t(ctx)))
 }
 
 // SendvTo is Sendv to dest, on a connectionless endpoint.

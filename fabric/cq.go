@@ -73,7 +73,20 @@ func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
 }
 
 func (q *CQ) fid() *C.struct_fid { return &q.c.fid }
-func (q *CQ) hasWait() bool      { return q.waits }
+
+// h, entriesH and srcsH pass the queue and its C arrays to the hot-path
+// shim functions as integers of their own C types, which cgo does not
+// check (see NETIO_H in shim.h). Only C memory may pass through them,
+// never Go memory: an integer keeps nothing alive or in place, so the Go
+// garbage collector could move or free Go memory that C then writes.
+func (q *CQ) h() C.netio_cq_h { return C.netio_cq_h{v: C.uintptr_t(uintptr(unsafe.Pointer(q.c)))} }
+func (q *CQ) entriesH() C.netio_cq_entries_h {
+	return C.netio_cq_entries_h{v: C.uintptr_t(uintptr(unsafe.Pointer(q.entries)))}
+}
+func (q *CQ) srcsH() C.netio_cq_srcs_h {
+	return C.netio_cq_srcs_h{v: C.uintptr_t(uintptr(unsafe.Pointer(q.srcs)))}
+}
+func (q *CQ) hasWait() bool { return q.waits }
 
 // WaitFD returns the queue's wait file descriptor; a queue opened without
 // one gives ENODATA.
@@ -87,7 +100,7 @@ func (q *CQ) Read() (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	return q.result(C.netio_cq_read(q.c, &q.entries[0], &q.srcs[0], MaxBatch, C.size_t(q.dirty)))
+	return q.result(C.netio_cq_read(q.h(), q.entriesH(), q.srcsH(), MaxBatch, C.size_t(q.dirty)))
 }
 
 // ReadSpin is Read, repeated inside C while the queue is empty, for up to
@@ -101,7 +114,7 @@ func (q *CQ) ReadSpin(spin time.Duration) (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	return q.result(C.netio_cq_read_spin(q.c, &q.entries[0], &q.srcs[0], MaxBatch, C.size_t(q.dirty), C.int64_t(spin)))
+	return q.result(C.netio_cq_read_spin(q.h(), q.entriesH(), q.srcsH(), MaxBatch, C.size_t(q.dirty), C.int64_t(spin)))
 }
 
 // result turns fi_cq_read's return value into Read's results.

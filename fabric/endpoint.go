@@ -86,6 +86,14 @@ type Endpoint struct {
 	c *C.struct_fid_ep
 }
 
+// h passes the endpoint to the hot-path shim functions as an integer of
+// its own C type, which cgo does not check (see NETIO_H in shim.h): it is
+// C memory, allocated by libfabric. Go memory must never pass through such
+// a conversion: an integer keeps nothing alive or in place.
+func (e *Endpoint) h() C.netio_ep_h {
+	return C.netio_ep_h{v: C.uintptr_t(uintptr(unsafe.Pointer(e.c)))}
+}
+
 // OpenEndpoint opens an endpoint for info: the result of GetInfo with a
 // destination for a connecting side, or the Info of a connection request
 // for an accepting side. ctx is reported as the Context of its events.
@@ -176,7 +184,7 @@ func (e *Endpoint) Send(addr uintptr, length int, desc uintptr, ctx uint64) Errn
 	if errno := e.check(length); errno != 0 {
 		return errno
 	}
-	return errnoOfSize(C.netio_send(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
+	return errnoOfSize(C.netio_send(e.h(), C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
 }
 
 // IOVec is one piece of a scatter-gather send; its layout matches struct
@@ -218,7 +226,7 @@ func (e *Endpoint) Recv(addr uintptr, length int, desc uintptr, ctx uint64) Errn
 	if errno := e.check(length); errno != 0 {
 		return errno
 	}
-	return errnoOfSize(C.netio_recv(e.c, C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
+	return errnoOfSize(C.netio_recv(e.h(), C.uintptr_t(addr), C.size_t(length), C.uintptr_t(desc), C.uint64_t(ctx)))
 }
 
 // RecvBatch posts len(addrs) receive buffers in one call, each but the last

@@ -120,12 +120,18 @@ const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno)
  * sender it does not know), so the slots the previous read filled (dirty)
  * go back to FI_ADDR_NOTAVAIL first: a stale address must never name a
  * sender. */
-ssize_t netio_cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty)
+static ssize_t cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty)
 {
 	size_t i;
 	for (i = 0; i < dirty && i < count; i++)
 		src[i] = FI_ADDR_NOTAVAIL;
 	return fi_cq_readfrom(cq, buf, count, (fi_addr_t *)src);
+}
+
+ssize_t netio_cq_read(netio_cq_h cq, netio_cq_entries_h buf, netio_cq_srcs_h src, size_t count, size_t dirty)
+{
+	return cq_read(NETIO_H(struct fid_cq *, cq), NETIO_H(struct fi_cq_msg_entry *, buf),
+		       NETIO_H(uint64_t *, src), count, dirty);
 }
 
 static int64_t monotonic_ns(void)
@@ -135,21 +141,46 @@ static int64_t monotonic_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* A spin reads the clock about once per SPIN_CLOCK_NS of polling. */
+#define SPIN_CLOCK_NS 256
+#define SPIN_CLOCK_MAX_POLLS 256
+
 /*
  * fi_cq_read, repeated while the queue is empty for up to spin_ns. Spinning
  * here instead of in Go keeps the per-poll cost at that of C: one cgo
- * transition per slice instead of per poll.
+ * transition per slice instead of per poll. The clock is read once per
+ * batch of polls, the batch doubling while a batch takes less than
+ * SPIN_CLOCK_NS and halving when it takes more than twice that: a
+ * clock_gettime costs 45-85 ns here, more than an empty fi_cq_read on shm,
+ * and a completion that lands during it waits for it (docs/performance.md,
+ * "rdm 64 B latency"). A spin overshoots spin_ns by about a batch.
  */
-ssize_t netio_cq_read_spin(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t *src, size_t count, size_t dirty, int64_t spin_ns)
+ssize_t netio_cq_read_spin(netio_cq_h cqh, netio_cq_entries_h bufh, netio_cq_srcs_h srch, size_t count, size_t dirty, int64_t spin_ns)
 {
-	ssize_t ret = netio_cq_read(cq, buf, src, count, dirty);
+	struct fid_cq *cq = NETIO_H(struct fid_cq *, cqh);
+	struct fi_cq_msg_entry *buf = NETIO_H(struct fi_cq_msg_entry *, bufh);
+	uint64_t *src = NETIO_H(uint64_t *, srch);
+	ssize_t ret = cq_read(cq, buf, src, count, dirty);
 	if (ret != -FI_EAGAIN || spin_ns <= 0)
 		return ret;
-	int64_t end = monotonic_ns() + spin_ns;
-	do {
-		ret = netio_cq_read(cq, buf, src, count, 0);
-	} while (ret == -FI_EAGAIN && monotonic_ns() < end);
-	return ret;
+	int64_t last = monotonic_ns(), end = last + spin_ns;
+	unsigned batch = 1, polls = 0;
+	for (;;) {
+		ret = cq_read(cq, buf, src, count, 0);
+		if (ret != -FI_EAGAIN)
+			return ret;
+		if (++polls < batch)
+			continue;
+		int64_t now = monotonic_ns();
+		if (now >= end)
+			return ret;
+		if (now - last < SPIN_CLOCK_NS && batch < SPIN_CLOCK_MAX_POLLS)
+			batch *= 2;
+		else if (now - last > 2 * SPIN_CLOCK_NS && batch > 1)
+			batch /= 2;
+		last = now;
+		polls = 0;
+	}
 }
 
 ssize_t netio_cq_readerr(struct fid_cq *cq, struct netio_cq_err *out)
@@ -255,8 +286,9 @@ int netio_shutdown(struct fid_ep *ep)
 	return fi_shutdown(ep, 0);
 }
 
-ssize_t netio_send(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+ssize_t netio_send(netio_ep_h eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
 {
+	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_send(ep, (void *)buf, len, (void *)desc, 0, (void *)(uintptr_t)ctx);
 }
 
@@ -270,8 +302,9 @@ ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len)
 	return fi_inject(ep, buf, len, 0);
 }
 
-ssize_t netio_recv(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+ssize_t netio_recv(netio_ep_h eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
 {
+	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_recv(ep, (void *)buf, len, (void *)desc, FI_ADDR_UNSPEC, (void *)(uintptr_t)ctx);
 }
 
@@ -403,8 +436,9 @@ int netio_getname_raw(struct fid *fid, void *buf, size_t *len)
 	return fi_getname(fid, buf, len);
 }
 
-ssize_t netio_sendto(struct fid_ep *ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx)
+ssize_t netio_sendto(netio_ep_h eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx)
 {
+	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
 	return fi_send(ep, (void *)buf, len, (void *)desc, dest, (void *)(uintptr_t)ctx);
 }
 

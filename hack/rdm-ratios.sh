@@ -17,13 +17,18 @@
 #     endpoints in two domains of one process, a poller thread each)
 #     against cbaseline pingpong --endpoint rdm (two threads of one
 #     process; target netio/C <= 1.15), with the default poller and with
-#     --poll busy (BusyPoll, what docs/providers.md names for latency);
+#     --poll busy (BusyPoll, what docs/providers.md names for latency) and
+#     --poll busy-locked (BusyPoll on a locked thread, the documented
+#     lowest-latency setting);
 #   - 64 B inject on tcp;ofi_rxm: netio-perf client --inject into a server
 #     (two processes, msg/s at the server) against cbaseline inject (target
 #     >= 0.9).
 # Rates are counted at the receiver, first message to last; MB = 10^6 bytes.
 # Every process has a --timeout; a case that fails prints "fail".
 # Usage: hack/rdm-ratios.sh [rounds]   (default 3)
+# RDM_RATIOS_SMALL=1 runs the 64 B cases only (latency and inject);
+# RDM_RATIOS_B=PATH also runs them with another netio-perf binary (say
+# main's) in the same rounds, printed as "B" with this build's ratio to it.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
@@ -100,11 +105,11 @@ one() {
 	echo "${key} ${value}" >>"${dir}/results"
 }
 
-# sweep64 KEY [FLAGS]: the netio-perf sweep's 64 B one-way latency p50 on shm.
+# sweep64 KEY BIN [FLAGS]: netio-perf BIN's sweep's 64 B one-way latency p50 on shm.
 sweep64() {
-	local key=$1 value=fail
-	shift
-	if "${np}" --endpoint rdm --provider shm --sizes 64 --duration 500ms --json "$@" \
+	local key=$1 bin=$2 value=fail
+	shift 2
+	if "${bin}" --endpoint rdm --provider shm --sizes 64 --duration 500ms --json "$@" \
 		>"${dir}/sweep.out" 2>"${dir}/sweep.err"; then
 		value=$(tail -n 1 "${dir}/sweep.out" | python3 -c 'import json, sys; print(json.load(sys.stdin)["rows"][0]["latency_p50_us"])')
 	else
@@ -116,9 +121,20 @@ sweep64() {
 rxm="tcp;ofi_rxm"
 nserver=("${np}" server --endpoint rdm --json --timeout 120s --bufs 128)
 nclient=("${np}" client --endpoint rdm --json --timeout 120s --bufs 64)
+
+# small64 SUFFIX BIN: the 64 B cases of netio-perf BIN, keys ending in SUFFIX.
+small64() {
+	local sfx=$1 bin=$2
+	sweep64 "shmlat.netio${sfx}" "${bin}"
+	sweep64 "shmlat.busy${sfx}" "${bin}" --poll busy
+	sweep64 "shmlat.locked${sfx}" "${bin}" --poll busy-locked
+	pair "inject64.netio${sfx}" msgs_per_s "${bin}" "${nserver[@]:1}" --provider "${rxm}" --listen 127.0.0.1:0 \
+		--buf-size 64 --count 50000 -- "${bin}" "${nclient[@]:1}" --provider "${rxm}" --inject --size 64 --count 50000
+}
+
 for round in $(seq "${rounds}"); do
 	echo "round ${round} of ${rounds} ..." >&2
-	for size_count in 4096:50000 65536:10000 1048576:1000; do
+	[[ -n ${RDM_RATIOS_SMALL:-} ]] || for size_count in 4096:50000 65536:10000 1048576:1000; do
 		size=${size_count%%:*} count=${size_count##*:}
 		pair "rxm${size}.netio" mb_per_s "${nserver[@]}" --provider "${rxm}" --listen 127.0.0.1:0 \
 			--buf-size "${size}" --count "${count}" -- "${nclient[@]}" --provider "${rxm}" --size "${size}" --count "${count}"
@@ -128,7 +144,7 @@ for round in $(seq "${rounds}"); do
 		one "rxm${size}.cbaseline" mb_per_s "${dir}/cbaseline" bw --endpoint rdm --provider "${rxm}" --size "${size}" \
 			--window 64 --rx-depth 128 --seconds 1 --timeout 60
 	done
-	for size_count in 65536:20000 1048576:2000; do
+	[[ -n ${RDM_RATIOS_SMALL:-} ]] || for size_count in 65536:20000 1048576:2000; do
 		size=${size_count%%:*} count=${size_count##*:}
 		pair "shm${size}.netio" mb_per_s "${nserver[@]}" --provider shm --buf-size "${size}" --count "${count}" -- \
 			"${nclient[@]}" --provider shm --size "${size}" --count "${count}"
@@ -140,12 +156,10 @@ for round in $(seq "${rounds}"); do
 		pair "shm${size}.nocma" mb_per_s env FI_SHM_DISABLE_CMA=1 "${nserver[@]}" --provider shm --buf-size "${size}" \
 			--count "${count}" -- env FI_SHM_DISABLE_CMA=1 "${nclient[@]}" --provider shm --size "${size}" --count "${count}"
 	done
-	sweep64 shmlat.netio
-	sweep64 shmlat.busy --poll busy
+	small64 "" "${np}"
+	[[ -z ${RDM_RATIOS_B:-} ]] || small64 .b "${RDM_RATIOS_B}"
 	one shmlat.cbaseline latency_p50_us "${dir}/cbaseline" pingpong --endpoint rdm --provider shm --size 64 \
 		--seconds 1 --timeout 60
-	pair inject64.netio msgs_per_s "${nserver[@]}" --provider "${rxm}" --listen 127.0.0.1:0 --buf-size 64 \
-		--count 50000 -- "${nclient[@]}" --provider "${rxm}" --inject --size 64 --count 50000
 	one inject64.cbaseline msgs_per_s "${dir}/cbaseline" inject --provider "${rxm}" --size 64 --seconds 1 --timeout 60
 done
 
@@ -174,8 +188,10 @@ def ratios(a, b):
         return "fail"
     return "%.2fx (%.2f-%.2f)" % (statistics.median(rs), min(rs), max(rs))
 
-print("rdm ratios, %d rounds interleaved; medians (min-max); MB = 10^6 bytes" % len(vals.get("rxm4096.netio", [])))
+print("rdm ratios, %d rounds interleaved; medians (min-max); MB = 10^6 bytes" % len(vals.get("shmlat.netio", [])))
 for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
+    if "rxm%d.netio" % size not in vals:
+        continue
     n, _ = stat("rxm%d.netio" % size, unit=" MB/s")
     c, _ = stat("rxm%d.cpeer" % size, unit=" MB/s")
     b, _ = stat("rxm%d.cbaseline" % size, unit=" MB/s")
@@ -183,6 +199,8 @@ for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
           % (name, n, c, ratios("rxm%d.netio" % size, "rxm%d.cpeer" % size), b,
              ratios("rxm%d.netio" % size, "rxm%d.cbaseline" % size)))
 for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
+    if "shm%d.netio" % size not in vals:
+        continue
     n, _ = stat("shm%d.netio" % size, unit=" MB/s")
     c, _ = stat("shm%d.memcpy" % size, unit=" MB/s")
     print("shm %-6s netio %s | memcpy %s: %s (target >= 0.5)"
@@ -198,8 +216,16 @@ c, _ = stat("shmlat.cbaseline", unit=" us")
 print("shm 64 B one-way p50: netio %s | C %s: %s (target <= 1.15)" % (n, c, ratios("shmlat.netio", "shmlat.cbaseline")))
 n, _ = stat("shmlat.busy", unit=" us")
 print("shm 64 B one-way p50, --poll busy: netio %s: %s" % (n, ratios("shmlat.busy", "shmlat.cbaseline")))
+n, _ = stat("shmlat.locked", unit=" us")
+print("shm 64 B one-way p50, --poll busy-locked: netio %s: %s" % (n, ratios("shmlat.locked", "shmlat.cbaseline")))
 n, _ = stat("inject64.netio", 1e3, " k msg/s")
 c, _ = stat("inject64.cbaseline", 1e3, " k msg/s")
 print("tcp;ofi_rxm 64 B inject: netio %s | C %s: %s (target >= 0.9)" % (n, c, ratios("inject64.netio", "inject64.cbaseline")))
+for key, c, unit, scale in (("shmlat.netio", "shmlat.cbaseline", " us", 1.0), ("shmlat.busy", "shmlat.cbaseline", " us", 1.0),
+                            ("shmlat.locked", "shmlat.cbaseline", " us", 1.0),
+                            ("inject64.netio", "inject64.cbaseline", " k msg/s", 1e3)):
+    if key + ".b" in vals:
+        b, _ = stat(key + ".b", scale, unit)
+        print("  B %-14s %s: B/C %s, this/B %s" % (key, b, ratios(key + ".b", c), ratios(key, key + ".b")))
 EOF
 echo "(machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"

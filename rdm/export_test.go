@@ -21,3 +21,12 @@ func WrapHandOffPost(e *Endpoint, wrap func(sendcore.PostFunc) sendcore.PostFunc
 
 // IsInjectKey reports whether a send key is an inject's.
 func IsInjectKey(key uint32) bool { return key&injectKey != 0 }
+
+// SetPostDirect sets whether e's sends made on the poller goroutine are
+// posted at once (sendcore.Core.SetPostDirect), on the poller goroutine.
+func SetPostDirect(e *Endpoint, on bool) {
+	e.c.Poller.Do(func() { e.c.SetPostDirect(on) })
+}
+
+// OnPoller runs fn on e's poller goroutine and returns when it has run.
+func OnPoller(e *Endpoint, fn func()) { e.c.Poller.Do(fn) }

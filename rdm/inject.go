@@ -1,6 +1,8 @@
 package rdm
 
 import (
+	"sync/atomic"
+
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
@@ -23,10 +25,17 @@ type injects struct {
 	mem  []byte
 	size int    // bytes per slot: the provider's inject_size
 	to   []Peer // by slot
+
+	// For WaitInject: injects queued (taken and not yet freed), the most
+	// it waits for, and its estimate of the poller's time per inject.
+	queued atomic.Int32
+	low    int32
+	perMsg atomic.Int64 // nanoseconds
 }
 
 func (q *injects) init(n, size int) {
 	q.set, q.mem, q.size, q.to = slots.NewSet(n), make([]byte, n*size), size, make([]Peer, n)
+	q.low = int32(n / 2)
 }
 
 func (q *injects) len() int {
@@ -48,8 +57,14 @@ func (q *injects) claim(idx uint32) (uint64, bool) {
 		return 0, false
 	}
 	_, ok := q.set.Complete(idx, slots.SoleHolder)
+	if ok {
+		q.freed()
+	}
 	return 0, ok // an inject has no key: ReportTo reports it to nobody
 }
+
+// freed counts a slot given back (poller goroutine): one atomic add.
+func (q *injects) freed() { q.queued.Add(-1) }
 
 // pending appends the queued injects to dst, marked.
 func (q *injects) pending(dst []uint32) []uint32 {
@@ -73,6 +88,13 @@ func (q *injects) pending(dst []uint32) []uint32 {
 // Stats.Failed; one the provider took counts in Stats.Completed. Why it
 // is queued: every provider call of an rdm domain runs on its poller
 // goroutine (see poller.go).
+//
+// Called from a callback (on the poller goroutine) with nothing queued
+// before it, the inject is handed to the provider at once, where
+// poll.FastGoroutineID: one the provider refuses for good, or refuses to
+// a peer whose sends timed out (Config.PeerTimeout), then returns Failed
+// at once, is not counted in Stats, and data is not sent; one it refuses
+// for now waits in the peer's lane as a queued one would.
 func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	if len(data) > e.injectSize {
 		return netio.InvalidArgument
@@ -86,12 +108,13 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	if !ok {
 		return netio.NoResources
 	}
+	e.inj.queued.Add(1)
 	copy(e.inj.piece(idx, len(data)), data)
 	e.inj.to[idx] = to
 	e.c.Counters.Posted(len(data))
 	if st := e.c.Send(ep, idx|injectKey, len(data), len(data)); st != netio.OK {
 		e.c.Counters.Unposted(len(data))
-		e.inj.set.Complete(idx, slots.SoleHolder)
+		e.inj.claim(idx)
 		return st
 	}
 	return netio.OK

@@ -2,6 +2,7 @@ package rdm_test
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,33 +57,16 @@ func TestInject(t *testing.T) {
 func TestInjectQueueFull(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			mgr := openDomain(t, p.name)
-			hold, held := make(chan struct{}), make(chan struct{}, 1)
-			var in inbox
-			rx := open(t, mgr, p.local, rdm.Config{OnData: func(e *rdm.Endpoint, from rdm.Peer, data []byte) {
-				if string(data) == "hold" {
-					held <- struct{}{}
-					<-hold // the poller of the domain waits here, bounded by the test
-				}
-				in.onData(e, from, data)
-			}})
 			const queue = 3
-			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, InjectQueue: queue})
-			peer, err := tx.AddPeer(rx.Addr())
-			require.NoError(t, err)
-			send(t, tx, rx.Addr(), []byte("hold"))
-			select {
-			case <-held:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the hold message did not arrive")
-			}
+			h := holdPoller(t, p.name, p.local, queue)
+			tx, peer, in := h.tx, h.peer, h.in
 			for i := range queue {
 				assert.Equal(t, netio.OK, tx.Inject([]byte{byte(i)}, peer), "inject %d is queued", i)
 			}
 			start := time.Now()
 			assert.Equal(t, netio.NoResources, tx.Inject([]byte{9}, peer), "the queue is full")
 			assert.Less(t, time.Since(start), 5*time.Second, "NoResources at once, never a wait for the poller")
-			close(hold)
+			h.release()
 			require.Eventually(t, func() bool { return in.count() == queue+1 }, 10*time.Second, time.Millisecond)
 			in.mu.Lock()
 			for i := range queue {
@@ -119,4 +103,43 @@ func TestInjectToRemovedPeer(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	assert.Zero(t, in.count(), "nothing reached the new peer")
 	assert.Zero(t, tx.Stats().Completed)
+}
+
+// held is a sender and its peer, a receiver whose OnData holds the
+// domain's poller, and what the receiver got.
+type held struct {
+	tx      *rdm.Endpoint
+	peer    rdm.Peer
+	in      *inbox
+	release func() // lets the poller go on; idempotent, and called at the test's end
+}
+
+// holdPoller opens a receiver and a sender with an inject queue of queue
+// in one domain of provider, and holds their poller in the receiver's
+// OnData (a "hold" message, the first in in) until release.
+func holdPoller(t *testing.T, provider, local string, queue int) held {
+	t.Helper()
+	mgr := openDomain(t, provider)
+	hold, holding := make(chan struct{}), make(chan struct{}, 1)
+	in := &inbox{}
+	rx := open(t, mgr, local, rdm.Config{OnData: func(e *rdm.Endpoint, from rdm.Peer, data []byte) {
+		if string(data) == "hold" {
+			holding <- struct{}{}
+			<-hold // the poller of the domain waits here, bounded by the test
+		}
+		in.onData(e, from, data)
+	}})
+	tx := open(t, mgr, local, rdm.Config{OnData: nop, InjectQueue: queue})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release) // before the endpoints close
+	peer, err := tx.AddPeer(rx.Addr())
+	require.NoError(t, err)
+	send(t, tx, rx.Addr(), []byte("hold"))
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hold message did not arrive")
+	}
+	return held{tx: tx, peer: peer, in: in, release: release}
 }

@@ -208,16 +208,26 @@ func (e *Endpoint) retryLane(slot uint32, now time.Time) bool {
 
 // failLane reports every send parked for slot Failed with errno. It runs
 // on the poller goroutine without the post guard (see retryParked); a
-// callback may RemovePeer, Close, or send again, as each key is taken off
-// the lane before it is reported.
+// callback may RemovePeer, Close, or send again. The whole lane is taken
+// off before the first report: a callback that sends to the same peer
+// again then finds the lane empty (and unreachable, after a timeout, so
+// that its refused send fails at once) instead of parking behind the
+// sends being failed, which would fail it, and its resend, for ever
+// without the poller ever returning. A callback that closes the endpoint
+// ends the reports: CancelAll has reported the rest.
 func (e *Endpoint) failLane(slot uint32, errno fabric.Errno) {
 	if !e.park.busy(slot) {
 		return
 	}
-	now := time.Now()
-	for l := &e.park.lanes[slot]; l.head >= 0; {
-		key := e.keyOf(l.head)
-		e.park.pop(slot, now)
-		e.c.Complete((*kind)(e), key, poll.Result{Status: netio.Failed, Errno: errno})
+	l := &e.park.lanes[slot]
+	first := l.head
+	l.head, l.since = -1, time.Now()
+	for idx := first; idx >= 0; idx = e.park.next[idx] {
+		e.park.count--
+	}
+	for idx := first; idx >= 0 && !e.c.Ended(); {
+		next := e.park.next[idx] // before the report: a resend may park idx again
+		e.c.Complete((*kind)(e), e.keyOf(idx), poll.Result{Status: netio.Failed, Errno: errno})
+		idx = next
 	}
 }

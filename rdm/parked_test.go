@@ -27,6 +27,18 @@ func refuse(dead *atomic.Value) func(rdm.LanePost) rdm.LanePost {
 	}
 }
 
+// deadPeer adds a peer to e, 127.0.0.1:1, to which the provider refuses
+// every send for now (refuse), and returns it.
+func deadPeer(t *testing.T, e *rdm.Endpoint) rdm.Peer {
+	t.Helper()
+	var dead atomic.Value
+	rdm.WrapLanePost(e, refuse(&dead))
+	peer, err := e.AddPeer("127.0.0.1:1")
+	require.NoError(t, err)
+	dead.Store(peer)
+	return peer
+}
+
 // sendOne sends a buffer of 8 bytes to peer.
 func sendOne(t *testing.T, e *rdm.Endpoint, to rdm.Peer) {
 	t.Helper()
@@ -57,11 +69,7 @@ func TestCloseFromParkedFailure(t *testing.T) {
 						}
 					}})
 				require.NoError(t, err)
-				var dead atomic.Value
-				rdm.WrapLanePost(tx, refuse(&dead))
-				peer, err := tx.AddPeer("127.0.0.1:1")
-				require.NoError(t, err)
-				dead.Store(peer)
+				peer := deadPeer(t, tx)
 				sendOne(t, tx, peer)
 				if how == "RemovePeer" {
 					removed := make(chan error, 1)

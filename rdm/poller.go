@@ -18,8 +18,9 @@ import (
 // fabtests) drive them. So every endpoint of a domain shares one poller,
 // and every call into the provider runs on its goroutine: sends and injects
 // are handed to it (sendcore.Options.PostOnPoller; an inject is copied into
-// the inject queue first), and Open, AddPeer and RemovePeer run there
-// through Do.
+// the inject queue first) unless they are made there, from a callback,
+// where they are posted at once; and Open, AddPeer and RemovePeer run
+// there through Do.
 //
 // Rechecked once quirks.StaleWaitEntries had removed the fi_trywait crash:
 // a build that posted SendBuffer from the caller's goroutine passed 16 of

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio/internal/testbin"
 )
 
 // Integration tests of cmd/netio-perf: they build the binary and run real
@@ -41,35 +44,32 @@ type perfReport struct {
 	FailedSends   uint64  `json:"failed_sends"`
 }
 
-// perfBuild builds cmd/netio-perf into a temporary directory.
-func perfBuild(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go tool is needed to build netio-perf")
-	bin := filepath.Join(t.TempDir(), "netio-perf")
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/netio-go/netio/cmd/netio-perf")
-	cmd.Dir = ".."
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build netio-perf: %s", out)
-	return bin
+// netioPerf and cPeer are built once per test binary; TestMain removes
+// them.
+var (
+	netioPerf = testbin.Go("netio-perf", "..", "github.com/netio-go/netio/cmd/netio-perf")
+	cPeer     = testbin.C("cpeer", filepath.Join("cpeer", "cpeer.c"), "-O2")
+)
+
+// TestMain removes the programs the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	netioPerf.Remove()
+	cPeer.Remove()
+	os.Exit(code)
 }
 
-// perfBuildCPeer builds the C peer, or skips the test when gcc or
-// pkg-config is missing.
+// perfBuild returns cmd/netio-perf, built on first use.
+func perfBuild(t *testing.T) string {
+	t.Helper()
+	return netioPerf.Path(t)
+}
+
+// perfBuildCPeer returns the C peer, built on first use, or skips the test
+// when cc or pkg-config is missing.
 func perfBuildCPeer(t *testing.T) string {
 	t.Helper()
-	for _, tool := range []string{"gcc", "pkg-config"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("interop test needs %s to build tests/cpeer/cpeer.c: %v", tool, err)
-		}
-	}
-	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "libfabric").Output()
-	require.NoError(t, err, "pkg-config libfabric")
-	bin := filepath.Join(t.TempDir(), "cpeer")
-	args := append([]string{"-O2", "-o", bin, filepath.Join("cpeer", "cpeer.c")}, strings.Fields(string(flags))...)
-	out, err := exec.Command("gcc", args...).CombinedOutput()
-	require.NoError(t, err, "gcc cpeer.c: %s", out)
-	return bin
+	return cPeer.Path(t)
 }
 
 // perfProc is a running process whose stdout is collected line by line.

@@ -9,19 +9,16 @@ import (
 	"github.com/netio-go/netio/rdm"
 )
 
-// injectRetryWait is how long the inject loop sleeps when the inject queue
-// is full. It used to spin on runtime.Gosched, which keeps its thread
-// runnable: on 2 busy cores it takes the CPU the poller that empties the
-// queue (and the receiver) need. The price on a quiet machine is a
-// wake-up per full queue (docs/performance.md).
-const injectRetryWait = 10 * time.Microsecond
-
 // runInject sends count messages of the sender's size to its peer with
 // Inject (client --endpoint rdm --inject). Inject queues each message for
 // the poller goroutine and reports none, so the run ends once the
 // endpoint's Stats count every one as taken by the provider (Completed)
 // or refused (Failed); closing earlier would drop those still queued.
-// NoResources (the inject queue is full) is retried after injectRetryWait;
+// NoResources (the inject queue, rdmInjectQueue, is full) waits in
+// WaitInject, which sleeps until about half the queue is posted: the loop
+// neither spins (on 2 busy cores it would take the CPU the poller and the
+// receiver need) nor wakes many times per queue, nor lets the poller run
+// dry (docs/performance.md, "rdm 64 B inject: the full queue's wait");
 // with a pattern, message k carries the pattern of message k.
 func (s *sender) runInject(ctx context.Context, ep *rdm.Endpoint, count uint64) error {
 	if s.size > ep.InjectSize() {
@@ -38,10 +35,9 @@ func (s *sender) runInject(ctx context.Context, ep *rdm.Endpoint, count uint64) 
 			k++
 			s.sent.Store(k)
 		case netio.NoResources:
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("after %d messages: %w", k, context.Cause(ctx))
+			if err := ep.WaitInject(ctx); err != nil {
+				return fmt.Errorf("after %d messages: %w", k, err)
 			}
-			time.Sleep(injectRetryWait)
 		default:
 			return fmt.Errorf("inject of message %d: %w", k, st.Err())
 		}

@@ -116,6 +116,14 @@ func (p rdmPeer) ReleaseBuffer(id uint64) (uint64, netio.Status) { return p.ep.R
 // ignoreData is OnData for an endpoint that only sends.
 func ignoreData(*rdm.Endpoint, rdm.Peer, []byte) {}
 
+// rdmInjectQueue is the client's inject queue (--inject): long enough that
+// the poller, posting about one inject per 4 µs on tcp;ofi_rxm, takes
+// longer to post half of it (0.5 ms) than a sleeping sender takes to wake
+// on a busy machine (about 0.2 ms measured), so that it does not run dry
+// while the sender waits in WaitInject (docs/performance.md, "rdm 64 B
+// inject: the full queue's wait").
+const rdmInjectQueue = 256
+
 // senderReceive is the receive side of an endpoint that only sends: one
 // small buffer, as rdm.Open needs some.
 var senderReceive = netio.ReceiveParams{BufferSize: 64, BufferCount: 1}
@@ -130,6 +138,7 @@ func (s *sender) openRDM(mgr *domain.Manager, local, to string, bufs int, rt cq.
 		Receive:         senderReceive,
 		OnData:          ignoreData,
 		OnSendCompleted: s.onCompleted,
+		InjectQueue:     rdmInjectQueue,
 		Runtime:         rt,
 	})
 	if err != nil {

@@ -1,37 +1,17 @@
 package poll
 
 import (
-	"runtime"
-
 	"golang.org/x/sys/unix"
 )
 
 // OnPollerGoroutine reports whether the caller runs on the poller goroutine,
-// that is, inside one of its callbacks. It costs about a microsecond; it is
-// meant for Close and Do, not for hot paths.
+// that is, inside one of its callbacks. It costs a few nanoseconds when
+// FastGoroutineID (see goroutineID), so a send path may ask it then: a send
+// made on the poller goroutine can be posted at once instead of through
+// its run queue. Otherwise it costs about a microsecond.
 func (p *Poller) OnPollerGoroutine() bool {
 	id := p.goid.Load()
 	return id != 0 && goroutineID() == id
-}
-
-// goroutineID returns the calling goroutine's ID, read from the header of
-// its stack trace ("goroutine 123 [running]:"). Go has no API for it; the
-// poller needs it only to let a callback call Close and Do without waiting
-// for itself. (Locking the poller to an OS thread and comparing thread IDs
-// would avoid this, but makes every runtime.Gosched a thread hand-off, which
-// costs latency on every empty poll.)
-func goroutineID() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = b[len("goroutine "):]
-	var id uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			break
-		}
-		id = id*10 + uint64(c-'0')
-	}
-	return id
 }
 
 // Do runs fn on the poller goroutine, between two batches, and returns when

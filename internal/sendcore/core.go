@@ -66,7 +66,8 @@ type Options struct {
 	// PostOnPoller has the poller goroutine post every send, whatever its
 	// size, so that the provider is called from one thread only (see
 	// internal/quirks: the connectionless providers here are not safe to
-	// call from several at once).
+	// call from several at once). A send made on the poller goroutine (from
+	// a callback) is posted at once, unless sends are queued before it.
 	PostOnPoller bool
 	// Inject posts a send of at most the provider's inject_size bytes with
 	// fi_inject and reports its key OK once the provider has copied it,
@@ -103,6 +104,10 @@ type Core struct {
 	freed atomic.Bool
 
 	hand handOff // sends for the poller goroutine to post (HandOffSize)
+	// postDirect: a PostOnPoller send made on the poller goroutine may be
+	// posted at once, as asking OnPollerGoroutine is cheap
+	// (poll.FastGoroutineID); see handOffDue.
+	postDirect bool
 	// postSend is the kind's post of one send, by key and length (see Send).
 	postSend     func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
@@ -118,6 +123,7 @@ type Core struct {
 func (c *Core) Attach(mgr *domain.Manager, kind Kind, h poll.Handler, closeEP func(), o Options) error {
 	o.Log = mgr.Logger(o.Log)
 	c.Mgr, c.kind, c.closeEP, c.opts, c.Log = mgr, kind, closeEP, o, o.Log
+	c.postDirect = o.PostOnPoller && poll.FastGoroutineID()
 	var err error
 	if c.Poller, c.own, err = AttachPoller(mgr, o.Poller, o.PollerConfig); err != nil {
 		return err

@@ -140,11 +140,31 @@ func (c *Core) InitHandOff(capacity int, post func(ep *fabric.Endpoint, key uint
 }
 
 // handOffDue reports whether a send of size bytes goes through the poller
-// goroutine: a large one, or any one behind a queued send, which it must
-// not overtake.
+// goroutine: any one behind a queued send, which it must not overtake;
+// else a large one, or with PostOnPoller any one not made on the poller
+// goroutine itself. One made there (a callback, say OnData sending a
+// reply) is posted at once, which is what the drain would do later, after
+// the rest of the batch, a receive's repost and a trip through the run
+// queue: about 0.15 µs of a 0.5 µs hop on shm (docs/performance.md, "rdm
+// 64 B latency"). That takes asking OnPollerGoroutine on every send, which
+// is done only where it costs a few nanoseconds (poll.FastGoroutineID);
+// elsewhere every PostOnPoller send is queued, the microsecond of a stack
+// read being more than the direct post saves.
 func (c *Core) handOffDue(size int) bool {
-	return size >= HandOffSize || c.opts.PostOnPoller || c.hand.busy()
+	if c.hand.busy() {
+		return true
+	}
+	if !c.opts.PostOnPoller {
+		return size >= HandOffSize
+	}
+	return !c.postDirect || !c.Poller.OnPollerGoroutine()
 }
+
+// SetPostDirect sets whether a PostOnPoller send made on the poller
+// goroutine is posted at once (see handOffDue); Attach sets it to
+// poll.FastGoroutineID. Tests clear it to take the path of a build where
+// the goroutine ID is read slowly.
+func (c *Core) SetPostDirect(on bool) { c.postDirect = on && c.opts.PostOnPoller }
 
 // Send posts the send with this key and length, of size bytes, which the
 // kind has marked posted (so that teardown cancels it) while holding the

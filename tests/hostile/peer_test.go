@@ -6,70 +6,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio/internal/testbin"
 )
 
 // peerTimeout is the hostile peer's own watchdog (--timeout); the process
 // is also killed when its test's context ends.
 const peerTimeout = 60 * time.Second
 
-// peerBinary is the hostile peer, built once per test binary from
-// hostile.c into a directory TestMain removes.
-var peerBinary struct {
-	once sync.Once
-	dir  string
-	path string
-	skip string // why the peer cannot be built here
-	err  error
-}
+// hostilePeer is the hostile peer, built once per test binary from
+// hostile.c; TestMain removes it.
+var hostilePeer = testbin.C("hostile", filepath.Join("peer", "hostile.c"), "-O2", "-Wall", "-Wextra", "-Werror")
 
-// buildPeer builds hostile.c, or skips the test when cc or pkg-config is
-// missing.
+// buildPeer returns the hostile peer, built on first use, or skips the
+// test when cc or pkg-config is missing.
 func buildPeer(t *testing.T) string {
 	t.Helper()
-	b := &peerBinary
-	b.once.Do(func() {
-		for _, tool := range []string{"cc", "pkg-config"} {
-			if _, err := exec.LookPath(tool); err != nil {
-				b.skip = fmt.Sprintf("the hostile peer needs %s to build hostile.c: %v", tool, err)
-				return
-			}
-		}
-		flags, err := exec.Command("pkg-config", "--cflags", "--libs", "libfabric").Output()
-		if err != nil {
-			b.err = fmt.Errorf("pkg-config libfabric: %w", err)
-			return
-		}
-		if b.dir, err = os.MkdirTemp("", "netio-hostile-"); err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(b.dir, "hostile")
-		args := append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-o", b.path, filepath.Join("peer", "hostile.c")}, strings.Fields(string(flags))...)
-		if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("cc hostile.c: %w: %s", err, out)
-		}
-	})
-	if b.skip != "" {
-		t.Skip(b.skip)
-	}
-	require.NoError(t, b.err)
-	return b.path
-}
-
-// removePeer deletes the built peer; TestMain calls it at the end.
-func removePeer() {
-	if peerBinary.dir != "" {
-		_ = os.RemoveAll(peerBinary.dir)
-	}
+	return hostilePeer.Path(t)
 }
 
 // peerReport is the JSON line the peer prints last.

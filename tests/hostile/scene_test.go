@@ -30,7 +30,7 @@ import (
 // outlives the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	removePeer()
+	hostilePeer.Remove()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

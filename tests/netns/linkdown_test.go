@@ -58,6 +58,11 @@ func TestLinkDown(t *testing.T) {
 		assert.Zero(t, first.PendingSends, "pending sends after the close")
 
 		tp.setLink(t, 2, true)
+		// The port is up at once, but the host hears of its carrier and
+		// its neighbour entry recovers only later: a dial at once failed
+		// with "No route to host" on a loaded machine. A ping that comes
+		// back says the path is there again.
+		tp.waitReachable(t, 2, 1)
 		send.tell(t, "redial")
 		second := send.senderReport(t)
 		// What the first connection delivered depends on what the kernel

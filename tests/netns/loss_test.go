@@ -206,6 +206,14 @@ func (tp *topology) ping(t *testing.T, from, to, count int, interval time.Durati
 	return res
 }
 
+// waitReachable waits until host from gets an echo reply from host to,
+// pinging every 100 ms for up to 10 s; the test fails if none comes back.
+func (tp *topology) waitReachable(t *testing.T, from, to int) {
+	t.Helper()
+	out, err := runScript("exec", tp.name, strconv.Itoa(from), "ping", "-n", "-c", "1", "-i", "0.1", "-w", "10", tp.addr(to))
+	require.NoError(t, err, "host %d never reached host %d; ping printed %q", from, to, out)
+}
+
 var (
 	// "64 bytes from 10.77.0.1: icmp_seq=1 ttl=64 time=0.989 ms"
 	pingReply = regexp.MustCompile(`(?m)^\d+ bytes from .*icmp_seq=\d+ .*time=([0-9.]+) ms$`)

@@ -30,7 +30,9 @@ func TestMain(m *testing.M) {
 		os.Exit(runRole(role))
 	}
 	pruneStale()
-	os.Exit(m.Run())
+	code := m.Run()
+	netioPerf.Remove()
+	os.Exit(code)
 }
 
 // Settings shared by the tests.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,16 +15,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio/internal/testbin"
 )
 
-// buildPerf builds cmd/netio-perf into a temporary directory, once per
-// test.
+// netioPerf is built once per test binary; TestMain removes it.
+var netioPerf = testbin.Go("netio-perf", ".", "github.com/netio-go/netio/cmd/netio-perf")
+
+// buildPerf returns cmd/netio-perf, built on first use.
 func buildPerf(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "netio-perf")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/netio-go/netio/cmd/netio-perf").CombinedOutput()
-	require.NoError(t, err, "go build netio-perf: %s", out)
-	return bin
+	return netioPerf.Path(t)
 }
 
 // perfProc is netio-perf running on a host of a topology.

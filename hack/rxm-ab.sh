@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# rxm-ab: interleaved A/B of tcp;ofi_rxm bandwidth between two processes at
+# the sizes of issue 18 item 7 that go by rendezvous (64 KiB, 1 MiB; ofi_rxm's
+# eager size is 16 KiB): netio-perf built from a base revision, netio-perf
+# built from this tree, and the plain C RDM peer (tests/cpeer), in the shape
+# and counts of hack/rdm-ratios.sh (server --bufs 128, client --bufs 64; cpeer
+# 128 receives posted, window 64; 10000 x 64 KiB, 1000 x 1 MiB).
+#
+# Usage: hack/rxm-ab.sh [rounds] [base-revision]   (defaults: 5, main)
+#
+# Each round runs every contender once per size, in reversed order every
+# other round. It prints, per size and contender, the receiver's MB/s
+# (first message to last; MB = 10^6 bytes), median (lowest-highest), the
+# median of the per-round ratios to the C peer, and the median CPU seconds
+# per GB of the receiving and the sending process (user+sys over each
+# process's life, start-up included; the C peer spins on its queue, so its
+# CPU is about a core per process whatever it moves). Every process is
+# bounded by --timeout; nothing is left running.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="${PATH}:/usr/local/go/bin"
+rounds=${1:-5}
+base=${2:-main}
+
+tmp=$(mktemp -d)
+spid=
+cleanup() {
+	if [ -n "${spid}" ]; then kill "${spid}" 2>/dev/null || true; fi
+	rm -rf "${tmp}"
+}
+trap cleanup EXIT
+
+mkdir -p "${tmp}/base"
+git archive "${base}" | tar -x -C "${tmp}/base"
+(cd "${tmp}/base" && go build -o "${tmp}/np-base" ./cmd/netio-perf)
+go build -o "${tmp}/np-this" ./cmd/netio-perf
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+"${CC:-cc}" -O2 -Wall -o "${tmp}/cpeer" tests/cpeer/cpeer.c $(pkg-config --cflags --libs libfabric)
+rxm="tcp;ofi_rxm"
+
+# pair SERVER... -- CLIENT...: the server prints "LISTENING ADDR" first;
+# the client gets --connect ADDR. Each process's user+sys seconds go to
+# ${tmp}/rcpu and ${tmp}/scpu.
+pair() {
+	local srv=() addr="" i
+	while [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	: >"${tmp}/out"
+	/usr/bin/time -f '%U %S' -o "${tmp}/rcpu" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
+	spid=$!
+	for i in $(seq 200); do
+		addr=$(awk '/^LISTENING /{ print $2; exit }' "${tmp}/out")
+		if [ -n "${addr}" ]; then break; fi
+		sleep 0.05
+	done
+	if [ -z "${addr}" ]; then return 1; fi
+	/usr/bin/time -f '%U %S' -o "${tmp}/scpu" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
+	wait "${spid}" || return 1
+	spid=
+}
+
+# run CONTENDER SIZE COUNT: prints "MB/s recv-CPU-s/GB send-CPU-s/GB".
+run() {
+	local s=$2 n=$3 mbs
+	case "$1" in
+	cpeer)
+		pair "${tmp}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size "${s}" \
+			--count "${n}" --window 128 --timeout 60 -- \
+			"${tmp}/cpeer" send --endpoint rdm --provider "${rxm}" --size "${s}" --count "${n}" \
+			--window 64 --timeout 60 || return 1
+		;;
+	base | this)
+		local np="${tmp}/np-$1"
+		pair "${np}" server --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --buf-size "${s}" \
+			--bufs 128 --count "${n}" --json --timeout 60s -- \
+			"${np}" client --endpoint rdm --provider "${rxm}" --size "${s}" --bufs 64 \
+			--count "${n}" --json --timeout 60s || return 1
+		;;
+	esac
+	mbs=$(tail -n 1 "${tmp}/out" | grep -o '"mb_per_s":[0-9.]*' | cut -d: -f2)
+	if [ -z "${mbs}" ]; then return 1; fi
+	awk -v mbs="${mbs}" -v gb="$(awk -v n="${n}" -v s="${s}" 'BEGIN { print n * s / 1e9 }')" \
+		-v r="$(awk '{ print $1 + $2 }' "${tmp}/rcpu")" -v c="$(awk '{ print $1 + $2 }' "${tmp}/scpu")" \
+		'BEGIN { printf "%.0f %.3f %.3f\n", mbs, r / gb, c / gb }'
+}
+
+contenders=(base this cpeer)
+echo "rxm-ab: ${rounds} rounds, base ${base} ($(git rev-parse --short "${base}")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((r = 0; r < rounds; r++)); do
+	for sc in 65536:10000 1048576:1000; do
+		order=("${contenders[@]}")
+		if ((r % 2)); then order=(cpeer this base); fi
+		line="round ${r} ${sc%%:*}:"
+		for v in "${order[@]}"; do
+			if ! res=$(run "${v}" "${sc%%:*}" "${sc##*:}"); then
+				res=failed
+				tail -n 2 "${tmp}/err" >&2
+			fi
+			echo "${r} ${sc%%:*} ${v} ${res}" >>"${tmp}/results"
+			line+=" ${v} ${res%% *}"
+		done
+		echo "${line}"
+	done
+done
+echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "${tmp}/results" <<'EOF'
+import statistics as st, sys
+rows = [l.split() for l in open(sys.argv[1])]
+for size in sorted({int(r[1]) for r in rows}):
+    c = {r[0]: float(r[3]) for r in rows if int(r[1]) == size and r[2] == "cpeer" and r[3] != "failed"}
+    for who in ("base", "this", "cpeer"):
+        ok = [r for r in rows if int(r[1]) == size and r[2] == who and r[3] != "failed"]
+        fails = sum(1 for r in rows if int(r[1]) == size and r[2] == who) - len(ok)
+        if not ok:
+            print("%8d %-5s no result" % (size, who))
+            continue
+        mb = [float(r[3]) for r in ok]
+        line = "%8d %-5s %6.0f MB/s (%.0f-%.0f), CPU s/GB receiver %.3f sender %.3f" % (
+            size, who, st.median(mb), min(mb), max(mb),
+            st.median(float(r[4]) for r in ok), st.median(float(r[5]) for r in ok))
+        q = [float(r[3]) / c[r[0]] for r in ok if r[0] in c and c[r[0]] > 0]
+        if who != "cpeer" and q:
+            line += ", /C by round %.2f (%.2f-%.2f)" % (st.median(q), min(q), max(q))
+        if fails:
+            line += ", %d failed" % fails
+        print(line)
+EOF

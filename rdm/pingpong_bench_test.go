@@ -1,0 +1,152 @@
+package rdm_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/rdm"
+)
+
+// BenchmarkPingPong bounces one 64-byte message between two endpoints in
+// two domains of this process, a poller each, as netio-perf's rdm sweep
+// does: each side's OnData sends the next message with GetBuffer and
+// SendBuffer on its poller goroutine. An op is a round trip; ns/hop is
+// half of it, the one-way latency hack/rdm-ratios.sh compares with
+// cbaseline pingpong --endpoint rdm. Steady state allocates nothing.
+//
+// The figure is only meaningful when each poller has a core: on a loaded
+// two-core machine the two pollers share one and a hop costs microseconds.
+func BenchmarkPingPong(b *testing.B) {
+	polls := []struct {
+		name string
+		cfg  cq.Config
+	}{
+		{"adaptive", cq.Config{}},
+		{"busy-locked", cq.Config{Mode: cq.BusyPoll, LockOSThread: true}},
+	}
+	for _, provider := range []string{"shm", "tcp;ofi_rxm"} {
+		for _, pc := range polls {
+			b.Run(provider+"/"+pc.name, func(b *testing.B) { benchPingPong(b, provider, pc.cfg) })
+		}
+	}
+}
+
+// pinger is one side of the ping-pong; its OnData answers every message
+// but the empty one that connected the pair, until it has received limit
+// (the client) and then signals done.
+type pinger struct {
+	ep       *rdm.Endpoint
+	to       rdm.Peer
+	size     int
+	received int
+	limit    int // 0: answer every message (the server)
+	done     chan struct{}
+	failed   chan netio.Status
+}
+
+func (p *pinger) onData(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	p.received++
+	if p.limit > 0 && p.received >= p.limit {
+		close(p.done)
+		return
+	}
+	p.send()
+}
+
+func (p *pinger) send() {
+	buf := p.ep.GetBuffer()
+	if buf == nil {
+		p.fail(netio.NoResources)
+		return
+	}
+	if st := p.ep.SendBuffer(buf, p.size, p.to); st != netio.OK {
+		p.ep.ReleaseBuffer(buf.ID())
+		p.fail(st)
+	}
+}
+
+func (p *pinger) fail(st netio.Status) {
+	select {
+	case p.failed <- st:
+	default:
+	}
+}
+
+func benchPingPong(b *testing.B, provider string, pc cq.Config) {
+	const size = 64
+	failed := make(chan netio.Status, 1)
+	client := &pinger{size: size, limit: b.N, done: make(chan struct{}), failed: failed}
+	server := &pinger{size: size, failed: failed}
+	client.ep = pingPongSide(b, provider, pc, client.onData)
+	server.ep = pingPongSide(b, provider, pc, server.onData)
+	client.to = connectPeer(b, client.ep, server.ep.Addr())
+	server.to = connectPeer(b, server.ep, client.ep.Addr())
+	time.Sleep(10 * time.Millisecond) // both empty messages are in
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	client.send()
+	select {
+	case <-client.done:
+	case st := <-failed:
+		b.Fatalf("send: %v", st)
+	case <-time.After(time.Minute):
+		b.Fatalf("no outcome after a minute: a message was lost?")
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N)/2, "ns/hop")
+}
+
+// pingPongSide opens one side: a domain of its own, a poller with pc and
+// an endpoint with 8 buffers each way, closed at the end of the benchmark.
+func pingPongSide(b *testing.B, provider string, pc cq.Config, onData func(*rdm.Endpoint, rdm.Peer, []byte)) *rdm.Endpoint {
+	b.Helper()
+	addr, local := "127.0.0.1", "127.0.0.1:0"
+	if provider == "shm" {
+		addr, local = "", ""
+	}
+	mgr, err := domain.Open(domain.Config{Provider: provider, Address: addr, Endpoints: domain.EndpointRDM})
+	if err != nil {
+		b.Skipf("%s: %v", provider, err)
+	}
+	b.Cleanup(func() { _ = mgr.Close() })
+	poller, err := cq.Open(mgr, pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = poller.Close() })
+	ep, err := rdm.Open(mgr, local, rdm.Config{
+		Send:    netio.BufferedSendParams{BufferSize: 64, BufferCount: 8},
+		Receive: netio.ReceiveParams{BufferSize: 64, BufferCount: 8},
+		OnData:  onData, Runtime: cq.Runtime{Poller: poller}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ep.Close() })
+	return ep
+}
+
+// connectPeer adds the peer at addr and sends it an empty message,
+// retrying while the provider connects (ofi_rxm).
+func connectPeer(b *testing.B, ep *rdm.Endpoint, addr string) rdm.Peer {
+	b.Helper()
+	peer, err := ep.AddPeer(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := ep.GetBuffer()
+	deadline := time.Now().Add(10 * time.Second)
+	for st := ep.SendBuffer(buf, 0, peer); st != netio.OK; st = ep.SendBuffer(buf, 0, peer) {
+		if st != netio.NoResources || time.Now().After(deadline) {
+			b.Fatalf("connecting to %s: %v", addr, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return peer
+}
