@@ -1,10 +1,6 @@
 package endpoint
 
-import (
-	"time"
-
-	"github.com/netio-go/netio/internal/poll"
-)
+import "time"
 
 // How long a receiving connection keeps delivering after the peer shut
 // down. The quiet period must outlast a scheduling gap of the provider's
@@ -19,36 +15,71 @@ const (
 // losing what the provider already holds (quirks.Quirks.ShutdownBeforeDelivered:
 // the shutdown event can come while messages the provider accepted still
 // wait for posted buffers). The connection keeps delivering and ends once
-// no message has come for drainQuiet, or drainMax after the shutdown. Every
-// receiving connection drains with it: an accepted one (ReceiveEndpoint)
-// and a dialled one with replies (DialReplies). Its methods run on the
-// poller goroutine; the timer hands its check to it.
+// no message has come for drainQuiet, or drainMax after the shutdown, and
+// in either case only after its poller has read the completion queue empty
+// since that verdict (poll.Poller.CQEmptied): the event queue is read apart
+// from the completion queue, so the shutdown can be seen while the
+// connection's last messages (on tcp, written before the shutdown) still
+// wait in the completion queue behind other connections' completions, and
+// a poller kept from running (a loaded machine) sees no message meanwhile.
+// Ending then dropped them, reported OK to the sender (tests/storm
+// TestConcurrentStreams/tcp under load). Every receiving connection drains
+// with it: an accepted one (ReceiveEndpoint) and a dialled one with replies
+// (DialReplies). Its methods run on the poller goroutine; the timer hands
+// its check to it.
 type drainer struct {
 	on          bool
 	start, last time.Time
 	timer       *time.Timer
 }
 
+// drainPoller is what a drain needs of its poller (poll.Poller).
+type drainPoller interface {
+	Do(fn func())
+	Go(fn func()) bool
+	CQEmptied() uint64
+}
+
 // begin starts draining, once: on p's goroutine, end runs once the
 // connection is quiet, unless ended reports that it ended meanwhile.
-func (d *drainer) begin(p *poll.Poller, ended func() bool, end func()) {
+func (d *drainer) begin(p drainPoller, ended func() bool, end func()) {
 	if d.on {
 		return
 	}
 	now := time.Now()
 	d.on, d.start, d.last = true, now, now
 	d.timer = time.AfterFunc(drainQuiet, func() {
-		p.Do(func() {
-			if ended() {
-				return
-			}
-			if now := time.Now(); now.Sub(d.last) >= drainQuiet || now.Sub(d.start) >= drainMax {
-				end()
-				return
-			}
-			d.timer.Reset(drainQuiet)
-		})
+		p.Do(func() { d.check(p, ended, end) })
 	})
+}
+
+// check runs on the poller goroutine when the timer fires: quiet for
+// drainQuiet (or drainMax after the shutdown) is a verdict that confirm
+// makes final; otherwise the timer waits again.
+func (d *drainer) check(p drainPoller, ended func() bool, end func()) {
+	if ended() {
+		return
+	}
+	if now := time.Now(); now.Sub(d.last) < drainQuiet && now.Sub(d.start) < drainMax {
+		d.timer.Reset(drainQuiet)
+		return
+	}
+	seen, last := p.CQEmptied(), d.last
+	var confirm func()
+	confirm = func() {
+		switch {
+		case ended():
+		case p.CQEmptied() == seen: // completions from before the verdict may wait: read on
+			if !p.Go(confirm) {
+				end() // the poller stopped: nothing more comes
+			}
+		case d.last != last && time.Since(d.start) < drainMax: // a message came: not quiet
+			d.timer.Reset(drainQuiet)
+		default:
+			end()
+		}
+	}
+	confirm()
 }
 
 // received notes a message delivered, which keeps a drain going.

@@ -167,6 +167,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 			continue
 		}
 		if n == 0 {
+			p.cqEmptied++
 			return total
 		}
 		owners := *p.owners.Load()
@@ -184,6 +185,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 		p.completions.Add(uint64(n))
 		total += n
 		if n < fabric.MaxBatch {
+			p.cqEmptied++
 			return total
 		}
 	}

@@ -92,7 +92,17 @@ type Poller struct {
 	wakeups, timeouts                                 atomic.Uint64
 	callbacks                                         histogram
 	batches                                           uint32 // poller goroutine only: batches delivered, for sampling
+	cqEmptied                                         uint64 // poller goroutine only: see CQEmptied
 }
+
+// CQEmptied counts the completion-queue reads that left the queue empty (a
+// read that returned less than a full batch). The queue is read in order,
+// so once the count has moved past a value taken earlier, every completion
+// the provider had written before that moment has been delivered. A
+// connection that drains after its peer's shutdown ends only then: on tcp
+// its last messages are written before the shutdown, but may still wait
+// behind a backlog. Poller goroutine only (a callback, Do or Go).
+func (p *Poller) CQEmptied() uint64 { return p.cqEmptied }
 
 // Open opens a completion queue and an event queue on the domain and starts
 // the poller goroutine. Close stops it and closes both queues. A nil fabric

@@ -89,8 +89,7 @@ func TestConcurrentStreams(t *testing.T) {
 				require.NoError(t, err, "stream %d", i)
 				assert.Equal(t, traffic.Result{Sent: perConn, Completed: perConn}, results[i], "stream %d", i)
 			}
-			delivered := func() bool { return check.AllDelivered(perConn) }
-			assert.Eventually(t, delivered, waitTimeout, time.Millisecond, "every message delivered")
+			assertAllDelivered(t, mgr, l, check, perConn)
 			l.WaitQuiet(t, waitTimeout)
 			rep := check.Report()
 			t.Logf("%s: %d connections × %d messages (≤ %d B) in %v; %d delivered intact", prov, streamConns, perConn,

@@ -173,6 +173,21 @@ func (r Report) Short(n int) map[int]int {
 	return short
 }
 
+// Missing describes, per stream that delivered fewer than n messages,
+// which message numbers did not arrive, as "stream S: messages A–B of n
+// missing". The checker accepts only the next message of a stream, so what
+// is missing is always a stream's tail: a message lost in the middle shows
+// as a problem (out of order) instead.
+func (r Report) Missing(n int) []string {
+	var out []string
+	for s, got := range r.Delivered {
+		if got < n {
+			out = append(out, fmt.Sprintf("stream %d: messages %d–%d of %d missing (%d)", s, got, n-1, n, n-got))
+		}
+	}
+	return out
+}
+
 // Sender streams one stream over a connection of its own.
 type Sender struct {
 	Stream uint32
