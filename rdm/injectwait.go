@@ -34,8 +34,9 @@ const (
 //
 // The sleep's estimate assumes one waiting sender per endpoint: several
 // may wait, and each returns once it sees the queue down to half, but each
-// sleeps as if it alone refilled the queue. Called on the poller goroutine (from a callback) it returns
-// ErrWaitOnPoller at once: the poller cannot post while it waits.
+// sleeps as if it alone refilled the queue. Called on the poller goroutine
+// (from a callback) it returns ErrWaitOnPoller at once: the poller cannot
+// post while it waits.
 func (e *Endpoint) WaitInject(ctx context.Context) error {
 	q := &e.inj
 	if q.set == nil {

@@ -94,6 +94,19 @@ func (pk *parking) pop(slot uint32, now time.Time) {
 	pk.count--
 }
 
+// detach takes the whole of slot's lane off and returns its first send
+// (the rest follow through next, to -1); the lane is then empty, and a
+// send pushed onto it starts a new one.
+func (pk *parking) detach(slot uint32, now time.Time) int32 {
+	l := &pk.lanes[slot]
+	first := l.head
+	l.head, l.since = -1, now
+	for idx := first; idx >= 0; idx = pk.next[idx] {
+		pk.count--
+	}
+	return first
+}
+
 // reset forgets every parked send: the endpoint closed, and CancelAll
 // reports them with the rest.
 func (pk *parking) reset() {
@@ -219,13 +232,7 @@ func (e *Endpoint) failLane(slot uint32, errno fabric.Errno) {
 	if !e.park.busy(slot) {
 		return
 	}
-	l := &e.park.lanes[slot]
-	first := l.head
-	l.head, l.since = -1, time.Now()
-	for idx := first; idx >= 0; idx = e.park.next[idx] {
-		e.park.count--
-	}
-	for idx := first; idx >= 0 && !e.c.Ended(); {
+	for idx := e.park.detach(slot, time.Now()); idx >= 0 && !e.c.Ended(); {
 		next := e.park.next[idx] // before the report: a resend may park idx again
 		e.c.Complete((*kind)(e), e.keyOf(idx), poll.Result{Status: netio.Failed, Errno: errno})
 		idx = next

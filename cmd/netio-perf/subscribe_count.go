@@ -10,7 +10,7 @@ import (
 
 // subTally counts what netio-perf subscribe received, for its report and
 // to stop at --count. Its callbacks run on the subscriber's poller
-// goroutine, which owns got, gone and stampedAt; the rest is read from the
+// goroutine, which owns got, gone and stamps; the rest is read from the
 // main goroutine.
 //
 // The clock is read at the first message, once per buffer after it
