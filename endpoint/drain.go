@@ -35,9 +35,8 @@ type drainer struct {
 
 // drainPoller is what a drain needs of its poller (poll.Poller).
 type drainPoller interface {
+	emptier
 	Do(fn func())
-	Go(fn func()) bool
-	CQEmptied() uint64
 }
 
 // begin starts draining, once: on p's goroutine, end runs once the
@@ -54,8 +53,8 @@ func (d *drainer) begin(p drainPoller, ended func() bool, end func()) {
 }
 
 // check runs on the poller goroutine when the timer fires: quiet for
-// drainQuiet (or drainMax after the shutdown) is a verdict that confirm
-// makes final; otherwise the timer waits again.
+// drainQuiet (or drainMax after the shutdown) is a verdict that
+// afterEmptied confirms; otherwise the timer waits again.
 func (d *drainer) check(p drainPoller, ended func() bool, end func()) {
 	if ended() {
 		return
@@ -64,22 +63,45 @@ func (d *drainer) check(p drainPoller, ended func() bool, end func()) {
 		d.timer.Reset(drainQuiet)
 		return
 	}
-	seen, last := p.CQEmptied(), d.last
-	var confirm func()
-	confirm = func() {
+	last := d.last
+	afterEmptied(p, func(stopped bool) {
 		switch {
 		case ended():
-		case p.CQEmptied() == seen: // completions from before the verdict may wait: read on
-			if !p.Go(confirm) {
-				end() // the poller stopped: nothing more comes
-			}
+		case stopped: // nothing more comes
+			end()
 		case d.last != last && time.Since(d.start) < drainMax: // a message came: not quiet
 			d.timer.Reset(drainQuiet)
 		default:
 			end()
 		}
+	})
+}
+
+// emptier is what afterEmptied needs of a poller (poll.Poller).
+type emptier interface {
+	Go(fn func()) bool
+	CQEmptied() uint64
+}
+
+// afterEmptied runs fn on p's goroutine once p has read its completion
+// queue empty since the call, so that every completion written before the
+// call has been delivered; or, when p stops first, with stopped true. A
+// verdict of silence taken from delivered messages (a drain's quiet, an
+// idle timeout) is confirmed here: a poller kept from running (a loaded
+// machine, a callback that blocked) delivers nothing, so the connection's
+// messages may still wait in the queue. It is called on p's goroutine.
+func afterEmptied(p emptier, fn func(stopped bool)) {
+	seen := p.CQEmptied()
+	var wait func()
+	wait = func() {
+		switch {
+		case p.CQEmptied() != seen:
+			fn(false)
+		case !p.Go(wait): // read on
+			fn(true)
+		}
 	}
-	confirm()
+	wait()
 }
 
 // received notes a message delivered, which keeps a drain going.

@@ -284,20 +284,18 @@ func (r *ReceiveEndpoint) Close() error {
 //
 // The watch counts the messages the poller has taken, so a poller kept
 // from running (a loaded machine, a callback that blocked) looks like a
-// silent peer to it. Its verdict is therefore confirmed on the poller,
-// after the poller has read its completion queue once more (a function
-// queued from the poller goroutine runs in the next round, after that
-// round's read): if messages were taken since the verdict, the peer was
-// not silent, and the watch starts over instead of closing a connection
-// whose messages were waiting.
+// silent peer to it. Its verdict is therefore confirmed once the poller
+// has read its completion queue empty (afterEmptied): if messages were
+// taken since the verdict, the peer was not silent, and the watch starts
+// over instead of closing a connection whose messages were waiting.
 func (r *ReceiveEndpoint) watchIdle(timeout time.Duration) {
 	activity := func() (bool, uint64) { return true, r.messages.Load() + r.errors.Load() }
 	ended := func() bool { return r.state.Load() == stateClosed }
 	r.idle = sendcore.StallWatch(timeout, activity, ended, func() {
 		_, seen := activity()
-		confirm := func() {
+		confirm := func(stopped bool) {
 			switch _, now := activity(); {
-			case r.closed():
+			case stopped || r.closed():
 			case now != seen:
 				r.watchIdle(timeout)
 			default:
@@ -306,6 +304,6 @@ func (r *ReceiveEndpoint) watchIdle(timeout time.Duration) {
 				r.teardown(reason)
 			}
 		}
-		r.l.poller.Go(func() { r.l.poller.Go(confirm) })
+		r.l.poller.Go(func() { afterEmptied(r.l.poller, confirm) })
 	})
 }
