@@ -83,7 +83,8 @@ func getName(fid *C.struct_fid) (string, error) {
 
 // Endpoint is an active, connection-oriented endpoint (fi_endpoint).
 type Endpoint struct {
-	c *C.struct_fid_ep
+	c      *C.struct_fid_ep
+	queued *CQ // the queue whose next read posts receives queued for it (CQ.QueueRecv)
 }
 
 // h passes the endpoint to the hot-path shim functions as an integer of
@@ -166,7 +167,9 @@ func (e *Endpoint) Addr() (string, error) {
 	return getName(&e.c.fid)
 }
 
-// Close closes the endpoint. It is safe to call more than once.
+// Close closes the endpoint and drops the receives queued for it with
+// CQ.QueueRecv that no read has posted yet (their memory is the caller's
+// again). It is safe to call more than once.
 func (e *Endpoint) Close() error {
 	if !e.open() {
 		return nil
@@ -174,7 +177,8 @@ func (e *Endpoint) Close() error {
 	if err := opErr("fi_close(ep)", C.netio_close(&e.c.fid)); err != nil {
 		return err // still open: close what uses it first, then retry
 	}
-	e.c = nil
+	e.queued.dropQueued(e) // never posted now; compares the closed pointer, never follows it
+	e.c, e.queued = nil, nil
 	return nil
 }
 

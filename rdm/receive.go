@@ -38,10 +38,15 @@ func (e *Endpoint) receiveCompleted(idx uint32, r poll.Result) {
 	e.repost(idx)
 }
 
-// receiveFailed counts and reports a failed receive.
+// receiveFailed counts and reports a failed receive, and posts the buffer
+// again unless posting it is what failed.
 func (e *Endpoint) receiveFailed(idx uint32, r poll.Result) {
 	if r.Status == netio.Canceled {
 		return // the endpoint is closing
+	}
+	if r.Unposted {
+		e.repostFailed(idx, r.Errno)
+		return
 	}
 	err := fmt.Errorf("%w: receive of %d bytes: %w", netio.ErrFailed, r.Len, r.Errno)
 	if errors.Is(r.Errno, fabric.ETRUNC) {
@@ -62,7 +67,8 @@ func (e *Endpoint) reportReceiveError(err error) {
 	}
 }
 
-// repost posts receive buffer idx again, unless the endpoint closed.
+// repost posts receive buffer idx again, unless the endpoint closed: the
+// poller's next read posts it (poll.Poller.Repost).
 func (e *Endpoint) repost(idx uint32) {
 	ep, ok := e.c.Guard.Acquire()
 	if !ok {
@@ -70,10 +76,16 @@ func (e *Endpoint) repost(idx uint32) {
 	}
 	defer e.c.Guard.Release()
 	b := e.recv.Piece(idx)
-	if errno := ep.Recv(b.Addr, len(b.Bytes), b.Desc, e.c.Owner.Context(idx|recvKey)); errno != 0 {
-		e.receiveErrors.Add(1)
-		e.c.Log.Error().Err(errno).Uint32("buffer", idx).Msg("rdm: reposting a receive buffer failed")
+	if errno := e.c.Poller.Repost(ep, b.Addr, len(b.Bytes), b.Desc, e.c.Owner.Context(idx|recvKey)); errno != 0 {
+		e.repostFailed(idx, errno)
 	}
+}
+
+// repostFailed counts and logs a receive buffer the provider would not
+// take again; it stays out of use.
+func (e *Endpoint) repostFailed(idx uint32, errno fabric.Errno) {
+	e.receiveErrors.Add(1)
+	e.c.Log.Error().Err(errno).Uint32("buffer", idx).Msg("rdm: reposting a receive buffer failed")
 }
 
 // deliver hands a received message to OnData, or decodes it for OnMessage,

@@ -156,6 +156,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 	total := 0
 	for i := range 16 {
 		n, avail, errno := p.readCQ(i == 0, spin)
+		p.unposted()
 		if errno != 0 {
 			p.log.Error().Err(errno).Msg("cq: read failed")
 			time.Sleep(errorBackoff) // do not spin on a broken queue
@@ -263,8 +264,8 @@ const (
 func (p *Poller) block() wakeReason {
 	p.sleeping.Store(true)
 	defer p.sleeping.Store(false)
-	if p.queued.Load() || p.stopping.Load() || p.canWait && !p.fab.TryWait(p.cq, p.eq) {
-		return pending
+	if p.queued.Load() || p.stopping.Load() || p.cq.QueuedRecvs() > 0 || p.canWait && !p.fab.TryWait(p.cq, p.eq) {
+		return pending // receives queued by Repost are posted by the next read, never left while blocked
 	}
 	p.sleeps.Add(1)
 	n, err := unix.Poll(p.pollFDs, p.blockMS)

@@ -1,0 +1,170 @@
+package poll_test
+
+import (
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+)
+
+// reposter is a server-side Handler that reposts every buffer it gets
+// back with Repost, and keeps the results.
+type reposter struct {
+	p     *poll.Poller
+	o     poll.Owner
+	ep    *fabric.Endpoint // set on the poller goroutine before the first completion
+	mem   *domain.Registration
+	mu    sync.Mutex
+	got   []poll.Result
+	errno []fabric.Errno // Repost's own refusals
+}
+
+func (r *reposter) HandleCompletion(key uint32, res poll.Result) {
+	r.mu.Lock()
+	r.got = append(r.got, res)
+	r.mu.Unlock()
+	if res.Status != netio.OK {
+		return
+	}
+	if errno := r.p.Repost(r.ep, r.mem.Addr()+uintptr(key)*64, 64, r.mem.Desc(), r.o.Context(key)); errno != 0 {
+		r.mu.Lock()
+		r.errno = append(r.errno, errno)
+		r.mu.Unlock()
+	}
+}
+
+func (r *reposter) HandleEvent(ev fabric.Event) { ev.Info.Free() }
+
+func (r *reposter) results() []poll.Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]poll.Result(nil), r.got...)
+}
+
+// connectReposter connects a client endpoint to a server endpoint on p's
+// queues over tcp; the server's completions go to a reposter with one
+// 64-byte receive posted. It returns the reposter and the client endpoint
+// (closed at the end of the test, the server's on the poller).
+func connectReposter(t *testing.T, m *domain.Manager, p *poll.Poller) (*reposter, *fabric.Endpoint) {
+	t.Helper()
+	r := &reposter{p: p}
+	var err error
+	r.o, err = p.Register(r)
+	require.NoError(t, err)
+	r.mem, err = m.AllocRegistered(4096, domain.AccessRecv)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, r.mem.Close()) })
+	linfo, err := fabric.GetInfo(fabric.Hints{Provider: "tcp", Node: "127.0.0.1", Service: "0", Source: true})
+	require.NoError(t, err)
+	defer linfo.Free()
+	eq, err := m.Fabric().OpenEQ(16, false)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, eq.Close()) }()
+	pep, err := m.Fabric().OpenPassiveEndpoint(linfo, 0)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, pep.Close()) }()
+	require.NoError(t, pep.Bind(eq))
+	require.NoError(t, pep.Listen())
+	addr, err := pep.Addr()
+	require.NoError(t, err)
+	host, port, _ := net.SplitHostPort(addr)
+	dinfo, err := fabric.GetInfo(fabric.Hints{Provider: "tcp", Node: host, Service: port})
+	require.NoError(t, err)
+	defer dinfo.Free()
+	cli := newRecorder()
+	co, err := p.Register(cli)
+	require.NoError(t, err)
+	cep, err := m.Domain().OpenEndpoint(dinfo, co.EndpointContext())
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cep.Close()) })
+	require.NoError(t, cep.BindEQ(p.EQ()))
+	require.NoError(t, cep.BindCQ(p.CQ(), fabric.BindTransmit|fabric.BindRecv))
+	require.NoError(t, cep.Enable())
+	require.NoError(t, cep.Connect(dinfo))
+	var req fabric.Event
+	for req.Kind != fabric.EventConnReq {
+		ev, ok, err := eq.Read()
+		require.NoError(t, err)
+		if ok {
+			req = ev
+		}
+	}
+	defer req.Info.Free()
+	p.Do(func() {
+		if r.ep, err = m.Domain().OpenEndpoint(req.Info, r.o.EndpointContext()); err != nil {
+			return
+		}
+		_ = r.ep.BindEQ(p.EQ())
+		_ = r.ep.BindCQ(p.CQ(), fabric.BindTransmit|fabric.BindRecv)
+		_ = r.ep.Enable()
+		if errno := r.ep.Recv(r.mem.Addr(), 64, r.mem.Desc(), r.o.Context(0)); errno != 0 {
+			err = errno
+			return
+		}
+		err = r.ep.Accept()
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		p.Do(func() { assert.NoError(t, r.ep.Close()) })
+	})
+	eventually(t, func() bool { cli.mu.Lock(); defer cli.mu.Unlock(); return len(cli.events) == 1 }, "client connected")
+	require.Equal(t, fabric.EventConnected, cli.events[0].Kind)
+	return r, cep
+}
+
+// TestRepostRidesOnTheNextRead: with one receive buffer, which the
+// handler gives back with Repost, every message of a stream arrives, so
+// each reposted buffer was posted by the poller's next read.
+func TestRepostRidesOnTheNextRead(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, poll.Config{})
+	t.Cleanup(func() { assert.NoError(t, p.Close()) }) // after the endpoints
+	r, cep := connectReposter(t, m, p)
+	smem, err := m.AllocRegistered(4096, domain.AccessSend)
+	require.NoError(t, err)
+	defer smem.Close()
+	const msgs = 20
+	for i := range msgs {
+		require.Zero(t, cep.Send(smem.Addr()+uintptr(i), 8, smem.Desc(), 0))
+	}
+	eventually(t, func() bool { return len(r.results()) == msgs }, "every message through the one reposted buffer")
+	for _, res := range r.results() {
+		assert.Equal(t, netio.OK, res.Status)
+		assert.Equal(t, 8, res.Len)
+	}
+	r.mu.Lock()
+	assert.Empty(t, r.errno)
+	r.mu.Unlock()
+}
+
+// TestRepostRefusedReachesTheOwner: a queued receive the provider refuses
+// (tcp's receive queue holds 256) comes back to its owner as a failed
+// receive marked Unposted, with the provider's error.
+func TestRepostRefusedReachesTheOwner(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, poll.Config{})
+	t.Cleanup(func() { assert.NoError(t, p.Close()) }) // after the endpoints
+	r, _ := connectReposter(t, m, p)
+	var refused fabric.Errno
+	p.Do(func() {
+		for refused == 0 { // fill the provider's queue: one is posted already
+			refused = r.ep.Recv(r.mem.Addr(), 64, r.mem.Desc(), r.o.Context(1))
+		}
+		refused = p.Repost(r.ep, r.mem.Addr(), 64, r.mem.Desc(), r.o.Context(7))
+	})
+	require.Zero(t, refused, "queued, not posted")
+	eventually(t, func() bool { return len(r.results()) == 1 }, "the refused post reported")
+	res := r.results()[0]
+	assert.True(t, res.Unposted)
+	assert.Equal(t, netio.Failed, res.Status)
+	assert.Equal(t, fabric.EAGAIN, res.Errno)
+	assert.NotZero(t, res.Flags&fabric.FlagRecv)
+	assert.Equal(t, uint64(1), p.Stats().Errors)
+}
