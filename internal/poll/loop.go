@@ -174,6 +174,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 		owners := *p.owners.Load()
 		start := p.batchStart()
 		for i := range n {
+			p.lastOfBatch = i == n-1
 			c := p.cq.Entry(i)
 			h, ok := owners[uint32(c.Context>>32)]
 			if !ok {
@@ -182,6 +183,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 			}
 			h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len), Source: c.Source})
 		}
+		p.lastOfBatch = false
 		p.batchEnd(start)
 		p.completions.Add(uint64(n))
 		total += n
@@ -217,7 +219,9 @@ func (p *Poller) dispatchError() {
 		st = netio.Canceled
 	}
 	p.errs.Add(1)
+	p.lastOfBatch = true // read alone: the next read comes right after
 	h.HandleCompletion(uint32(ce.Context), Result{Status: st, Errno: ce.Errno, Flags: ce.Flags, Len: int(ce.Len)})
+	p.lastOfBatch = false
 }
 
 func (p *Poller) pollEQ() int {

@@ -24,6 +24,7 @@ type reposter struct {
 	mu    sync.Mutex
 	got   []poll.Result
 	errno []fabric.Errno // Repost's own refusals
+	fill  bool           // fill the provider's receive queue before each repost
 }
 
 func (r *reposter) HandleCompletion(key uint32, res poll.Result) {
@@ -32,6 +33,10 @@ func (r *reposter) HandleCompletion(key uint32, res poll.Result) {
 	r.mu.Unlock()
 	if res.Status != netio.OK {
 		return
+	}
+	if r.fill { // the provider's receive queue full, the queued repost is refused
+		for r.ep.Recv(r.mem.Addr()+64, 64, r.mem.Desc(), r.o.Context(1)) == 0 {
+		}
 	}
 	if errno := r.p.Repost(r.ep, r.mem.Addr()+uintptr(key)*64, 64, r.mem.Desc(), r.o.Context(key)); errno != 0 {
 		r.mu.Lock()
@@ -145,26 +150,29 @@ func TestRepostRidesOnTheNextRead(t *testing.T) {
 }
 
 // TestRepostRefusedReachesTheOwner: a queued receive the provider refuses
-// (tcp's receive queue holds 256) comes back to its owner as a failed
-// receive marked Unposted, with the provider's error.
+// (the handler fills tcp's receive queue, 256 deep, before it reposts)
+// comes back to its owner as a failed receive marked Unposted, with the
+// provider's error; Repost itself said nothing, as the post was queued.
 func TestRepostRefusedReachesTheOwner(t *testing.T) {
 	m := openManager(t)
 	p := openPoller(t, m, poll.Config{})
 	t.Cleanup(func() { assert.NoError(t, p.Close()) }) // after the endpoints
-	r, _ := connectReposter(t, m, p)
-	var refused fabric.Errno
-	p.Do(func() {
-		for refused == 0 { // fill the provider's queue: one is posted already
-			refused = r.ep.Recv(r.mem.Addr(), 64, r.mem.Desc(), r.o.Context(1))
-		}
-		refused = p.Repost(r.ep, r.mem.Addr(), 64, r.mem.Desc(), r.o.Context(7))
-	})
-	require.Zero(t, refused, "queued, not posted")
-	eventually(t, func() bool { return len(r.results()) == 1 }, "the refused post reported")
-	res := r.results()[0]
-	assert.True(t, res.Unposted)
-	assert.Equal(t, netio.Failed, res.Status)
-	assert.Equal(t, fabric.EAGAIN, res.Errno)
-	assert.NotZero(t, res.Flags&fabric.FlagRecv)
+	r, cep := connectReposter(t, m, p)
+	p.Do(func() { r.fill = true })
+	smem, err := m.AllocRegistered(4096, domain.AccessSend)
+	require.NoError(t, err)
+	defer smem.Close()
+	require.Zero(t, cep.Send(smem.Addr(), 8, smem.Desc(), 0))
+	eventually(t, func() bool { return len(r.results()) == 2 }, "the message, then the refused repost")
+	res := r.results()
+	assert.Equal(t, netio.OK, res[0].Status)
+	assert.False(t, res[0].Unposted)
+	assert.True(t, res[1].Unposted)
+	assert.Equal(t, netio.Failed, res[1].Status)
+	assert.Equal(t, fabric.EAGAIN, res[1].Errno)
+	assert.NotZero(t, res[1].Flags&fabric.FlagRecv)
 	assert.Equal(t, uint64(1), p.Stats().Errors)
+	r.mu.Lock()
+	assert.Empty(t, r.errno, "Repost queued the receive")
+	r.mu.Unlock()
 }
