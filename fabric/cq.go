@@ -113,8 +113,8 @@ func (q *CQ) Read() (n int, avail bool, errno Errno) {
 // ReadSpin is Read (queued receives posted first, once), repeated inside C
 // while the queue is empty, for up to spin (0 or less: once). It returns
 // like Read: as soon as there are completions or an error, else after spin
-// with n == 0. A spinning poller
-// uses it to pay one cgo call per slice of spinning instead of per poll.
+// with n == 0. A spinning poller uses it to pay one cgo call per slice of
+// spinning instead of per poll.
 // Keep spin well below 20 µs: when no P is idle, the Go runtime hands the
 // P of a goroutine that stays in a cgo call longer than that to another
 // thread.

@@ -171,12 +171,12 @@ static int64_t monotonic_ns(void)
  * The queued receives posted, fi_cq_read, repeated while the queue is
  * empty for up to spin_ns. Spinning here instead of in Go keeps the
  * per-poll cost at that of C: one cgo transition per slice instead of per
- * poll. The clock is read once per
- * batch of polls, the batch doubling while a batch takes less than
- * SPIN_CLOCK_NS and halving when it takes more than twice that: a
- * clock_gettime costs 45-85 ns here, more than an empty fi_cq_read on shm,
- * and a completion that lands during it waits for it (docs/performance.md,
- * "rdm 64 B latency"). A spin overshoots spin_ns by about a batch.
+ * poll. The clock is read once per batch of polls, the batch doubling
+ * while a batch takes less than SPIN_CLOCK_NS and halving when it takes
+ * more than twice that: a clock_gettime costs 45-85 ns here, more than an
+ * empty fi_cq_read on shm, and a completion that lands during it waits
+ * for it (docs/performance.md, "rdm 64 B latency"). A spin overshoots
+ * spin_ns by about a batch.
  */
 ssize_t netio_cq_read_spin(netio_cq_h cqh, netio_recv_queue_h rqh, netio_cq_entries_h bufh, netio_cq_srcs_h srch, size_t count, size_t dirty, int64_t spin_ns)
 {
