@@ -176,3 +176,34 @@ func TestRepostRefusedReachesTheOwner(t *testing.T) {
 	assert.Empty(t, r.errno, "Repost queued the receive")
 	r.mu.Unlock()
 }
+
+// TestRepostQueuesOnlyTheLastOfABatch: a repost for the last completion of
+// a batch waits in the queue for the next read, which posts it; any other
+// is posted at once, so that a burst never leaves the provider short of
+// buffers while its batch is delivered.
+func TestRepostQueuesOnlyTheLastOfABatch(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, poll.Config{})
+	t.Cleanup(func() { assert.NoError(t, p.Close()) }) // after the endpoints
+	r, _ := connectReposter(t, m, p)
+	var inBatch, last fabric.Errno
+	var queuedInBatch, queuedLast int
+	p.Do(func() {
+		p.SetLastOfBatch(false)
+		inBatch = p.Repost(r.ep, r.mem.Addr()+64, 64, r.mem.Desc(), r.o.Context(1))
+		queuedInBatch = p.CQ().QueuedRecvs()
+		p.SetLastOfBatch(true)
+		last = p.Repost(r.ep, r.mem.Addr()+128, 64, r.mem.Desc(), r.o.Context(2))
+		queuedLast = p.CQ().QueuedRecvs()
+		p.SetLastOfBatch(false)
+	})
+	assert.Zero(t, inBatch)
+	assert.Zero(t, last)
+	assert.Zero(t, queuedInBatch, "posted at once")
+	assert.Equal(t, 1, queuedLast, "queued for the next read")
+	eventually(t, func() bool {
+		var n int
+		p.Do(func() { n = p.CQ().QueuedRecvs() })
+		return n == 0
+	}, "the next read posted it")
+}
