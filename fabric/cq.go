@@ -7,6 +7,7 @@ package fabric
 import "C"
 
 import (
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -23,6 +24,11 @@ type CQ struct {
 	dirty   int                        // srcs the last read filled, reset by the next
 	waits   bool                       // opened with a wait file descriptor
 	rq      *C.struct_netio_recv_queue // receives the next read posts (QueueRecv)
+	// closeMu is taken by Close and dropQueued only (never by a read): an
+	// endpoint bound to the queue may close on another goroutine than the
+	// queue's (poll's Do once the poller has stopped) while the queue
+	// closes and frees rq.
+	closeMu sync.Mutex
 }
 
 // Completion is one successful completion.
@@ -169,9 +175,17 @@ func (q *CQ) ReadError() (ce CompletionError, ok bool) {
 	}, true
 }
 
-// Close closes the queue and frees its entry buffer and its queued
-// receives. It is safe to call more than once.
+// Close closes the queue and frees its entry buffer and its receive
+// queue. It fails (EBUSY) while an endpoint bound to it is open, and
+// QueueRecv takes receives only for endpoints bound to it, whose Close
+// drops them: so no queued receive is left to post. It is safe to call
+// more than once, and beside the Close of such an endpoint.
 func (q *CQ) Close() error {
+	if q == nil {
+		return nil
+	}
+	q.closeMu.Lock()
+	defer q.closeMu.Unlock()
 	if !q.open() {
 		return nil
 	}
@@ -180,7 +194,7 @@ func (q *CQ) Close() error {
 	}
 	C.free(unsafe.Pointer(q.entries))
 	C.free(unsafe.Pointer(q.srcs))
-	C.free(unsafe.Pointer(q.rq)) // its receives' endpoints are closed: bound to the queue, they had to be
+	C.free(unsafe.Pointer(q.rq))
 	q.c, q.entries, q.srcs, q.rq = nil, nil, nil, nil
 	return nil
 }

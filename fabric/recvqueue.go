@@ -17,12 +17,14 @@ const RecvQueueSize = C.NETIO_RECV_QUEUE
 // read, so queue only from the goroutine that reads q, before its next
 // read; a post the read refuses is reported by RecvFailure.
 //
-// It returns EAGAIN when RecvQueueSize receives are queued (post with
-// Endpoint.Recv instead), EBADF when q or ep is closed, EINVAL for a
-// negative length or an endpoint that has receives queued on another
-// queue. Closing ep drops its queued receives, so QueueRecv, the reads of
-// q and the Close of an endpoint with receives queued must not run at the
-// same time: they belong to the goroutine that reads q.
+// It returns EAGAIN when the queued receives and the refused posts not yet
+// taken with RecvFailure come to RecvQueueSize (post with Endpoint.Recv
+// instead), EBADF when q or ep is closed, EINVAL for a negative length or
+// an endpoint whose receives are not bound to q (Endpoint.BindCQ with
+// BindRecv): so q cannot close while an endpoint with receives queued on
+// it is open. Closing ep drops its queued receives (Endpoint.Close), which
+// may run beside the Close of q but not beside QueueRecv or the reads of
+// q: those belong to the goroutine that reads q.
 func (q *CQ) QueueRecv(ep *Endpoint, addr uintptr, length int, desc uintptr, ctx uint64) Errno {
 	if !q.open() {
 		return EBADF
@@ -30,17 +32,16 @@ func (q *CQ) QueueRecv(ep *Endpoint, addr uintptr, length int, desc uintptr, ctx
 	if errno := ep.check(length); errno != 0 {
 		return errno
 	}
-	if ep.queued != nil && ep.queued != q {
+	if ep.rcq != q {
 		return EINVAL
 	}
 	rq := q.rq
-	if rq.n >= RecvQueueSize {
+	if rq.n+rq.nfailed >= RecvQueueSize { // so that the read has room to list every refusal
 		return EAGAIN
 	}
 	rq.q[rq.n] = C.struct_netio_queued_recv{ep: ep.h().v, buf: C.uintptr_t(addr), len: C.uint64_t(length),
 		desc: C.uintptr_t(desc), ctx: C.uint64_t(ctx)}
 	rq.n++
-	ep.queued = q
 	return 0
 }
 
@@ -68,8 +69,13 @@ func (q *CQ) RecvFailure() (ctx uint64, errno Errno, ok bool) {
 
 // dropQueued removes ep's queued receives, which no read has posted, from
 // q (nil or closed: nothing to do). ep is closing: its handle is compared,
-// never followed.
+// never followed. It holds closeMu, so that it may run beside q's Close.
 func (q *CQ) dropQueued(ep *Endpoint) {
+	if q == nil {
+		return
+	}
+	q.closeMu.Lock()
+	defer q.closeMu.Unlock()
 	if !q.open() {
 		return
 	}

@@ -85,6 +85,32 @@ func TestQueueRecvRefusedPostIsReported(t *testing.T) {
 		assert.Equal(t, fabric.EAGAIN, errno, "receive %d", ctx)
 		assert.GreaterOrEqual(t, ctx, uint64(fabric.RecvQueueSize), "the first 64 fit")
 	}
+
+	// Refusals not yet taken with RecvFailure hold their places: the queue
+	// takes only as many receives as the next read can list refusals for.
+	for i := range fabric.RecvQueueSize {
+		require.Zero(t, srv.cq.QueueRecv(sep, addr(rbuf), 64, desc, uint64(1000+i)))
+	}
+	_, _, errno := srv.cq.Read() // the provider is full: every one refused
+	require.Zero(t, errno)
+	assert.Equal(t, fabric.EAGAIN, srv.cq.QueueRecv(sep, addr(rbuf), 64, desc, 2000), "64 refusals waiting")
+	const taken = 10
+	for range taken {
+		_, _, ok := srv.cq.RecvFailure()
+		require.True(t, ok)
+	}
+	for i := range taken {
+		assert.Zero(t, srv.cq.QueueRecv(sep, addr(rbuf), 64, desc, uint64(2000+i)), "room for %d", taken)
+	}
+	assert.Equal(t, fabric.EAGAIN, srv.cq.QueueRecv(sep, addr(rbuf), 64, desc, 3000))
+	assert.Equal(t, taken, srv.cq.QueuedRecvs())
+	_, _, errno = srv.cq.Read()
+	require.Zero(t, errno)
+	refused := 0
+	for _, _, ok := srv.cq.RecvFailure(); ok; _, _, ok = srv.cq.RecvFailure() {
+		refused++
+	}
+	assert.Equal(t, fabric.RecvQueueSize, refused, "every refusal listed, none dropped")
 }
 
 // TestQueueRecvBadInput: refusals change nothing, a full queue says
@@ -97,7 +123,10 @@ func TestQueueRecvBadInput(t *testing.T) {
 
 	assert.Equal(t, fabric.EBADF, srv.cq.QueueRecv(nil, addr(rbuf), 64, desc, 1))
 	assert.Equal(t, fabric.EINVAL, srv.cq.QueueRecv(sep, addr(rbuf), -1, desc, 1))
+	assert.Equal(t, fabric.EINVAL, other.cq.QueueRecv(sep, addr(rbuf), 64, desc, 1),
+		"an endpoint whose receives complete on another queue, which could close while the receive waits")
 	assert.Zero(t, srv.cq.QueuedRecvs())
+	assert.Zero(t, other.cq.QueuedRecvs())
 	require.Zero(t, srv.cq.QueueRecv(sep, addr(rbuf), 64, desc, 1))
 	assert.Equal(t, fabric.EINVAL, other.cq.QueueRecv(sep, addr(rbuf), 64, desc, 2),
 		"an endpoint's receives wait on one queue")
@@ -123,4 +152,30 @@ func TestQueueRecvBadInput(t *testing.T) {
 	assert.Zero(t, q.QueuedRecvs())
 	_, _, ok = q.RecvFailure()
 	assert.False(t, ok)
+}
+
+// TestQueueRecvCloseBesideQueueClose: an endpoint with a receive queued
+// may close on one goroutine while its queue closes on another (poll's Do
+// once the poller has stopped, beside the poller closing its queues): the
+// queue's close waits for the endpoint's (EBUSY until then), and under
+// -race the two share no unordered memory (the queue's close frees what
+// the endpoint's close reads to drop its queued receive).
+func TestQueueRecvCloseBesideQueueClose(t *testing.T) {
+	qp := openQueuePair(t)
+	srv, sep := qp.srv, qp.sep
+	require.Zero(t, srv.cq.QueueRecv(sep, addr(qp.rbuf), 64, qp.desc, 1))
+	epClosed, cqClosed := make(chan error, 1), make(chan error, 1)
+	go func() { epClosed <- sep.Close() }()
+	go func() { // no channel or lock orders it after the endpoint's close: only the provider's EBUSY
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if err = srv.cq.Close(); err == nil {
+				break
+			}
+		}
+		cqClosed <- err
+	}()
+	assert.NoError(t, <-epClosed)
+	assert.NoError(t, <-cqClosed, "the queue closes once its endpoint has")
+	assert.Zero(t, srv.cq.QueuedRecvs())
 }

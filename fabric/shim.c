@@ -130,7 +130,9 @@ static ssize_t cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t 
 
 /* post_queued posts the receives queued with CQ.QueueRecv, in order, and
  * empties the queue; a refused post goes to the failed list, which the
- * caller empties after the read. */
+ * caller empties after the read. QueueRecv keeps queued plus failed at
+ * most NETIO_RECV_QUEUE, so the list always has room (the bound below is
+ * a guard only). */
 static void post_queued(struct netio_recv_queue *rq)
 {
 	uint32_t i, n = rq->n;
