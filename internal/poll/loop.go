@@ -219,7 +219,7 @@ func (p *Poller) dispatchError() {
 		st = netio.Canceled
 	}
 	p.errs.Add(1)
-	p.lastOfBatch = true // read alone: the next read comes right after
+	p.lastOfBatch = true // read alone; a repost waits for the next read, which comes before any block
 	h.HandleCompletion(uint32(ce.Context), Result{Status: st, Errno: ce.Errno, Flags: ce.Flags, Len: int(ce.Len)})
 	p.lastOfBatch = false
 }
