@@ -58,6 +58,10 @@ func TestSnapshotCoversEveryKind(t *testing.T) {
 	require.NoError(t, err)
 	cache, err := mgr.NewRegistrationCache(domain.CacheConfig{})
 	require.NoError(t, err)
+	// A send completes once the sending side is done with it, which can be
+	// before the listener's poller has taken the message: wait for all
+	// five, 3 buffered, 1 zero-copy and 1 reconnecting, to have arrived.
+	require.Eventually(t, func() bool { return s.received.Load() == 5 }, waitFor, time.Millisecond)
 
 	snap := mgr.Snapshot()
 	b, err := json.Marshal(snap)
@@ -90,7 +94,11 @@ func TestSnapshotCoversEveryKind(t *testing.T) {
 	require.NoError(t, rs.Close())
 	require.NoError(t, zc.Close())
 	require.NoError(t, s.snd.Close())
-	require.Eventually(t, func() bool { return len(s.ln.Connections()) == 0 }, waitFor, time.Millisecond)
+	// A connection leaves ln.Connections() as its teardown begins, before
+	// its endpoint is closed and its stats entry removed; OnConnectionClosed
+	// is the teardown's last step, so wait for it on all three.
+	require.Eventually(t, func() bool { return s.peerGone.Load() == 3 }, waitFor, time.Millisecond)
+	assert.Empty(t, s.ln.Connections())
 
 	after := mgr.Snapshot()
 	assert.Empty(t, after.Caches)
