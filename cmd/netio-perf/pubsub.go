@@ -206,15 +206,18 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	cfg.PollerConfig = o.poll.config()
 	cfg.Logger = o.roleLogger(stderr, "publish", o.log)
 	o.churn.hook(&cfg)
+	var peers pubPeers
+	peers.hook(&cfg)
 	p, err := pubsub.NewPublisher(mgr, o.listen.String(), cfg)
 	if err != nil {
 		return err
 	}
+	peers.start(p)
 	defer p.Close()
 	o.churn.idle = takeBaseline(mgr)
 	fmt.Fprintf(stdout, "LISTENING %s\n", p.Addr())
 	fmt.Fprintf(stderr, "publishing %d tags on %s; waiting for %d subscribers\n", o.tags, p.Addr(), o.subscribers)
-	for subscribedPeers(p) < o.subscribers {
+	for peers.readyCount(p) < o.subscribers {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -237,7 +240,7 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	for linger := time.Now().Add(pubsubLinger); anyPending(p) && time.Now().Before(linger) && ctx.Err() == nil; {
 		time.Sleep(time.Millisecond)
 	}
-	for _, s := range p.Subscribers() {
+	for _, s := range peers.all(p) {
 		r.Subscribers = append(r.Subscribers, pubSubscriber{Peer: s.Peer, Policy: s.Policy.String(), Tags: len(s.Tags),
 			Delivered: s.Delivered, Dropped: s.Dropped})
 	}
@@ -279,18 +282,6 @@ func anyPending(p *pubsub.Publisher) bool {
 		}
 	}
 	return false
-}
-
-// subscribedPeers counts the subscribers that subscribed to a tag: past
-// hello is not enough, their subscribe request may not have come yet.
-func subscribedPeers(p *pubsub.Publisher) int {
-	n := 0
-	for _, s := range p.Subscribers() {
-		if len(s.Tags) > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 // publishLoop publishes --count messages (or for --duration), round robin
