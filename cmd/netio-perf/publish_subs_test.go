@@ -43,6 +43,7 @@ func TestPublishReportsSubscribersThatLeft(t *testing.T) {
 			require.Equal(t, exitOK, code)
 			var r pubReport
 			require.NoError(t, json.Unmarshal([]byte(last), &r), last)
+			assert.Positive(t, r.CtxSwitches, "a paced run waits, so its threads leave the CPU")
 			require.Len(t, r.Subscribers, 2, "both subscribers, though both left: %s", last)
 			got := []uint64{r.Subscribers[0].Delivered, r.Subscribers[1].Delivered}
 			if got[0] > got[1] {

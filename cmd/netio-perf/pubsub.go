@@ -148,8 +148,9 @@ type pubReport struct {
 	Seconds         float64         `json:"seconds"`
 	MsgsPerS        float64         `json:"msgs_per_s"`
 	MBPerS          float64         `json:"mb_per_s"`
-	CPUSeconds      float64         `json:"cpu_seconds"` // this process, user+sys, while publishing
-	Subscribers     []pubSubscriber `json:"subscribers"` // every subscriber served during the run, those that left included
+	CPUSeconds      float64         `json:"cpu_seconds"`  // this process, user+sys, while publishing
+	CtxSwitches     int64           `json:"ctx_switches"` // this process's threads switched off a CPU (voluntarily or not), while publishing
+	Subscribers     []pubSubscriber `json:"subscribers"`  // every subscriber served during the run, those that left included
 	// Dropped counts the copies dropped over all tags and subscribers,
 	// those that left before the end included.
 	Dropped uint64 `json:"dropped"`
@@ -232,11 +233,11 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	if o.shared {
 		r.Mode = "shared"
 	}
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0, sw0 := time.Now(), cpuTime(), ctxSwitches()
 	err = publishLoop(ctx, p, o, &r)
 	p.Flush() // Shared mode counts a copy delivered when its buffer is posted
 	elapsed := time.Since(start)
-	r.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	r.CPUSeconds, r.CtxSwitches = (cpuTime() - cpu0).Seconds(), ctxSwitches()-sw0
 	// A copy waiting for a Block subscriber counts when it is sent.
 	for linger := time.Now().Add(pubsubLinger); anyPending(p) && time.Now().Before(linger) && ctx.Err() == nil; {
 		time.Sleep(time.Millisecond)

@@ -131,7 +131,8 @@ type subReport struct {
 	Seconds      float64 `json:"seconds"` // first message to last
 	MsgsPerS     float64 `json:"msgs_per_s"`
 	MBPerS       float64 `json:"mb_per_s"`
-	CPUSeconds   float64 `json:"cpu_seconds"` // this process, user+sys, from Subscribe to the end
+	CPUSeconds   float64 `json:"cpu_seconds"`  // this process, user+sys, from Subscribe to the end
+	CtxSwitches  int64   `json:"ctx_switches"` // this process's threads switched off a CPU (voluntarily or not), over the same span
 	Verify       bool    `json:"verify"`
 	VerifyErrors uint64  `json:"verify_errors"`
 	// Churn is what --churn did, and where it left the subscriber.
@@ -202,7 +203,7 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		return err
 	}
 	fmt.Fprintf(stderr, "subscribed to %d tags of %s\n", len(o.tags), o.connect)
-	cpu0 := cpuTime()
+	cpu0, sw0 := cpuTime(), ctxSwitches()
 	var waitErr error
 	var churn *churnReport
 	if o.churn > 0 {
@@ -216,11 +217,11 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 			}
 		}
 	}
-	cpu := cpuTime() - cpu0
+	cpu, switches := cpuTime()-cpu0, ctxSwitches()-sw0
 	closeErr := sub.Close()
 	st := sub.Stats() // after Close: the buffer that reached --count is counted whole
 	r := newSubReport(o, st)
-	r.CPUSeconds, r.VerifyErrors, r.Churn = cpu.Seconds(), tally.verifyErrors.Load(), churn
+	r.CPUSeconds, r.CtxSwitches, r.VerifyErrors, r.Churn = cpu.Seconds(), switches, tally.verifyErrors.Load(), churn
 	if el := tally.elapsed(); el > 0 {
 		r.Seconds = el.Seconds()
 		r.MBPerS, r.MsgsPerS = rates(r.Messages, r.Bytes, el)
