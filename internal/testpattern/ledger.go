@@ -1,0 +1,131 @@
+package testpattern
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Ledger holds a sender to what it was told: it records, per message of
+// one stream (a pattern with a header), the status its send was reported
+// with and whether the receiver got it intact, and says which messages
+// were reported sent but never arrived (Lost). It is safe for concurrent
+// use: the sender's completions and the receiver's data come on different
+// goroutines.
+type Ledger struct {
+	pattern *Pattern
+	stream  uint64
+
+	mu        sync.Mutex
+	reported  map[uint64]bool // seq -> reported OK (false: failed or canceled)
+	received  map[uint64]int  // seq -> times received intact
+	damaged   []error         // messages that were not a message of the stream
+	repeated  int             // reports of a message already reported
+	delivered int             // messages received intact, repeats included
+}
+
+// NewLedger returns a ledger of stream's messages of pattern p, which must
+// have a header (WithHeader): the receiver learns each message's sequence
+// number from it.
+func NewLedger(p *Pattern, stream uint64) *Ledger {
+	if !p.HasHeader() {
+		panic("testpattern: a Ledger needs a pattern with a header")
+	}
+	return &Ledger{pattern: p, stream: stream, reported: map[uint64]bool{}, received: map[uint64]int{}}
+}
+
+// Reported records that the send of message seq was reported, ok or not.
+func (l *Ledger) Reported(seq uint64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, again := l.reported[seq]; again {
+		l.repeated++
+	}
+	l.reported[seq] = ok
+}
+
+// Received checks data as a message of the stream and records it.
+func (l *Ledger) Received(data []byte) {
+	h, ok := ParseHeader(data)
+	err := error(&Error{Kind: NotMessage, Stream: l.stream, Len: len(data)})
+	if ok {
+		err = l.pattern.Check(data, l.stream, h.Seq)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.damaged = append(l.damaged, err)
+		return
+	}
+	l.received[h.Seq]++
+	l.delivered++
+}
+
+// Delivered returns how many messages arrived intact, repeats included.
+func (l *Ledger) Delivered() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.delivered
+}
+
+// LedgerReport is what a Ledger found.
+type LedgerReport struct {
+	OK, NotOK int      // sends reported OK, and reported otherwise
+	Lost      []uint64 // reported OK, never received (ascending)
+	Unsent    []uint64 // received, never reported at all (ascending)
+	Repeated  int      // messages received more than once, and sends reported more than once
+	Damaged   []error  // received data that was no message of the stream
+	Delivered int      // messages received intact, repeats included
+	// LateNotOK counts messages reported failed or canceled that arrived
+	// all the same (allowed: a send whose completion the close overtook).
+	LateNotOK int
+}
+
+// Report says what the ledger found so far.
+func (l *Ledger) Report() LedgerReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := LedgerReport{Repeated: l.repeated, Damaged: slices.Clone(l.damaged), Delivered: l.delivered}
+	for seq, ok := range l.reported {
+		n := l.received[seq]
+		switch {
+		case ok && n == 0:
+			r.Lost = append(r.Lost, seq)
+		case !ok && n > 0:
+			r.LateNotOK++
+		}
+		if ok {
+			r.OK++
+		} else {
+			r.NotOK++
+		}
+	}
+	for seq, n := range l.received {
+		if _, sent := l.reported[seq]; !sent {
+			r.Unsent = append(r.Unsent, seq)
+		}
+		if n > 1 {
+			r.Repeated++
+		}
+	}
+	slices.Sort(r.Lost)
+	slices.Sort(r.Unsent)
+	return r
+}
+
+// String summarises the report in one line.
+func (r LedgerReport) String() string {
+	return fmt.Sprintf("%d reported OK, %d not OK (%d of those arrived); %d delivered; %d lost%s; %d never reported; %d repeated; %d damaged",
+		r.OK, r.NotOK, r.LateNotOK, r.Delivered, len(r.Lost), span(r.Lost), len(r.Unsent), r.Repeated, len(r.Damaged))
+}
+
+// span names the first and last of ascending seqs, if any.
+func span(seqs []uint64) string {
+	switch len(seqs) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf(" (%d)", seqs[0])
+	}
+	return fmt.Sprintf(" (%d..%d)", seqs[0], seqs[len(seqs)-1])
+}

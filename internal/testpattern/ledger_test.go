@@ -1,0 +1,50 @@
+package testpattern
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestLedgerFindsLostAndForeign(t *testing.T) {
+	p := New(64, WithHeader())
+	l := NewLedger(p, 3)
+	msg := func(seq uint64) []byte {
+		b := make([]byte, 40)
+		p.Fill(b, 3, seq)
+		return b
+	}
+	l.Reported(0, true)
+	l.Reported(1, true)  // never arrives: lost
+	l.Reported(2, false) // canceled, arrives anyway: allowed
+	l.Reported(3, false)
+	l.Received(msg(0))
+	l.Received(msg(2))
+	l.Received(msg(4)) // never reported
+	l.Received(msg(0)) // twice
+	bad := msg(5)
+	bad[30]++
+	l.Received(bad)
+	other := make([]byte, 40)
+	p.Fill(other, 4, 6) // another stream
+	l.Received(other)
+
+	r := l.Report()
+	assert.Equal(t, 2, r.OK)
+	assert.Equal(t, 2, r.NotOK)
+	assert.Equal(t, []uint64{1}, r.Lost)
+	assert.Equal(t, []uint64{4}, r.Unsent)
+	assert.Equal(t, 1, r.LateNotOK)
+	assert.Equal(t, 1, r.Repeated)
+	assert.Len(t, r.Damaged, 2)
+	assert.Equal(t, 4, r.Delivered)
+	assert.Equal(t, 4, l.Delivered())
+	assert.Contains(t, r.String(), "1 lost (1)")
+
+	l.Reported(0, true)
+	assert.Equal(t, 2, l.Report().Repeated, "a send reported twice")
+}
+
+func TestLedgerNeedsHeader(t *testing.T) {
+	assert.Panics(t, func() { NewLedger(New(64), 0) })
+}
