@@ -64,17 +64,25 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	unstall := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unstall)
 
-	sends := newSeqQueue(ledger)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	s, err := endpoint.Dial(ctx, mgr, l.Addr(), endpoint.SendConfig{
 		Params:          netio.BufferedSendParams{BufferSize: stallSize, BufferCount: 64},
-		OnSendCompleted: sends.completed,
+		OnSendCompleted: func(key uint64, st netio.Status) { ledger.Completed(key, st == netio.OK) },
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
 
-	stalled := sendUntilStalled(t, s, pattern, sends)
+	stalled := ledger.SendUntilStalled(stallMessages, stallQuiet, func(seq uint64) bool {
+		buf := s.GetBuffer()
+		if buf == nil {
+			return false
+		}
+		pattern.Fill(buf.Bytes()[:stallSize], 0, seq)
+		ledger.Sent(buf.ID(), seq)
+		require.Equal(t, netio.OK, s.SendBuffer(buf, stallSize), "send %d", seq)
+		return true
+	})
 	require.True(t, stalled, "the sender never stalled: the receiver's socket did not fill")
 	require.NoError(t, s.Close())
 	atClose := ledger.Report()
@@ -94,66 +102,5 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	assert.Zero(t, rep.Repeated, "messages or reports repeated")
 	assert.Empty(t, rep.Damaged, "damaged messages")
 	assert.Equal(t, atClose.OK+atClose.NotOK, rep.OK+rep.NotOK, "every send reported once, by Close")
-	assert.Zero(t, sends.unknown, "completions of buffers with nothing in flight")
-}
-
-// sendUntilStalled sends message 0, 1, ... until stallQuiet passes without
-// a completion while every buffer is in flight (true), or stallMessages
-// were sent (false).
-func sendUntilStalled(t *testing.T, s *endpoint.SendEndpointBuffered, p *testpattern.Pattern, q *seqQueue) bool {
-	t.Helper()
-	for seq := range uint64(stallMessages) {
-		buf := s.GetBuffer()
-		for buf == nil {
-			select {
-			case <-q.done:
-			case <-time.After(stallQuiet):
-				return true
-			}
-			buf = s.GetBuffer()
-		}
-		p.Fill(buf.Bytes()[:stallSize], 0, seq)
-		q.sent(buf.ID(), seq)
-		require.Equal(t, netio.OK, s.SendBuffer(buf, stallSize), "send %d", seq)
-	}
-	return false
-}
-
-// seqQueue maps a completed buffer back to the message it carried: per
-// buffer ID, the messages sent from it in order (a buffer is free again
-// before its completion is reported, so the next send may come first).
-type seqQueue struct {
-	ledger  *testpattern.Ledger
-	mu      sync.Mutex
-	byID    map[uint64][]uint64
-	unknown int           // completions of buffers with nothing in flight
-	done    chan struct{} // a token per completion, as room allows
-}
-
-func newSeqQueue(l *testpattern.Ledger) *seqQueue {
-	return &seqQueue{ledger: l, byID: map[uint64][]uint64{}, done: make(chan struct{}, 1)}
-}
-
-func (q *seqQueue) sent(id, seq uint64) {
-	q.mu.Lock()
-	q.byID[id] = append(q.byID[id], seq)
-	q.mu.Unlock()
-}
-
-func (q *seqQueue) completed(id uint64, st netio.Status) {
-	q.mu.Lock()
-	seqs := q.byID[id]
-	if len(seqs) == 0 {
-		q.unknown++ // a report of nothing sent
-		q.mu.Unlock()
-		return
-	}
-	seq := seqs[0]
-	q.byID[id] = seqs[1:]
-	q.mu.Unlock()
-	q.ledger.Reported(seq, st == netio.OK)
-	select {
-	case q.done <- struct{}{}:
-	default:
-	}
+	assert.Zero(t, rep.Unknown, "completions of buffers with nothing in flight")
 }

@@ -20,6 +20,9 @@
 #     netio-wN  netio-perf --bufs N on both sides (N in flight, N posted)
 #     netio-sN  the client's window 64, N receives posted by the server
 #     netio-cN  the client's window N, 64 receives posted by the server
+#     netio-staged  netio with tcp's send staging on in both processes
+#               (FI_TCP_STAGING_SBUF_SIZE=9000, libfabric's default, which
+#               netio-go turns off: docs/providers.md)
 # Each round runs every variant once, in reversed order every other round.
 # It prints each variant's receiver MB/s, median (lowest-highest), CPU
 # seconds per GB of both processes (user+sys; a program that spins on its
@@ -103,16 +106,17 @@ run() {
 			--connect ADDR --timeout 60 "${one[@]}" || return 1
 		mbs=$(grep -o '"mb_per_s":[0-9.]*' "${tmp}/out" | cut -d: -f2)
 		;;
-	netio | netio-[wsc][1-9]*)
-		local sw=64 cw=64 k=${1#netio-?}
+	netio | netio-[wsc][1-9]* | netio-staged)
+		local sw=64 cw=64 k=${1#netio-?} stage=()
 		case "$1" in
+		netio-staged) stage=(env FI_TCP_STAGING_SBUF_SIZE=9000) ;;
 		netio-w*) sw=${k} cw=${k} ;;
 		netio-s*) sw=${k} ;;
 		netio-c*) cw=${k} ;;
 		esac
-		pair bin/netio-perf server --provider tcp --listen 127.0.0.1:0 --buf-size "${s}" --bufs "${sw}" \
+		pair "${stage[@]}" bin/netio-perf server --provider tcp --listen 127.0.0.1:0 --buf-size "${s}" --bufs "${sw}" \
 			--count "${n}" --json --timeout 60s -- \
-			bin/netio-perf client --provider tcp --connect ADDR --size "${s}" --bufs "${cw}" \
+			"${stage[@]}" bin/netio-perf client --provider tcp --connect ADDR --size "${s}" --bufs "${cw}" \
 			--count "${n}" --json --timeout 60s || return 1
 		mbs=$(tail -1 "${tmp}/out" | grep -o '"mb_per_s":[0-9.]*' | cut -d: -f2)
 		;;

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Ledger holds a sender to what it was told: it records, per message of
@@ -17,11 +18,14 @@ type Ledger struct {
 	stream  uint64
 
 	mu        sync.Mutex
-	reported  map[uint64]bool // seq -> reported OK (false: failed or canceled)
-	received  map[uint64]int  // seq -> times received intact
-	damaged   []error         // messages that were not a message of the stream
-	repeated  int             // reports of a message already reported
-	delivered int             // messages received intact, repeats included
+	reported  map[uint64]bool     // seq -> reported OK (false: failed or canceled)
+	received  map[uint64]int      // seq -> times received intact
+	damaged   []error             // messages that were not a message of the stream
+	repeated  int                 // reports of a message already reported
+	delivered int                 // messages received intact, repeats included
+	inFlight  map[uint64][]uint64 // send key -> messages sent with it, oldest first
+	unknown   int                 // completions of keys with nothing in flight
+	done      chan struct{}       // a token per completion, as room allows
 }
 
 // NewLedger returns a ledger of stream's messages of pattern p, which must
@@ -31,7 +35,57 @@ func NewLedger(p *Pattern, stream uint64) *Ledger {
 	if !p.HasHeader() {
 		panic("testpattern: a Ledger needs a pattern with a header")
 	}
-	return &Ledger{pattern: p, stream: stream, reported: map[uint64]bool{}, received: map[uint64]int{}}
+	return &Ledger{pattern: p, stream: stream, reported: map[uint64]bool{}, received: map[uint64]int{},
+		inFlight: map[uint64][]uint64{}, done: make(chan struct{}, 1)}
+}
+
+// Sent records that message seq was sent with key (a buffer ID). A key may
+// be reused once free: a buffer is free again before its completion is
+// reported, so the next send from it may come first; completions of one
+// key come in the order of its sends.
+func (l *Ledger) Sent(key, seq uint64) {
+	l.mu.Lock()
+	l.inFlight[key] = append(l.inFlight[key], seq)
+	l.mu.Unlock()
+}
+
+// Completed records the report of the oldest send made with key, OK or
+// not: the OnSendCompleted of a sender whose sends Sent recorded.
+func (l *Ledger) Completed(key uint64, ok bool) {
+	l.mu.Lock()
+	seqs := l.inFlight[key]
+	if len(seqs) == 0 {
+		l.unknown++
+		l.mu.Unlock()
+		return
+	}
+	l.inFlight[key] = seqs[1:]
+	l.mu.Unlock()
+	l.Reported(seqs[0], ok)
+	select {
+	case l.done <- struct{}{}:
+	default:
+	}
+}
+
+// SendUntilStalled sends message 0, 1, ... with send, which sends message
+// seq (recording it with Sent) or returns false when no buffer is free.
+// While none is, it waits for a completion; when none comes for quiet it
+// returns true: the sender is stalled. It returns false after max messages.
+func (l *Ledger) SendUntilStalled(max uint64, quiet time.Duration, send func(seq uint64) bool) bool {
+	t := time.NewTimer(quiet)
+	defer t.Stop()
+	for seq := range max {
+		for !send(seq) {
+			t.Reset(quiet)
+			select {
+			case <-l.done:
+			case <-t.C:
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Reported records that the send of message seq was reported, ok or not.
@@ -71,6 +125,7 @@ func (l *Ledger) Delivered() int {
 // LedgerReport is what a Ledger found.
 type LedgerReport struct {
 	OK, NotOK int      // sends reported OK, and reported otherwise
+	Unknown   int      // completions of keys with nothing in flight (Completed)
 	Lost      []uint64 // reported OK, never received (ascending)
 	Unsent    []uint64 // received, never reported at all (ascending)
 	Repeated  int      // messages received more than once, and sends reported more than once
@@ -85,7 +140,7 @@ type LedgerReport struct {
 func (l *Ledger) Report() LedgerReport {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := LedgerReport{Repeated: l.repeated, Damaged: slices.Clone(l.damaged), Delivered: l.delivered}
+	r := LedgerReport{Repeated: l.repeated, Damaged: slices.Clone(l.damaged), Delivered: l.delivered, Unknown: l.unknown}
 	for seq, ok := range l.reported {
 		n := l.received[seq]
 		switch {

@@ -2,6 +2,7 @@ package testpattern
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -47,4 +48,36 @@ func TestLedgerFindsLostAndForeign(t *testing.T) {
 
 func TestLedgerNeedsHeader(t *testing.T) {
 	assert.Panics(t, func() { NewLedger(New(64), 0) })
+}
+
+func TestLedgerMapsKeysInOrder(t *testing.T) {
+	l := NewLedger(New(64, WithHeader()), 0)
+	l.Sent(7, 0)
+	l.Sent(7, 1) // the key reused before its first completion was reported
+	l.Completed(7, true)
+	l.Completed(7, false)
+	l.Completed(8, true) // nothing in flight
+	r := l.Report()
+	assert.Equal(t, []uint64{0}, r.Lost)
+	assert.Equal(t, 1, r.NotOK)
+	assert.Equal(t, 1, r.Unknown)
+}
+
+func TestSendUntilStalled(t *testing.T) {
+	l := NewLedger(New(64, WithHeader()), 0)
+	free := 2
+	var sent []uint64
+	send := func(seq uint64) bool {
+		if free == 0 {
+			return false
+		}
+		free--
+		l.Sent(0, seq)
+		sent = append(sent, seq)
+		return true
+	}
+	assert.True(t, l.SendUntilStalled(100, time.Millisecond, send), "no completion: stalled")
+	assert.Equal(t, []uint64{0, 1}, sent)
+	free = 100
+	assert.False(t, l.SendUntilStalled(5, time.Millisecond, send), "bounded by max")
 }
