@@ -97,10 +97,6 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	}
 	rep := ledger.Report()
 	t.Logf("after the release: %v", rep)
-	assert.Empty(t, rep.Lost, "messages reported OK that never arrived")
-	assert.Empty(t, rep.Unsent, "messages received that were never reported")
-	assert.Zero(t, rep.Repeated, "messages or reports repeated")
-	assert.Empty(t, rep.Damaged, "damaged messages")
+	assert.NoError(t, rep.Err())
 	assert.Equal(t, atClose.OK+atClose.NotOK, rep.OK+rep.NotOK, "every send reported once, by Close")
-	assert.Zero(t, rep.Unknown, "completions of buffers with nothing in flight")
 }

@@ -1,6 +1,7 @@
 package testpattern
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -183,4 +184,27 @@ func span(seqs []uint64) string {
 		return fmt.Sprintf(" (%d)", seqs[0])
 	}
 	return fmt.Sprintf(" (%d..%d)", seqs[0], seqs[len(seqs)-1])
+}
+
+// Err returns nil when every send reported OK arrived, once and intact,
+// and nothing arrived that was not sent; otherwise an error naming each
+// fault (messages reported failed or canceled may arrive or not).
+func (r LedgerReport) Err() error {
+	var errs []error
+	if len(r.Lost) > 0 {
+		errs = append(errs, fmt.Errorf("%d messages reported OK never arrived%s", len(r.Lost), span(r.Lost)))
+	}
+	if len(r.Unsent) > 0 {
+		errs = append(errs, fmt.Errorf("%d messages arrived that were never reported%s", len(r.Unsent), span(r.Unsent)))
+	}
+	if r.Repeated > 0 {
+		errs = append(errs, fmt.Errorf("%d messages or reports repeated", r.Repeated))
+	}
+	if len(r.Damaged) > 0 {
+		errs = append(errs, fmt.Errorf("%d damaged messages, the first: %w", len(r.Damaged), r.Damaged[0]))
+	}
+	if r.Unknown > 0 {
+		errs = append(errs, fmt.Errorf("%d completions of keys with nothing in flight", r.Unknown))
+	}
+	return errors.Join(errs...)
 }

@@ -81,3 +81,23 @@ func TestSendUntilStalled(t *testing.T) {
 	free = 100
 	assert.False(t, l.SendUntilStalled(5, time.Millisecond, send), "bounded by max")
 }
+
+func TestLedgerReportErr(t *testing.T) {
+	p := New(64, WithHeader())
+	l := NewLedger(p, 0)
+	assert.NoError(t, l.Report().Err(), "nothing sent, nothing wrong")
+	l.Reported(0, true)
+	l.Reported(1, false)
+	msg := make([]byte, 30)
+	p.Fill(msg, 0, 0)
+	l.Received(msg)
+	assert.NoError(t, l.Report().Err(), "a canceled send may be missing")
+	l.Reported(2, true)
+	err := l.Report().Err()
+	assert.ErrorContains(t, err, "1 messages reported OK never arrived (2)")
+	l.Received([]byte("not a message of the pattern at all"))
+	l.Completed(9, true)
+	err = l.Report().Err()
+	assert.ErrorContains(t, err, "1 damaged messages")
+	assert.ErrorContains(t, err, "1 completions of keys with nothing in flight")
+}
