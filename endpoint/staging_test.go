@@ -11,6 +11,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/testpattern"
 )
 
@@ -86,7 +87,7 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	require.True(t, stalled, "the sender never stalled: the receiver's socket did not fill")
 	require.NoError(t, s.Close())
 	atClose := ledger.Report()
-	t.Logf("at Close: %d sends reported OK, %d canceled", atClose.OK, atClose.NotOK)
+	t.Logf("%s=%q; at Close: %d sends reported OK, %d canceled", fabric.TCPStagingEnv, fabric.TCPStaging(), atClose.OK, atClose.NotOK)
 	require.NotZero(t, atClose.NotOK, "sends still pending at Close (canceled): the sender was stalled")
 
 	unstall()

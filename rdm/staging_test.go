@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/rdm"
 )
@@ -73,7 +74,7 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
 	require.NoError(t, tx.Close())
 	atClose := ledger.Report()
-	t.Logf("at Close: %d sends reported OK, %d not", atClose.OK, atClose.NotOK)
+	t.Logf("%s=%q; at Close: %d sends reported OK, %d not", fabric.TCPStagingEnv, fabric.TCPStaging(), atClose.OK, atClose.NotOK)
 	require.NotZero(t, atClose.NotOK, "sends still pending at Close: the sender was stalled")
 
 	unstall()
