@@ -90,7 +90,12 @@ func TestSnapshotCoversEveryKind(t *testing.T) {
 	require.NoError(t, rs.Close())
 	require.NoError(t, zc.Close())
 	require.NoError(t, s.snd.Close())
-	require.Eventually(t, func() bool { return len(s.ln.Connections()) == 0 }, waitFor, time.Millisecond)
+	// A receiving connection leaves the listener before it leaves the
+	// snapshot (ReceiveEndpoint.teardown: retire, release, then the stats
+	// entry), so wait for both.
+	require.Eventually(t, func() bool {
+		return len(s.ln.Connections()) == 0 && len(mgr.Snapshot().Endpoints) == 0
+	}, waitFor, time.Millisecond)
 
 	after := mgr.Snapshot()
 	assert.Empty(t, after.Caches)
