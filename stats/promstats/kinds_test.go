@@ -59,6 +59,12 @@ func TestSnapshotCoversEveryKind(t *testing.T) {
 	cache, err := mgr.NewRegistrationCache(domain.CacheConfig{})
 	require.NoError(t, err)
 
+	// A send completes once the kernel has it, before the receiver has
+	// counted it: wait for all five (3 buffered, zero-copy, reconnecting).
+	require.Eventually(t, func() bool {
+		k, _ := kind(mgr.Snapshot(), stats.KindReceive)
+		return k.MessagesReceived == 5
+	}, waitFor, time.Millisecond)
 	snap := mgr.Snapshot()
 	b, err := json.Marshal(snap)
 	require.NoError(t, err, "JSON-marshalable")
