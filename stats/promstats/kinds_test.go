@@ -58,11 +58,13 @@ func TestSnapshotCoversEveryKind(t *testing.T) {
 	require.NoError(t, err)
 	cache, err := mgr.NewRegistrationCache(domain.CacheConfig{})
 	require.NoError(t, err)
-	// A send completes once the sending side is done with it, which can be
-	// before the listener's poller has taken the message: wait for all
-	// five, 3 buffered, 1 zero-copy and 1 reconnecting, to have arrived.
-	require.Eventually(t, func() bool { return s.received.Load() == 5 }, waitFor, time.Millisecond)
 
+	// A send completes once the kernel has it, before the receiver has
+	// counted it: wait for all five (3 buffered, zero-copy, reconnecting).
+	require.Eventually(t, func() bool {
+		k, _ := kind(mgr.Snapshot(), stats.KindReceive)
+		return k.MessagesReceived == 5
+	}, waitFor, time.Millisecond)
 	snap := mgr.Snapshot()
 	b, err := json.Marshal(snap)
 	require.NoError(t, err, "JSON-marshalable")
@@ -94,11 +96,12 @@ func TestSnapshotCoversEveryKind(t *testing.T) {
 	require.NoError(t, rs.Close())
 	require.NoError(t, zc.Close())
 	require.NoError(t, s.snd.Close())
-	// A connection leaves ln.Connections() as its teardown begins, before
-	// its endpoint is closed and its stats entry removed; OnConnectionClosed
-	// is the teardown's last step, so wait for it on all three.
-	require.Eventually(t, func() bool { return s.peerGone.Load() == 3 }, waitFor, time.Millisecond)
-	assert.Empty(t, s.ln.Connections())
+	// A receiving connection leaves the listener before it leaves the
+	// snapshot (ReceiveEndpoint.teardown: retire, release, then the stats
+	// entry), so wait for both.
+	require.Eventually(t, func() bool {
+		return len(s.ln.Connections()) == 0 && len(mgr.Snapshot().Endpoints) == 0
+	}, waitFor, time.Millisecond)
 
 	after := mgr.Snapshot()
 	assert.Empty(t, after.Caches)
