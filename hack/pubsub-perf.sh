@@ -10,7 +10,8 @@
 # subscribers, from their first message to their last. The one- and
 # four-subscriber runs alternate for ROUNDS rounds, and the script prints
 # medians with the lowest and highest, the ratio of every round, and the
-# CPU (user+sys) each side spent per message delivered: on a shared
+# CPU (user+sys) each side spent per message delivered and its context
+# switches per 1000 messages (wake-ups and preemptions): on a shared
 # machine the ratios of one round are what to compare, not the rates of
 # different runs.
 # MODES (default "buffered") lists the publisher modes to compare:
@@ -107,6 +108,7 @@ def fmt(xs, scale=1e6, unit=""):
 
 def figures(key):
     one, four, slowest, ratio, cpu = [], [], [], [], {1: ([], []), 4: ([], [])}
+    csw = {1: ([], []), 4: ([], [])}
     for r in range(1, rounds + 1):
         for n in (1, 4):
             subs = [load("%s/%s-r%d-n%d-sub%d.json" % (d, key, r, n, i)) for i in range(1, n + 1)]
@@ -118,17 +120,19 @@ def figures(key):
             delivered = sum(s["messages"] for s in subs)
             cpu[n][0].append(pub["cpu_seconds"] / delivered * 1e9)
             cpu[n][1].append(sum(s["cpu_seconds"] for s in subs) / delivered * 1e9)
+            csw[n][0].append(pub.get("ctx_switches", 0) / delivered * 1e3)
+            csw[n][1].append(sum(s.get("ctx_switches", 0) for s in subs) / delivered * 1e3)
             if n == 1:
                 one.append(total)
             else:
                 four.append(total)
                 slowest.append(min(s["msgs_per_s"] for s in subs))
                 ratio.append(total / one[-1])
-    return one, four, slowest, ratio, cpu
+    return one, four, slowest, ratio, cpu, csw
 
 got = {}
 for k, mode in enumerate(modes, 1):
-    one, four, slowest, ratio, cpu = got[mode] = figures("m%d" % k)
+    one, four, slowest, ratio, cpu, csw = got[mode] = figures("m%d" % k)
     if len(modes) > 1:
         print("publisher mode %s:" % mode)
     print("64 B, 1 subscriber: %s M msg/s delivered, median (lowest-highest) of %d rounds (target >= 10)" % (fmt(one), rounds))
@@ -138,6 +142,9 @@ for k, mode in enumerate(modes, 1):
     for n in (1, 4):
         print("CPU per message delivered, %d subscriber%s: publisher %s ns, subscribers %s ns (user+sys, medians)" % (
             n, "s" if n > 1 else "", "%.0f" % statistics.median(cpu[n][0]), "%.0f" % statistics.median(cpu[n][1])))
+    for n in (1, 4):
+        print("Context switches per 1000 messages delivered, %d subscriber%s: publisher %.2f, subscribers %.2f (voluntary+involuntary, medians)" % (
+            n, "s" if n > 1 else "", statistics.median(csw[n][0]), statistics.median(csw[n][1])))
 if len(modes) > 1:
     a, b = modes[0], modes[-1]
     if "@" in a + b:

@@ -161,6 +161,18 @@ func TestTagMovesBetweenPublishers(t *testing.T) {
 				assert.Equal(t, uint64(1), st.Moves, name)
 				assert.Equal(t, uint64(1), s.Stats().Moves, name)
 			}
+			// The manager's snapshot (and so Prometheus) carries the moves.
+			var moves, tagMoves uint64
+			for _, r := range mgr.Snapshot().Subscribers {
+				moves += r.Moves
+				for _, rt := range r.Tags {
+					if rt.Tag == tag {
+						tagMoves += rt.Moves
+					}
+				}
+			}
+			assert.Equal(t, uint64(len(subs)), moves, "snapshot: subscribers' moves")
+			assert.Equal(t, uint64(len(subs)), tagMoves, "snapshot: the tag's moves")
 		})
 	}
 }

@@ -28,12 +28,12 @@ func (p *Publisher) fillStats(s *stats.Publisher) {
 func (s *Subscriber) fillStats(r *stats.Subscriber) {
 	st := s.Stats()
 	r.Buffers, r.Messages, r.Bytes, r.Malformed, r.Unsolicited = st.Buffers, st.Messages, st.Bytes, st.Malformed, st.Unsolicited
-	r.Gaps, r.Missed, r.Reconnects = st.Gaps, st.Missed, st.Reconnects
+	r.Gaps, r.Missed, r.Moves, r.Reconnects = st.Gaps, st.Missed, st.Moves, st.Reconnects
 	tags := *s.tags.Load()
 	r.Tags = make([]stats.SubscriberTag, 0, len(tags))
 	for _, tag := range slices.Sorted(maps.Keys(tags)) {
 		rt := tags[tag]
 		r.Tags = append(r.Tags, stats.SubscriberTag{Tag: tag, Messages: rt.messages.Load(), Bytes: rt.bytes.Load(),
-			Gaps: rt.gaps.Load(), Missed: rt.missed.Load()})
+			Gaps: rt.gaps.Load(), Missed: rt.missed.Load(), Moves: rt.moves.Load()})
 	}
 }

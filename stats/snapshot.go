@@ -246,6 +246,7 @@ type Subscriber struct {
 	Unsolicited uint64          `json:"unsolicited"` // count
 	Gaps        uint64          `json:"gaps"`        // count
 	Missed      uint64          `json:"missed"`      // count: messages lost in those gaps
+	Moves       uint64          `json:"moves"`       // count: tags whose count went over to another publisher
 	Reconnects  uint64          `json:"reconnects"`  // count: control reconnections
 	Tags        []SubscriberTag `json:"tags"`        // by tag
 }
@@ -257,4 +258,5 @@ type SubscriberTag struct {
 	Bytes    uint64 `json:"bytes"`    // count
 	Gaps     uint64 `json:"gaps"`     // count
 	Missed   uint64 `json:"missed"`   // count
+	Moves    uint64 `json:"moves"`    // count: times its count went over to another publisher
 }

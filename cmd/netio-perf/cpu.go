@@ -13,6 +13,14 @@ func cpuTime() time.Duration {
 	return d
 }
 
+// ctxSwitches returns how many times this process's threads were switched
+// off a CPU so far, voluntarily or not (cputime.Switches), or 0 if the
+// kernel does not say.
+func ctxSwitches() int64 {
+	v, i, _ := cputime.Switches()
+	return v + i
+}
+
 // cpuPerGB returns CPU seconds per GB (10^9 bytes) moved, or 0 when nothing
 // moved (never Inf or NaN, which JSON cannot carry).
 func cpuPerGB(cpu time.Duration, bytes uint64) float64 {

@@ -148,8 +148,9 @@ type pubReport struct {
 	Seconds         float64         `json:"seconds"`
 	MsgsPerS        float64         `json:"msgs_per_s"`
 	MBPerS          float64         `json:"mb_per_s"`
-	CPUSeconds      float64         `json:"cpu_seconds"` // this process, user+sys, while publishing
-	Subscribers     []pubSubscriber `json:"subscribers"`
+	CPUSeconds      float64         `json:"cpu_seconds"`  // this process, user+sys, while publishing
+	CtxSwitches     int64           `json:"ctx_switches"` // this process's threads switched off a CPU (voluntarily or not), while publishing
+	Subscribers     []pubSubscriber `json:"subscribers"`  // every subscriber served during the run, those that left included
 	// Dropped counts the copies dropped over all tags and subscribers,
 	// those that left before the end included.
 	Dropped uint64 `json:"dropped"`
@@ -206,21 +207,27 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	cfg.PollerConfig = o.poll.config()
 	cfg.Logger = o.roleLogger(stderr, "publish", o.log)
 	o.churn.hook(&cfg)
+	var seen seenSubscribers
+	seen.hook(&cfg)
+	var ready readyPeers
+	ready.hook(&cfg)
 	p, err := pubsub.NewPublisher(mgr, o.listen.String(), cfg)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
+	seen.watch(p)
 	o.churn.idle = takeBaseline(mgr)
 	fmt.Fprintf(stdout, "LISTENING %s\n", p.Addr())
 	fmt.Fprintf(stderr, "publishing %d tags on %s; waiting for %d subscribers\n", o.tags, p.Addr(), o.subscribers)
-	for subscribedPeers(p) < o.subscribers {
+	for ready.count(p) < o.subscribers {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	seen.note(p.Subscribers()) // with all their tags
 	r := pubReport{Role: "publish", Provider: o.provider, Tags: o.tags, Size: o.size, Policy: o.policy.String(), Mode: "buffered"}
 	if o.immediate {
 		r.Mode = "immediate"
@@ -228,25 +235,24 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	if o.shared {
 		r.Mode = "shared"
 	}
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0, sw0 := time.Now(), cpuTime(), ctxSwitches()
 	err = publishLoop(ctx, p, o, &r)
 	p.Flush() // Shared mode counts a copy delivered when its buffer is posted
 	elapsed := time.Since(start)
-	r.CPUSeconds = (cpuTime() - cpu0).Seconds()
+	r.CPUSeconds, r.CtxSwitches = (cpuTime() - cpu0).Seconds(), ctxSwitches()-sw0
 	// A copy waiting for a Block subscriber counts when it is sent.
 	for linger := time.Now().Add(pubsubLinger); anyPending(p) && time.Now().Before(linger) && ctx.Err() == nil; {
 		time.Sleep(time.Millisecond)
 	}
-	for _, s := range p.Subscribers() {
-		r.Subscribers = append(r.Subscribers, pubSubscriber{Peer: s.Peer, Policy: s.Policy.String(), Tags: len(s.Tags),
-			Delivered: s.Delivered, Dropped: s.Dropped})
-	}
+	seen.note(p.Subscribers())
 	if err == nil { // let the subscribers take everything and leave
 		linger := time.Now().Add(pubsubLinger)
 		for p.Stats().Subscribers > 0 && time.Now().Before(linger) && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+	seen.note(p.Subscribers()) // those still there
+	r.Subscribers = seen.list()
 	for _, tag := range tags {
 		st, _ := p.TagStats(tag)
 		r.Dropped += st.Dropped
@@ -279,18 +285,6 @@ func anyPending(p *pubsub.Publisher) bool {
 		}
 	}
 	return false
-}
-
-// subscribedPeers counts the subscribers that subscribed to a tag: past
-// hello is not enough, their subscribe request may not have come yet.
-func subscribedPeers(p *pubsub.Publisher) int {
-	n := 0
-	for _, s := range p.Subscribers() {
-		if len(s.Tags) > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 // publishLoop publishes --count messages (or for --duration), round robin

@@ -127,14 +127,24 @@ type subReport struct {
 	Gaps         uint64  `json:"gaps"`
 	Missed       uint64  `json:"missed"`
 	Resets       uint64  `json:"resets"`
+	Moves        uint64  `json:"moves"`   // tags whose count went over to another publisher
 	Seconds      float64 `json:"seconds"` // first message to last
 	MsgsPerS     float64 `json:"msgs_per_s"`
 	MBPerS       float64 `json:"mb_per_s"`
-	CPUSeconds   float64 `json:"cpu_seconds"` // this process, user+sys, from Subscribe to the end
+	CPUSeconds   float64 `json:"cpu_seconds"`  // this process, user+sys, from Subscribe to the end
+	CtxSwitches  int64   `json:"ctx_switches"` // this process's threads switched off a CPU (voluntarily or not), over the same span
 	Verify       bool    `json:"verify"`
 	VerifyErrors uint64  `json:"verify_errors"`
 	// Churn is what --churn did, and where it left the subscriber.
 	Churn *churnReport `json:"churn,omitempty"`
+}
+
+// newSubReport starts the subscriber's report from its options and the
+// subscriber's counters.
+func newSubReport(o subscribeOptions, st pubsub.SubscriberStats) subReport {
+	return subReport{Role: "subscribe", Provider: o.provider, Publisher: o.connect.String(), Tags: len(o.tags),
+		Messages: st.Messages, Bytes: st.Bytes, Gaps: st.Gaps, Missed: st.Missed, Resets: st.Resets, Moves: st.Moves,
+		Verify: o.verify}
 }
 
 // runSubscribe is the subscribe mode: it subscribes, receives until
@@ -193,7 +203,7 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 		return err
 	}
 	fmt.Fprintf(stderr, "subscribed to %d tags of %s\n", len(o.tags), o.connect)
-	cpu0 := cpuTime()
+	cpu0, sw0 := cpuTime(), ctxSwitches()
 	var waitErr error
 	var churn *churnReport
 	if o.churn > 0 {
@@ -207,12 +217,11 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 			}
 		}
 	}
-	cpu := cpuTime() - cpu0
+	cpu, switches := cpuTime()-cpu0, ctxSwitches()-sw0
 	closeErr := sub.Close()
 	st := sub.Stats() // after Close: the buffer that reached --count is counted whole
-	r := subReport{Role: "subscribe", Provider: o.provider, Publisher: o.connect.String(), Tags: len(o.tags),
-		Messages: st.Messages, Bytes: st.Bytes, Gaps: st.Gaps, Missed: st.Missed, Resets: st.Resets,
-		CPUSeconds: cpu.Seconds(), Verify: o.verify, VerifyErrors: tally.verifyErrors.Load(), Churn: churn}
+	r := newSubReport(o, st)
+	r.CPUSeconds, r.CtxSwitches, r.VerifyErrors, r.Churn = cpu.Seconds(), switches, tally.verifyErrors.Load(), churn
 	if el := tally.elapsed(); el > 0 {
 		r.Seconds = el.Seconds()
 		r.MBPerS, r.MsgsPerS = rates(r.Messages, r.Bytes, el)
@@ -222,8 +231,8 @@ func runSubscribe(ctx context.Context, o subscribeOptions, stdout, stderr io.Wri
 			return err
 		}
 	} else {
-		fmt.Fprintf(stdout, "subscribe (%s): %d messages, %.3f MB from %s on %d tags in %.3f s: %.4f Mmsg/s, %.1f MB/s; %d gaps, %d missed, %d resets",
-			o.provider, r.Messages, float64(r.Bytes)/1e6, r.Publisher, r.Tags, r.Seconds, r.MsgsPerS/1e6, r.MBPerS, r.Gaps, r.Missed, r.Resets)
+		fmt.Fprintf(stdout, "subscribe (%s): %d messages, %.3f MB from %s on %d tags in %.3f s: %.4f Mmsg/s, %.1f MB/s; %d gaps, %d missed, %d resets, %d moves",
+			o.provider, r.Messages, float64(r.Bytes)/1e6, r.Publisher, r.Tags, r.Seconds, r.MsgsPerS/1e6, r.MBPerS, r.Gaps, r.Missed, r.Resets, r.Moves)
 		if o.verify {
 			fmt.Fprintf(stdout, ", verify %d errors", r.VerifyErrors)
 		}

@@ -75,3 +75,18 @@ func TestSubTallyWithoutCount(t *testing.T) {
 	assert.False(t, isClosed(tl.reached))
 	assert.Equal(t, uint64(1), tl.received.Load())
 }
+
+// BenchmarkCountMessage is netio-perf subscribe's own cost per message
+// without --verify: the callback the subscriber calls for each one.
+func BenchmarkCountMessage(b *testing.B) {
+	tl := newSubTally(0, nil, nil)
+	on := tl.onMessage()
+	m := pubsub.Message{Tag: 1, Data: make([]byte, 64)}
+	b.ReportAllocs()
+	for range b.N {
+		on(m)
+	}
+	if tl.got != uint64(b.N) {
+		b.Fatalf("counted %d of %d", tl.got, b.N)
+	}
+}

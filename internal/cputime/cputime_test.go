@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/netio-go/netio/internal/cputime"
 )
@@ -27,4 +28,20 @@ func TestProcessCountsSpinning(t *testing.T) {
 		after = now
 	}
 	assert.GreaterOrEqual(t, after-before, 20*time.Millisecond)
+}
+
+// A thread that sleeps in the kernel is switched off its CPU voluntarily
+// every time: five sleeps count five voluntary switches at least (more
+// from the runtime's own threads), and neither count goes back.
+func TestSwitchesCountSleeps(t *testing.T) {
+	vol0, invol0, err := cputime.Switches()
+	require.NoError(t, err)
+	for range 5 {
+		ts := unix.NsecToTimespec(int64(time.Millisecond))
+		require.NoError(t, unix.Nanosleep(&ts, nil))
+	}
+	vol1, invol1, err := cputime.Switches()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, vol1-vol0, int64(5))
+	assert.GreaterOrEqual(t, invol1, invol0)
 }

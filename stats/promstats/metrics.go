@@ -225,6 +225,8 @@ var pubsubMetrics = []metric{
 		one(func(s *stats.Snapshot) float64 {
 			return sumSubs(s, func(r stats.Subscriber) uint64 { return r.Missed })
 		})),
+	counter("netio_pubsub_moves_total", "Tags whose count went over to another publisher (a new count, not a gap).", nil,
+		one(func(s *stats.Snapshot) float64 { return sumSubs(s, func(r stats.Subscriber) uint64 { return r.Moves }) })),
 	counter("netio_pubsub_reconnects_total", "Control connections subscribers made again.", nil,
 		one(func(s *stats.Snapshot) float64 {
 			return sumSubs(s, func(r stats.Subscriber) uint64 { return r.Reconnects })
