@@ -24,10 +24,12 @@ type CQ struct {
 	dirty   int                        // srcs the last read filled, reset by the next
 	waits   bool                       // opened with a wait file descriptor
 	rq      *C.struct_netio_recv_queue // receives the next read posts (QueueRecv)
-	// closeMu is taken by Close and dropQueued only (never by a read): an
-	// endpoint bound to the queue may close on another goroutine than the
-	// queue's (poll's Do once the poller has stopped) while the queue
-	// closes and frees rq.
+	// closeMu is taken by Close and by the Close of an endpoint bound to
+	// the queue for receives, never by a read: such an endpoint may close
+	// on another goroutine than the queue's (poll's Do once the poller has
+	// stopped) while the queue closes, and the two must take turns (the
+	// endpoint's drops its receives queued in rq, and libfabric 1.17's tcp
+	// double-frees when the two fi_close calls run at once).
 	closeMu sync.Mutex
 }
 
@@ -179,7 +181,8 @@ func (q *CQ) ReadError() (ce CompletionError, ok bool) {
 // queue. It fails (EBUSY) while an endpoint bound to it is open, and
 // QueueRecv takes receives only for endpoints bound to it, whose Close
 // drops them: so no queued receive is left to post. It is safe to call
-// more than once, and beside the Close of such an endpoint.
+// more than once, and beside the Close of such an endpoint (they take
+// turns).
 func (q *CQ) Close() error {
 	if q == nil {
 		return nil

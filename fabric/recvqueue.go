@@ -69,13 +69,8 @@ func (q *CQ) RecvFailure() (ctx uint64, errno Errno, ok bool) {
 
 // dropQueued removes ep's queued receives, which no read has posted, from
 // q (nil or closed: nothing to do). ep is closing: its handle is compared,
-// never followed. It holds closeMu, so that it may run beside q's Close.
+// never followed. The caller holds closeMu (Endpoint.Close).
 func (q *CQ) dropQueued(ep *Endpoint) {
-	if q == nil {
-		return
-	}
-	q.closeMu.Lock()
-	defer q.closeMu.Unlock()
 	if !q.open() {
 		return
 	}

@@ -159,17 +159,22 @@ func TestQueueRecvBadInput(t *testing.T) {
 // once the poller has stopped, beside the poller closing its queues): the
 // queue's close waits for the endpoint's (EBUSY until then), and under
 // -race the two share no unordered memory (the queue's close frees what
-// the endpoint's close reads to drop its queued receive).
+// the endpoint's close reads to drop its queued receive). The endpoint is
+// never connected: a tcp listener closed after its queue is not safe.
 func TestQueueRecvCloseBesideQueueClose(t *testing.T) {
-	qp := openQueuePair(t)
-	srv, sep := qp.srv, qp.sep
-	require.Zero(t, srv.cq.QueueRecv(sep, addr(qp.rbuf), 64, qp.desc, 1))
+	s := openStack(t, "tcp")
+	q, err := s.dom.OpenCQ(16, false)
+	require.NoError(t, err)
+	ep := openEP(t, s)
+	require.NoError(t, ep.BindCQ(q, fabric.BindTransmit|fabric.BindRecv))
+	rbuf := mmap(t, 4096)
+	require.Zero(t, q.QueueRecv(ep, addr(rbuf), 64, 0, 1))
 	epClosed, cqClosed := make(chan error, 1), make(chan error, 1)
-	go func() { epClosed <- sep.Close() }()
+	go func() { epClosed <- ep.Close() }()
 	go func() { // no channel or lock orders it after the endpoint's close: only the provider's EBUSY
 		var err error
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			if err = srv.cq.Close(); err == nil {
+			if err = q.Close(); err == nil {
 				break
 			}
 		}
@@ -177,5 +182,5 @@ func TestQueueRecvCloseBesideQueueClose(t *testing.T) {
 	}()
 	assert.NoError(t, <-epClosed)
 	assert.NoError(t, <-cqClosed, "the queue closes once its endpoint has")
-	assert.Zero(t, srv.cq.QueuedRecvs())
+	assert.Zero(t, q.QueuedRecvs())
 }
