@@ -26,8 +26,8 @@ import (
 // poller's queue. Closing ep drops its receives still queued
 // (fabric.Endpoint.Close): on the poller goroutine (Do) while the poller
 // runs, and once it has stopped on the caller's goroutine, possibly while
-// the poller closes its queue, which fabric allows (CQ.Close fails while ep
-// is open, and it and the drop share a lock).
+// the poller closes its queue, which fabric allows (the two closes take
+// turns, and CQ.Close fails while ep is open).
 func (p *Poller) Repost(ep *fabric.Endpoint, addr uintptr, length int, desc uintptr, ctx uint64) fabric.Errno {
 	if p.lastOfBatch {
 		if errno := p.cq.QueueRecv(ep, addr, length, desc, ctx); errno != fabric.EAGAIN {
