@@ -209,7 +209,7 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 			cb(r)
 		}
 	case ev.Kind == fabric.EventShutdown && r.state.Load() == stateConnected:
-		r.drain.begin(r.l.poller, r.closed, r.endDrained, drainPeek(r.info.Provider(), r.peek))
+		r.drain.begin(r.l.poller, r.closed, r.endDrained, drainPeek(r.l.mgr.Provider(), r.peek))
 	case ev.Kind != fabric.EventConnected:
 		r.teardown(r.peerClosed(closeReason(ev)))
 	}

@@ -174,7 +174,7 @@ func (c *sendConn) handleEvent(ev fabric.Event) {
 		}
 	case stateConnected:
 		if ev.Kind == fabric.EventShutdown && c.drains {
-			c.drain.begin(c.Poller, c.Ended, c.endDrained, drainPeek(c.info.Provider(), c.peek))
+			c.drain.begin(c.Poller, c.Ended, c.endDrained, drainPeek(c.Mgr.Provider(), c.peek))
 			return
 		}
 		c.end(closeReason(ev))
