@@ -92,8 +92,9 @@ func TestCloseRefusesWhileARegistrationIsUndone(t *testing.T) {
 // TestCloseWhileRegistering: goroutines register and deregister while
 // Close is tried again and again. Every refusal is ErrRegistrationsAlive;
 // once Close succeeds nothing is registered, and every later registration
-// is refused with ErrClosed. Close starts once registrations are
-// under way. Bounded: each goroutine stops after 300 rounds or at its first ErrClosed, and Close is tried until they stop.
+// is refused with ErrClosed. Close starts once registrations are under
+// way. Bounded: each goroutine stops after 300 rounds or at its first
+// ErrClosed, and Close is tried until they stop.
 func TestCloseWhileRegistering(t *testing.T) {
 	m := open(t, domain.Config{})
 	const workers, rounds = 4, 300
