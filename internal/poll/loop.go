@@ -58,7 +58,7 @@ func (p *Poller) run() {
 			spin = spinSlice
 			continue
 		}
-		now := time.Now()
+		now := p.cfg.now()
 		if idleSince.IsZero() {
 			idleSince = now
 		}
@@ -81,7 +81,7 @@ func (p *Poller) run() {
 			// fresh spin budget, as after a completion, stretched if the
 			// work came soon. Read the event queue in the next round, in
 			// case it was that one.
-			budget = stretchedBudget(p.cfg.SpinBudget, time.Since(idleSince))
+			budget = stretchedBudget(p.cfg.SpinBudget, p.cfg.now().Sub(idleSince))
 			idleSince, eqDue = time.Time{}, true
 		case timedOut:
 			p.timeouts.Add(1)
