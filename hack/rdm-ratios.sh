@@ -79,6 +79,7 @@ pair() {
 		shift
 	done
 	shift
+	: >"${dir}/recv.out" # before the receiver starts: never read the last pair's address
 	"${recv[@]}" >"${dir}/recv.out" 2>"${dir}/recv.err" &
 	local r=$!
 	pids+=("${r}")
