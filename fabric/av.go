@@ -205,11 +205,7 @@ func (e *Endpoint) InjectTo(b []byte, dest Addr) Errno {
 	if !e.open() {
 		return EBADF
 	}
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	return errnoOfSize(C.netio_injectto(e.c, p, C.size_t(len(b)), C.uint64_t(dest)))
+	return errnoOfSize(C.netio_injectto(e.c, firstByte(b), C.size_t(len(b)), C.uint64_t(dest)))
 }
 
 // String names the address for logs.

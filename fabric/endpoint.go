@@ -83,9 +83,10 @@ func getName(fid *C.struct_fid) (string, error) {
 
 // Endpoint is an active, connection-oriented endpoint (fi_endpoint).
 type Endpoint struct {
-	c   *C.struct_fid_ep
-	rcq *CQ    // the queue bound for its receives (BindCQ with BindRecv), the only one QueueRecv takes them on
-	cqs [2]*CQ // the distinct queues bound (transmit, receive), counted in their bound until Close
+	c    *C.struct_fid_ep
+	rcq  *CQ      // the queue bound for its receives (BindCQ with BindRecv), the only one QueueRecv takes them on
+	cqs  [2]*CQ   // the distinct queues bound (transmit, receive), counted in their bound until Close
+	cntr *Counter // the send counter bound (BindCounter), counted in its bound until Close
 }
 
 // h passes the endpoint to the hot-path shim functions as an integer of
@@ -233,6 +234,7 @@ func (e *Endpoint) Close() error {
 		return err // still open: close what uses it first, then retry
 	}
 	e.releaseBindings(q)
+	e.releaseCounter()
 	e.c, e.rcq = nil, nil
 	return nil
 }
@@ -273,11 +275,7 @@ func (e *Endpoint) Inject(b []byte) Errno {
 	if !e.open() {
 		return EBADF
 	}
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	return errnoOfSize(C.netio_inject(e.c, p, C.size_t(len(b))))
+	return errnoOfSize(C.netio_inject(e.c, firstByte(b), C.size_t(len(b))))
 }
 
 // Recv posts one receive buffer of length bytes at addr.
@@ -345,4 +343,12 @@ func (e *Endpoint) check(length int) Errno {
 		return EINVAL
 	}
 	return 0
+}
+
+// firstByte returns b's first byte for a call into C, nil when b is empty.
+func firstByte(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
 }
