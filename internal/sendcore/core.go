@@ -113,6 +113,7 @@ type Core struct {
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
 	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
 	inj          injector    // the inject path (Options.Inject)
+	conf         confirmer   // what the provider still holds of the injects (ConfirmInjects)
 }
 
 // Attach attaches the core to its poller (the shared one, or one of its
@@ -177,6 +178,7 @@ func (c *Core) Teardown(reason error) {
 	if t := c.watchdog.Load(); t != nil {
 		t.Stop()
 	}
+	c.countUnconfirmed()
 	c.CloseEndpoint()
 	c.Poller.Unregister(c.Owner)
 	c.hand.reset() // the queued sends are among those CancelPending reports
@@ -222,9 +224,12 @@ func (c *Core) CloseEndpoint() {
 }
 
 // Close is the endpoints' Close: Teardown on the poller goroutine, then
-// Release. It is idempotent and may be called from a callback.
+// Release. It is idempotent and may be called from a callback. With
+// ConfirmInjects it first waits (up to the linger, and not from a
+// callback) until the provider has sent every inject it took.
 func (c *Core) Close() error {
 	return c.closer.Close(c.Poller, func() error {
+		c.waitSent()
 		if c.Poller != nil {
 			c.Poller.Do(func() { c.Teardown(netio.ErrClosed) })
 		}
