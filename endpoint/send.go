@@ -97,7 +97,10 @@ type SendConfig struct {
 	Inject bool
 	// InjectLinger bounds how long Close waits for the provider to send
 	// the injects it took (Inject); 0 means sendcore.DefaultInjectLinger
-	// (1 s). Negative is an error.
+	// (1 s). Negative is an error. Close waits only while the provider
+	// holds sends (a receiver that keeps up ends it at once); called from
+	// a callback of this endpoint's poller it does not wait, from one of
+	// another poller it holds that poller meanwhile.
 	InjectLinger time.Duration
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
