@@ -10,7 +10,8 @@ import "sync"
 // BindSelective, added to BindTransmit in Endpoint.BindCQ, makes the
 // endpoint's sends write a completion only when they ask for one
 // (FI_SELECTIVE_COMPLETION): SendCompletion does, InjectCounted does not.
-// Plain Send and Inject then write none on most providers.
+// Plain Send and Inject then write none, unless the entry's tx_attr
+// op_flags ask for FI_COMPLETION (they do not on tcp and sockets here).
 const BindSelective = uint64(C.FI_SELECTIVE_COMPLETION)
 
 // Counter is a completion counter (fi_cntr_open, FI_CNTR_EVENTS_COMP,
