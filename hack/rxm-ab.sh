@@ -22,8 +22,10 @@
 # median of the per-round ratios to the C peer, and the median CPU seconds
 # per GB of the receiving and the sending process (user+sys over each
 # process's life, start-up included; the C peer spins on its queue, so its
-# CPU is about a core per process whatever it moves). Every process is
-# bounded by --timeout; nothing is left running.
+# CPU is about a core per process whatever it moves), and the median
+# context switches (voluntary + involuntary, /usr/bin/time's %w + %c) per
+# 10,000 messages of each. Every process is bounded by --timeout; nothing
+# is left running.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
@@ -55,14 +57,15 @@ go build -o "${tmp}/np-this" ./cmd/netio-perf
 rxm="tcp;ofi_rxm"
 
 # pair SERVER... -- CLIENT...: the server prints "LISTENING ADDR" first;
-# the client gets --connect ADDR. Each process's user+sys seconds go to
-# ${tmp}/rcpu and ${tmp}/scpu.
+# the client gets --connect ADDR. Each process's user and sys seconds and
+# its involuntary and voluntary context switches go to ${tmp}/rcpu and
+# ${tmp}/scpu.
 pair() {
 	local srv=() addr="" i
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
 	: >"${tmp}/out"
-	/usr/bin/time -f '%U %S' -o "${tmp}/rcpu" "${pin_recv[@]}" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
+	/usr/bin/time -f '%U %S %c %w' -o "${tmp}/rcpu" "${pin_recv[@]}" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
 	spid=$!
 	for i in $(seq 200); do
 		addr=$(awk '/^LISTENING /{ print $2; exit }' "${tmp}/out")
@@ -70,12 +73,13 @@ pair() {
 		sleep 0.05
 	done
 	if [ -z "${addr}" ]; then return 1; fi
-	/usr/bin/time -f '%U %S' -o "${tmp}/scpu" "${pin_send[@]}" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
+	/usr/bin/time -f '%U %S %c %w' -o "${tmp}/scpu" "${pin_send[@]}" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
 	wait "${spid}" || return 1
 	spid=
 }
 
-# run CONTENDER SIZE COUNT: prints "MB/s recv-CPU-s/GB send-CPU-s/GB".
+# run CONTENDER SIZE COUNT: prints "MB/s recv-CPU-s/GB send-CPU-s/GB
+# recv-switches/10k send-switches/10k".
 run() {
 	local s=$2 n=$3 mbs
 	case "$1" in
@@ -97,7 +101,8 @@ run() {
 	if [ -z "${mbs}" ]; then return 1; fi
 	awk -v mbs="${mbs}" -v gb="$(awk -v n="${n}" -v s="${s}" 'BEGIN { print n * s / 1e9 }')" \
 		-v r="$(awk '{ print $1 + $2 }' "${tmp}/rcpu")" -v c="$(awk '{ print $1 + $2 }' "${tmp}/scpu")" \
-		'BEGIN { printf "%.0f %.3f %.3f\n", mbs, r / gb, c / gb }'
+		-v rs="$(awk '{ print $3 + $4 }' "${tmp}/rcpu")" -v ss="$(awk '{ print $3 + $4 }' "${tmp}/scpu")" -v n="${n}" \
+		'BEGIN { printf "%.0f %.3f %.3f %.0f %.0f\n", mbs, r / gb, c / gb, rs * 1e4 / n, ss * 1e4 / n }'
 }
 
 contenders=(base this cpeer)
@@ -134,6 +139,8 @@ for size in sorted({int(r[1]) for r in rows}):
         line = "%8d %-5s %6.0f MB/s (%.0f-%.0f), CPU s/GB receiver %.3f sender %.3f" % (
             size, who, st.median(mb), min(mb), max(mb),
             st.median(float(r[4]) for r in ok), st.median(float(r[5]) for r in ok))
+        line += ", switches/10k msgs receiver %.0f sender %.0f" % (
+            st.median(float(r[6]) for r in ok), st.median(float(r[7]) for r in ok))
         q = [float(r[3]) / c[r[0]] for r in ok if r[0] in c and c[r[0]] > 0]
         if who != "cpeer" and q:
             line += ", /C by round %.2f (%.2f-%.2f)" % (st.median(q), min(q), max(q))
