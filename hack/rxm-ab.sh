@@ -15,6 +15,9 @@
 #   (taskset), C peer included, so that each process keeps a core of its
 #   own as the spinning C peer does by itself (a Go process then runs with
 #   GOMAXPROCS 1: the runtime follows the affinity mask).
+#   RXM_AB_CROSS=1 adds two mixed pairs: this tree's netio-perf client into
+#   the C receiver ("nc") and the C sender into this tree's server ("cn"),
+#   to tell which side sets netio-go's rate against C's.
 #
 # Each round runs every contender once per size, in reversed order every
 # other round. It prints, per size and contender, the receiver's MB/s
@@ -89,6 +92,18 @@ run() {
 			"${tmp}/cpeer" send --endpoint rdm --provider "${rxm}" --size "${s}" --count "${n}" \
 			--window 64 --timeout 60 || return 1
 		;;
+	nc)
+		pair "${tmp}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size "${s}" \
+			--count "${n}" --window 128 --timeout 60 -- \
+			"${tmp}/np-this" client --endpoint rdm --provider "${rxm}" --size "${s}" --bufs 64 \
+			--count "${n}" --json --timeout 60s "${poll[@]}" || return 1
+		;;
+	cn)
+		pair "${tmp}/np-this" server --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --buf-size "${s}" \
+			--bufs 128 --count "${n}" --json --timeout 60s "${poll[@]}" -- \
+			"${tmp}/cpeer" send --endpoint rdm --provider "${rxm}" --size "${s}" --count "${n}" \
+			--window 64 --timeout 60 || return 1
+		;;
 	base | this)
 		local np="${tmp}/np-$1"
 		pair "${np}" server --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --buf-size "${s}" \
@@ -106,11 +121,15 @@ run() {
 }
 
 contenders=(base this cpeer)
+if [ "${RXM_AB_CROSS:-0}" = 1 ]; then contenders+=(nc cn); fi
 echo "rxm-ab: ${rounds} rounds, base ${base} ($(git rev-parse --short "${base}")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')), poll ${RXM_AB_POLL:-default}, pinned ${RXM_AB_PIN:-0}, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 0; r < rounds; r++)); do
 	for sc in ${RXM_AB_SIZES:-65536:10000 1048576:1000}; do
 		order=("${contenders[@]}")
-		if ((r % 2)); then order=(cpeer this base); fi
+		if ((r % 2)); then
+			order=()
+			for ((i = ${#contenders[@]} - 1; i >= 0; i--)); do order+=("${contenders[i]}"); done
+		fi
 		line="round ${r} ${sc%%:*}:"
 		for v in "${order[@]}"; do
 			if ! res=$(run "${v}" "${sc%%:*}" "${sc##*:}"); then
@@ -129,7 +148,9 @@ import statistics as st, sys
 rows = [l.split() for l in open(sys.argv[1])]
 for size in sorted({int(r[1]) for r in rows}):
     c = {r[0]: float(r[3]) for r in rows if int(r[1]) == size and r[2] == "cpeer" and r[3] != "failed"}
-    for who in ("base", "this", "cpeer"):
+    for who in ("base", "this", "cpeer", "nc", "cn"):
+        if not any(r[2] == who for r in rows):
+            continue
         ok = [r for r in rows if int(r[1]) == size and r[2] == who and r[3] != "failed"]
         fails = sum(1 for r in rows if int(r[1]) == size and r[2] == who) - len(ok)
         if not ok:
