@@ -46,7 +46,6 @@ func (p *Poller) run() {
 			n += p.runQueue()
 		}
 		if n > 0 {
-			p.gosched.work()
 			idleSince, spin = time.Time{}, 0
 			if spinAfter {
 				spin = after.spin()
@@ -294,14 +293,13 @@ func (p *Poller) block() wakeReason {
 
 // yield lets others run between empty polls: runtime.Gosched the
 // application's goroutines (a spinning poller holds one of GOMAXPROCS
-// slots; on two cores two pollers would leave the sender none), when
-// goschedGate says so (after work, else every goschedEvery), and
+// slots; on two cores two pollers would leave the sender none), and
 // sched_yield the provider's own threads (the sockets progress thread) and
 // the peer's poller when both share a core on a loaded machine. A poller
 // locked to its thread skips Gosched, which would hand the thread over
 // (see cq.Config.LockOSThread).
 func (p *Poller) yield() {
-	if !p.cfg.LockOSThread && p.gosched.due(time.Now()) {
+	if !p.cfg.LockOSThread {
 		runtime.Gosched()
 	}
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)

@@ -94,8 +94,6 @@ type Poller struct {
 	batches                                           uint32 // poller goroutine only: batches delivered, for sampling
 	cqEmptied                                         uint64 // poller goroutine only: see CQEmptied
 	lastOfBatch                                       bool   // poller goroutine only: the completion being delivered ends its batch (Repost)
-
-	gosched goschedGate // poller goroutine only: when a yield calls runtime.Gosched
 }
 
 // CQEmptied counts the completion-queue reads that left the queue empty (a
