@@ -133,6 +133,7 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	}
 	e.injectSize = e.info.InjectSize()
 	e.inj.init(e.cfg.InjectQueue, e.injectSize)
+	e.inj.ok.init(e.cfg.MaxPeers, e.bufs.Pool.Len())
 	// Every send is queued for the poller once at most: room for all.
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
 	e.c.InitHandOff(sends, e.postSend)
@@ -254,6 +255,7 @@ func (e *Endpoint) RemovePeer(p Peer) error {
 		e.cos.mu.Unlock()
 		e.c.Guard.Release()
 		if err == nil {
+			e.forgetPeer(p)
 			// Before a new peer takes the slot, and after the guard is
 			// released: the reports run callbacks, which may Close.
 			e.park.lanes[p.slot].unreachable = false
@@ -291,6 +293,7 @@ func (e *Endpoint) Close() error {
 // closeEndpoint closes the libfabric endpoint, then frees its info.
 func (e *Endpoint) closeEndpoint() {
 	if ep := e.c.Guard.Endpoint(); ep != nil {
+		e.forgetOnClose()
 		if err := ep.Close(); err != nil {
 			e.c.Log.Error().Err(err).Msg("closing rdm endpoint")
 		}
@@ -306,6 +309,9 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 	if key&recvKey != 0 {
 		h.e.receiveCompleted(key&^recvKey, r)
 		return
+	}
+	if key&markBits == 0 && r.Status == netio.OK {
+		h.e.inj.ok.completed(key, h.e.dests[key].slot)
 	}
 	h.e.c.Complete((*kind)(h.e), key, r)
 	h.e.c.AfterCompletion()

@@ -31,6 +31,8 @@ type injects struct {
 	queued atomic.Int32
 	low    int32
 	perMsg atomic.Int64 // nanoseconds
+
+	ok confirms // which taken injects a later completion confirmed
 }
 
 func (q *injects) init(n, size int) {
@@ -85,7 +87,15 @@ func (q *injects) pending(dst []uint32) []uint32 {
 //
 // An inject the provider refuses later, or that was still queued when its
 // peer was removed or the endpoint closed, is logged and counted in
-// Stats.Failed; one the provider took counts in Stats.Completed. Why it
+// Stats.Failed; one the provider took counts in Stats.Completed. Taken is
+// not sent: tcp;ofi_rxm, sockets and udp;ofi_rxd hold injects in their own
+// queues while the peer is slow, and fi_close discards them. The completion
+// of a buffered send posted after an inject to the same peer confirms it;
+// the injects nothing confirmed when the peer is removed or the endpoint
+// closes are logged and counted in Stats.InjectsUnconfirmed (on shm, whose
+// fi_inject places the message in the peer's memory, they arrived all the
+// same). To close without losing injects, send a buffered message to each
+// peer last and wait for its completion (OnSendCompleted) before Close. Why it
 // is queued: every provider call of an rdm domain runs on its poller
 // goroutine (see poller.go).
 //
@@ -126,6 +136,7 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 func (e *Endpoint) postInject(ep *fabric.Endpoint, idx uint32, n int, dest fabric.Addr) fabric.Errno {
 	errno := ep.InjectTo(e.inj.piece(idx, n), dest)
 	if errno == 0 {
+		e.inj.ok.took(e.inj.to[idx].slot)
 		e.c.Complete((*kind)(e), idx|injectKey, poll.Result{Status: netio.OK})
 	}
 	return errno

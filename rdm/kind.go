@@ -110,5 +110,6 @@ func (e *Endpoint) postTo(ep *fabric.Endpoint, key uint32, n int, to Peer) fabri
 		return e.postInject(ep, key&^injectKey, n, dest)
 	}
 	buf := e.bufs.Pool.Lookup(uint64(key))
+	e.inj.ok.posted(key, to.slot)
 	return ep.SendTo(buf.Addr(), n, buf.Desc(), dest, e.c.Owner.Context(key))
 }
