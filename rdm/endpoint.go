@@ -133,7 +133,7 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	}
 	e.injectSize = e.info.InjectSize()
 	e.inj.init(e.cfg.InjectQueue, e.injectSize)
-	e.inj.ok.init(e.cfg.MaxPeers, e.bufs.Pool.Len())
+	e.inj.ok.init(e.cfg.MaxPeers, e.bufs.Pool.Len(), e.inj.len())
 	// Every send is queued for the poller once at most: room for all.
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
 	e.c.InitHandOff(sends, e.postSend)
@@ -281,9 +281,12 @@ func (e *Endpoint) Peers() int { return e.peers.count() }
 // Close closes the endpoint: with Config.Coalesce every peer's buffer is
 // posted first (Flush), then every pending key is reported with Canceled,
 // every buffer goes back, the peers leave the address vector, and the
-// endpoint's own poller stops. It is idempotent and may be called from a
-// callback.
+// endpoint's own poller stops. Before all that it waits, up to
+// Config.InjectLinger, for the injects the provider took to be confirmed
+// sent (see Inject); called from a callback, it does not wait. It is
+// idempotent and may be called from a callback.
 func (e *Endpoint) Close() error {
+	e.lingerInjects()
 	return e.closer.Close(e.c.Poller, func() error {
 		e.flushAllOnClose()
 		return joinRelease(e.c.Close(), releasePoller(e.mgr))
@@ -310,9 +313,7 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 		h.e.receiveCompleted(key&^recvKey, r)
 		return
 	}
-	if key&markBits == 0 && r.Status == netio.OK {
-		h.e.inj.ok.completed(key, h.e.dests[key].slot)
-	}
+	h.e.confirmed(key, r.Status == netio.OK)
 	h.e.c.Complete((*kind)(h.e), key, r)
 	h.e.c.AfterCompletion()
 	h.e.retryParked() // a completion may have made room for a parked send
@@ -325,6 +326,7 @@ func (handler) HandleEvent(ev fabric.Event) { ev.Info.Free() }
 // closed, so the provider holds none of them. Receive memory a running
 // OnData still reads goes when OnData returns.
 func (e *Endpoint) releaseResources() error {
+	e.inj.pin.Unpin() // the provider, closed, reads no tracked inject
 	var err error
 	if e.bufs.Pool != nil {
 		err = e.bufs.Close(e.holder)

@@ -1,7 +1,9 @@
 package rdm
 
 import (
+	"runtime"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
@@ -32,12 +34,17 @@ type injects struct {
 	low    int32
 	perMsg atomic.Int64 // nanoseconds
 
-	ok confirms // which taken injects a later completion confirmed
+	ok   confirms       // which taken injects a later completion confirmed
+	pin  runtime.Pinner // mem: a provider reads a tracked inject's slot until it completes
+	held int32          // tracked injects posted and not completed (poller goroutine only)
 }
 
 func (q *injects) init(n, size int) {
 	q.set, q.mem, q.size, q.to = slots.NewSet(n), make([]byte, n*size), size, make([]Peer, n)
 	q.low = int32(n / 2)
+	if len(q.mem) > 0 {
+		q.pin.Pin(&q.mem[0])
+	}
 }
 
 func (q *injects) len() int {
@@ -53,6 +60,12 @@ func (q *injects) piece(idx uint32, n int) []byte {
 	return q.mem[off : off+n : off+n]
 }
 
+// addr returns slot idx's address, for a send the provider may read until
+// it completes: mem is pinned while the endpoint is open.
+func (q *injects) addr(idx uint32) uintptr {
+	return uintptr(unsafe.Pointer(&q.mem[int(idx)*q.size]))
+}
+
 // claim frees slot idx once, for its completion or its cancel.
 func (q *injects) claim(idx uint32) (uint64, bool) {
 	if q.set == nil {
@@ -60,6 +73,9 @@ func (q *injects) claim(idx uint32) (uint64, bool) {
 	}
 	_, ok := q.set.Complete(idx, slots.SoleHolder)
 	if ok {
+		if q.ok.untrack(idx) {
+			q.held-- // poller goroutine: only a posted, tracked slot was tracked
+		}
 		q.freed()
 	}
 	return 0, ok // an inject has no key: ReportTo reports it to nobody
@@ -130,13 +146,28 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	return netio.OK
 }
 
-// postInject injects slot idx's n bytes to dest, and on success frees
-// the slot and counts it: fi_inject has copied it and reports no
-// completion. It runs on the poller goroutine (postSend).
+// postInject injects slot idx's n bytes to dest. It runs on the poller
+// goroutine (postSend). An untracked inject, once taken, is freed and
+// counted at once: fi_inject has copied it and reports no completion. A
+// tracked one (tracks says which) is posted with fi_send from its slot,
+// which stays posted until the completion frees and counts it and
+// confirms it and the injects to its peer before it. Not fi_sendmsg with
+// FI_INJECT|FI_COMPLETION: in libfabric 1.17 ofi_rxd's inject path drops
+// the context, and ofi_rxm over tcp sends from the caller's memory after
+// the call all the same (rxm_direct_send ignores FI_INJECT).
 func (e *Endpoint) postInject(ep *fabric.Endpoint, idx uint32, n int, dest fabric.Addr) fabric.Errno {
+	slot := e.inj.to[idx].slot
+	if e.inj.tracks(slot) {
+		errno := ep.SendTo(e.inj.addr(idx), n, 0, dest, e.c.Owner.Context(idx|injectKey))
+		if errno == 0 {
+			e.inj.ok.took(slot, idx)
+			e.inj.held++
+		}
+		return errno
+	}
 	errno := ep.InjectTo(e.inj.piece(idx, n), dest)
 	if errno == 0 {
-		e.inj.ok.took(e.inj.to[idx].slot)
+		e.inj.ok.took(slot, noSlot)
 		e.c.Complete((*kind)(e), idx|injectKey, poll.Result{Status: netio.OK})
 	}
 	return errno
