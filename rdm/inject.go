@@ -106,14 +106,18 @@ func (q *injects) pending(dst []uint32) []uint32 {
 // Stats.Failed; one the provider took counts in Stats.Completed. Taken is
 // not sent: tcp;ofi_rxm, sockets and udp;ofi_rxd hold injects in their own
 // queues while the peer is slow, and fi_close discards them. The completion
-// of a buffered send posted after an inject to the same peer confirms it;
-// the injects nothing confirmed when the peer is removed or the endpoint
-// closes are logged and counted in Stats.InjectsUnconfirmed (on shm, whose
-// fi_inject places the message in the peer's memory, they arrived all the
-// same). To close without losing injects, send a buffered message to each
-// peer last and wait for its completion (OnSendCompleted) before Close. Why it
-// is queued: every provider call of an rdm domain runs on its poller
-// goroutine (see poller.go).
+// of a later send to the same peer confirms an inject: a buffered send's, or
+// that of an inject posted with a completion (the last queued one, and every
+// 32nd in a row to a peer, which counts in Completed or Failed only when it
+// completes). Close waits up to Config.InjectLinger for every taken inject
+// to be confirmed; those nothing confirmed when the endpoint closes or the
+// peer is removed are logged and counted in Stats.InjectsUnconfirmed, as
+// lost or not (shm, whose fi_inject places the message in the peer's
+// memory, delivered them all the same). Close called from a callback does
+// not wait: call it once the completion of a buffered message sent to
+// each peer last has come (OnSendCompleted), which confirms the injects
+// before it. Why it is queued: every provider call of an rdm domain runs
+// on its poller goroutine (see poller.go).
 //
 // Called from a callback (on the poller goroutine) with nothing queued
 // before it, the inject is handed to the provider at once, where
