@@ -28,7 +28,6 @@ func stalledInjects(t *testing.T, provider, local string, linger time.Duration) 
 			close(stall)
 		}
 	}
-	t.Cleanup(release) // before the endpoints' Close (cleanups run last first)
 	rx := open(t, openDomain(t, provider), local, rdm.Config{OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
 		if len(data) == 64 {
 			<-stall // the receiver's poller waits here, bounded by the test
@@ -38,6 +37,7 @@ func stalledInjects(t *testing.T, provider, local string, linger time.Duration) 
 	tx, err := rdm.Open(openDomain(t, provider), local, rdm.Config{OnData: nop, InjectQueue: 64, InjectLinger: linger})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tx.Close()) })
+	t.Cleanup(release) // registered last, so run first: before the endpoints close
 	peer, err = tx.AddPeer(rx.Addr())
 	require.NoError(t, err)
 	send(t, tx, rx.Addr(), []byte("connect")) // ofi_rxm connects on the first send
@@ -159,4 +159,17 @@ func TestCloseWaitsForHeldInjects(t *testing.T) {
 			assert.Zero(t, s.Failed)
 		})
 	}
+}
+
+// TestRemovePeerCountsHeldInjects: removing a peer while the provider
+// holds injects to it counts those nothing confirmed in
+// Stats.InjectsUnconfirmed at once, not only at Close.
+func TestRemovePeerCountsHeldInjects(t *testing.T) {
+	tx, peer, ok, _, _ := stalledInjects(t, "tcp;ofi_rxm", "127.0.0.1:0", 200*time.Millisecond)
+	require.Positive(t, ok)
+	require.Zero(t, tx.Stats().InjectsUnconfirmed)
+	require.NoError(t, tx.RemovePeer(peer))
+	s := tx.Stats()
+	assert.Positive(t, s.InjectsUnconfirmed, "the stalled receiver's socket holds injects")
+	assert.LessOrEqual(t, s.InjectsUnconfirmed, s.Completed)
 }
