@@ -227,7 +227,7 @@ func (m *Manager) Stats() Stats {
 // Closed reports whether Close has marked the Manager closed: from then on
 // it refuses registrations with netio.ErrClosed, so nothing can be opened
 // in it. It lets a caller that would open things later (a reconnecting
-// sender) refuse up front. A Close that fails clears the mark again.
+// sender) refuse up front. A Close that fails never sets it.
 func (m *Manager) Closed() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -280,13 +280,17 @@ func (m *Manager) Close() error {
 		return fmt.Errorf("%w: %d registrations, %d bytes: close the endpoints and buffers that hold them first",
 			ErrRegistrationsAlive, n, bytes)
 	}
-	m.closed = true // refuses new registrations from here on
-	m.mu.Unlock()
-
+	// The domain is closed under the lock, and only its success marks the
+	// manager closed: a Close that fails (EBUSY: endpoints or queues still
+	// open) is never seen as closed, not even while fi_close runs, so a
+	// reconnecting sender dialling meanwhile neither reads Closed nor has a
+	// registration refused with ErrClosed, and does not stop for good.
 	if err := m.dom.Close(); err != nil {
-		m.reopen()
+		m.mu.Unlock()
 		return fmt.Errorf("domain: %w (endpoints or queues still open?)", err)
 	}
+	m.closed = true // refuses new registrations from here on
+	m.mu.Unlock()
 	if err := m.fab.Close(); err != nil {
 		return fmt.Errorf("domain: %w", err)
 	}
@@ -299,11 +303,3 @@ func (m *Manager) Close() error {
 // from its own callback stops only once that callback returns. Objects
 // never closed are not waited for: Close fails at once, as before.
 const CloseWait = 5 * time.Second
-
-// reopen undoes the closed mark after a close that failed and changed
-// nothing.
-func (m *Manager) reopen() {
-	m.mu.Lock()
-	m.closed = false
-	m.mu.Unlock()
-}

@@ -1,7 +1,9 @@
 package domain_test
 
 import (
+	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -154,4 +156,50 @@ func TestCloseRefusedWhileRegistrationsLive(t *testing.T) {
 	require.NoError(t, m.Close())
 	_, err = m.AllocRegistered(8192, domain.AccessSend)
 	assert.ErrorIs(t, err, netio.ErrClosed)
+}
+
+// TestFailedCloseNeverLooksClosed: a Close that fails because the domain
+// is still in use (a completion queue open on it) must never be seen as
+// closed, not even for the moment it takes: a reconnecting sender that
+// dials meanwhile and reads Closed, or gets ErrClosed from a registration,
+// stops for good (endpoint TestFailedManagerCloseLeavesSendersRunning
+// under load).
+func TestFailedCloseNeverLooksClosed(t *testing.T) {
+	m := open(t, domain.Config{})
+	q, err := m.Domain().OpenCQ(16, false)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var sawClosed, refused atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if m.Closed() {
+				sawClosed.Add(1)
+			}
+			r, err := m.AllocRegistered(4096, domain.AccessSend)
+			if errors.Is(err, netio.ErrClosed) {
+				refused.Add(1)
+			} else if assert.NoError(t, err) {
+				assert.NoError(t, r.Close())
+			}
+		}
+	}()
+	for range 10000 {
+		if err := m.Close(); !assert.Error(t, err, "a completion queue is open") {
+			break
+		}
+	}
+	close(stop)
+	<-done
+	assert.Zero(t, sawClosed.Load(), "Closed reported true during a Close that failed")
+	assert.Zero(t, refused.Load(), "registrations refused with ErrClosed during a Close that failed")
+	require.NoError(t, q.Close())
+	require.NoError(t, m.Close())
+	assert.True(t, m.Closed())
 }

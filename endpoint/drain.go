@@ -1,6 +1,10 @@
 package endpoint
 
-import "time"
+import (
+	"time"
+
+	"github.com/netio-go/netio/internal/sendcore"
+)
 
 // How long a receiving connection keeps delivering after the peer shut
 // down. The quiet period must outlast a scheduling gap of the provider's
@@ -35,7 +39,7 @@ type drainer struct {
 
 // drainPoller is what a drain needs of its poller (poll.Poller).
 type drainPoller interface {
-	emptier
+	sendcore.Emptier
 	Do(fn func())
 }
 
@@ -54,7 +58,7 @@ func (d *drainer) begin(p drainPoller, ended func() bool, end func()) {
 
 // check runs on the poller goroutine when the timer fires: quiet for
 // drainQuiet (or drainMax after the shutdown) is a verdict that
-// afterEmptied confirms; otherwise the timer waits again.
+// sendcore.AfterEmptied confirms; otherwise the timer waits again.
 func (d *drainer) check(p drainPoller, ended func() bool, end func()) {
 	if ended() {
 		return
@@ -64,7 +68,7 @@ func (d *drainer) check(p drainPoller, ended func() bool, end func()) {
 		return
 	}
 	last := d.last
-	afterEmptied(p, func(stopped bool) {
+	sendcore.AfterEmptied(p, func(stopped bool) {
 		switch {
 		case ended():
 		case stopped: // nothing more comes
@@ -75,33 +79,6 @@ func (d *drainer) check(p drainPoller, ended func() bool, end func()) {
 			end()
 		}
 	})
-}
-
-// emptier is what afterEmptied needs of a poller (poll.Poller).
-type emptier interface {
-	Go(fn func()) bool
-	CQEmptied() uint64
-}
-
-// afterEmptied runs fn on p's goroutine once p has read its completion
-// queue empty since the call, so that every completion written before the
-// call has been delivered; or, when p stops first, with stopped true. A
-// verdict of silence taken from delivered messages (a drain's quiet, an
-// idle timeout) is confirmed here: a poller kept from running (a loaded
-// machine, a callback that blocked) delivers nothing, so the connection's
-// messages may still wait in the queue. It is called on p's goroutine.
-func afterEmptied(p emptier, fn func(stopped bool)) {
-	seen := p.CQEmptied()
-	var wait func()
-	wait = func() {
-		switch {
-		case p.CQEmptied() != seen:
-			fn(false)
-		case !p.Go(wait): // read on
-			fn(true)
-		}
-	}
-	wait()
 }
 
 // received notes a message delivered, which keeps a drain going.

@@ -2,6 +2,7 @@ package endpoint_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,6 +88,65 @@ func TestProgressTimeoutSparesAnIdleConnection(t *testing.T) {
 	require.NotNil(t, buf)
 	assert.Equal(t, netio.OK, ep.SendBuffer(buf, 10), "still connected")
 	<-snd.done
+}
+
+// A poller kept from running (here by a callback that blocks; on a loaded
+// machine by the scheduler) delivers no completion, so the watchdog sees
+// a send pending with no progress: its verdict is confirmed once the
+// poller has read its queue empty, where the waiting completion shows the
+// connection healthy. Without that, the connection was ended as soon as
+// the poller ran again (TestProgressTimeoutSparesAnIdleConnection and
+// TestListenRepliesProgressTimeoutSparesIdle failed under load).
+func TestProgressTimeoutWaitsForALatePoller(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	mgr := openDomain(t, "tcp")
+	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
+	snd := newSender(16)
+	cfg := snd.config(netio.BufferedSendParams{BufferSize: 256, BufferCount: 4})
+	cfg.ProgressTimeout = timeout
+	held := make(chan struct{})
+	var first atomic.Bool
+	report := cfg.OnSendCompleted
+	cfg.OnSendCompleted = func(key uint64, st netio.Status) {
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			time.Sleep(8 * timeout) // the poller, kept from running
+		}
+		report(key, st)
+	}
+	ep := dial(t, mgr, l.Addr(), cfg)
+	send := func() {
+		buf := ep.GetBuffer()
+		require.NotNil(t, buf)
+		require.Equal(t, netio.OK, ep.SendBuffer(buf, 10))
+	}
+	reported := func(n int) {
+		for i := range n {
+			select {
+			case <-snd.done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("send %d of %d not reported", i, n)
+			}
+		}
+	}
+	send()
+	<-held
+	send() // while the poller is held: pending, its completion unread
+	reported(2)
+	send() // still connected
+	reported(1)
+	select {
+	case err := <-snd.closed:
+		t.Fatalf("closed by the watchdog while its poller was held: %v", err)
+	default:
+	}
+	snd.mu.Lock()
+	defer snd.mu.Unlock()
+	for key, sts := range snd.statuses { // keys are buffer IDs, reused
+		for _, st := range sts {
+			assert.Equal(t, netio.OK, st, "key %d", key)
+		}
+	}
 }
 
 func TestDeliveryComplete(t *testing.T) {

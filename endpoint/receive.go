@@ -284,26 +284,16 @@ func (r *ReceiveEndpoint) Close() error {
 //
 // The watch counts the messages the poller has taken, so a poller kept
 // from running (a loaded machine, a callback that blocked) looks like a
-// silent peer to it. Its verdict is therefore confirmed once the poller
-// has read its completion queue empty (afterEmptied): if messages were
-// taken since the verdict, the peer was not silent, and the watch starts
-// over instead of closing a connection whose messages were waiting.
+// silent peer to it. sendcore.StallWatch therefore confirms its verdict
+// once the poller has read its completion queue empty: if messages were
+// taken since the verdict, the peer was not silent, and the watch goes on
+// instead of closing a connection whose messages were waiting.
 func (r *ReceiveEndpoint) watchIdle(timeout time.Duration) {
 	activity := func() (bool, uint64) { return true, r.messages.Load() + r.errors.Load() }
 	ended := func() bool { return r.state.Load() == stateClosed }
-	r.idle = sendcore.StallWatch(timeout, activity, ended, func() {
-		_, seen := activity()
-		confirm := func(stopped bool) {
-			switch _, now := activity(); {
-			case stopped || r.closed():
-			case now != seen:
-				r.watchIdle(timeout)
-			default:
-				reason := fmt.Errorf("%w: %w: no message for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
-				r.l.log.Warn().Uint64("conn", r.id).Str("peer", r.peer).Dur("timeout", timeout).Msg("receive idle timeout: closing the connection")
-				r.teardown(reason)
-			}
-		}
-		r.l.poller.Go(func() { afterEmptied(r.l.poller, confirm) })
+	r.idle = sendcore.StallWatch(r.l.poller, timeout, activity, ended, func() {
+		reason := fmt.Errorf("%w: %w: no message for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
+		r.l.log.Warn().Uint64("conn", r.id).Str("peer", r.peer).Dur("timeout", timeout).Msg("receive idle timeout: closing the connection")
+		r.teardown(reason)
 	})
 }

@@ -194,7 +194,7 @@ func (r *ReceiveEndpoint) watchReplies() {
 	}
 	timeout := s.cfg.ProgressTimeout
 	ended := func() bool { return r.state.Load() == stateClosed }
-	s.watch = sendcore.StallWatch(timeout, s.counters.Progress, ended, func() {
+	s.watch = sendcore.StallWatch(r.l.poller, timeout, s.counters.Progress, ended, func() {
 		reason := fmt.Errorf("%w: %w: no reply completed for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
 		r.l.log.Warn().Uint64("conn", r.id).Str("peer", r.peer).Dur("timeout", timeout).Msg("reply progress timeout: closing the connection")
 		r.l.poller.Do(func() { r.teardown(reason) })

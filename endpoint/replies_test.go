@@ -250,7 +250,20 @@ func TestRepliesCloseOrders(t *testing.T) {
 func TestRepliesCloseFromOnReply(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	srv := newEchoServer()
-	l := listen(t, mgr, srv.config(16))
+	cfg := srv.config(16)
+	// Both pings are sent before the first reply can close: the server
+	// holds the first ping's echo until the second ping has arrived, then
+	// echoes both. (Its OnData runs on its poller goroutine only.)
+	echo, first := cfg.OnData, []byte(nil)
+	cfg.OnData = func(ep *endpoint.ReceiveEndpoint, data []byte) {
+		if first == nil {
+			first = append([]byte{}, data...)
+			return
+		}
+		echo(ep, first)
+		echo(ep, data)
+	}
+	l := listen(t, mgr, cfg)
 	col := &replyCollector{pat: testpattern.New(1000)}
 	var afterClose atomic.Int64
 	col.onData = func(ep *endpoint.SendEndpointBuffered, data []byte) {
@@ -259,10 +272,10 @@ func TestRepliesCloseFromOnReply(t *testing.T) {
 		_ = data[len(data)-1]
 	}
 	sent := newSender(64)
-	cfg := sent.config(netio.BufferedSendParams{BufferSize: 4096, BufferCount: 8})
-	cfg.Replies = col.replies()
-	s := dial(t, mgr, l.Addr(), cfg)
-	for seq := range uint64(2) { // both are sent before the first reply can close
+	scfg := sent.config(netio.BufferedSendParams{BufferSize: 4096, BufferCount: 8})
+	scfg.Replies = col.replies()
+	s := dial(t, mgr, l.Addr(), scfg)
+	for seq := range uint64(2) {
 		buf := s.GetBuffer()
 		require.NotNil(t, buf)
 		col.pat.Fill(buf.Bytes()[:10], 0, seq)

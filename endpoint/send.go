@@ -355,7 +355,10 @@ func (s *SendEndpointBuffered) Stats() SendStats {
 // discards what it still stages, so a receiver that is behind can miss
 // messages reported OK (quirks.Quirks.CompletesWhenStaged; docs/performance.md
 // says how many). Where every message counts, use tcp with
-// DeliveryComplete, or have the receiver acknowledge.
+// DeliveryComplete, or have the receiver acknowledge. With Replies, a
+// Close while replies still arrive resets the connection, and the kernel
+// discards what it held of the sends reported OK (docs/providers.md):
+// read the peer's last reply first, or use DeliveryComplete.
 //
 // On a coalescing endpoint Close first posts the current buffer, as Flush
 // would; like every send still pending it is then reported through

@@ -3,6 +3,7 @@ package fabric_test
 import (
 	"errors"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -354,4 +355,23 @@ func postSend(t *testing.T, s *stack, ep *fabric.Endpoint, msg string, ctx uint6
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, mr.Close()) })
 	require.Zero(t, ep.Send(addr(buf), len(msg), mr.Desc(), ctx))
+}
+
+// preset is the staging size the environment named before the package
+// applied its default (package variables are set before any test runs).
+var preset, presetSet = os.LookupEnv(fabric.TCPStagingEnv)
+
+// TestTCPStagingOffByDefault: the package's default reaches the C
+// environment libfabric reads (os.Setenv calls C's setenv in a cgo
+// program), and a value the environment named before is kept.
+func TestTCPStagingOffByDefault(t *testing.T) {
+	got := fabric.TCPStaging()
+	want, set := os.LookupEnv(fabric.TCPStagingEnv)
+	require.True(t, set, "the Go environment names the staging size once the default is applied")
+	assert.Equal(t, want, got, "C's environ agrees with Go's")
+	if !presetSet {
+		assert.Equal(t, "0", got, "staging off unless the environment named a size")
+	} else {
+		assert.Equal(t, preset, got, "a size the environment named is kept")
+	}
 }

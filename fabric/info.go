@@ -71,8 +71,11 @@ type Info struct {
 	c *C.struct_fi_info
 }
 
-// GetInfo calls fi_getinfo and returns the first matching entry.
+// GetInfo calls fi_getinfo and returns the first matching entry. The
+// first call in a process turns tcp's send staging off unless the
+// environment says otherwise (TCPStagingEnv).
 func GetInfo(h Hints) (*Info, error) {
+	defaultTCPStaging()
 	var ch C.struct_netio_hints
 	var toFree []unsafe.Pointer
 	cstr := func(s string) *C.char {

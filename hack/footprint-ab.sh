@@ -20,11 +20,17 @@
 #     netio-wN  netio-perf --bufs N on both sides (N in flight, N posted)
 #     netio-sN  the client's window 64, N receives posted by the server
 #     netio-cN  the client's window N, 64 receives posted by the server
+#     netio-staged  netio with tcp's send staging on in both processes
+#               (FI_TCP_STAGING_SBUF_SIZE=9000, libfabric's default, which
+#               netio-go turns off: docs/providers.md)
 # Each round runs every variant once, in reversed order every other round.
 # It prints each variant's receiver MB/s, median (lowest-highest), CPU
 # seconds per GB of both processes (user+sys; a program that spins on its
 # CQ, as C and fabtests do, spends about two CPUs whatever it moves), and
-# the median of the per-round ratios to the first variant. Every pair is
+# the median of the per-round ratios to the first variant. With PERFSTAT=1
+# it also prints the system calls and context switches per message of both
+# processes together (perf stat's raw_syscalls:sys_enter and
+# context-switches, children included). Every pair is
 # bounded by --timeout; nothing is left running.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -51,7 +57,13 @@ trap cleanup EXIT
 
 # timed CMD...: runs CMD for at most 60 s, adding its user and system
 # seconds to ${tmp}/cpu.
-timed() { /usr/bin/time -f '%U %S' -a -o "${tmp}/cpu" timeout 60 "$@"; }
+timed() {
+	local perf=()
+	if [ -n "${PERFSTAT:-}" ]; then
+		perf=(perf stat -x, -e raw_syscalls:sys_enter,context-switches --append -o "${tmp}/perf")
+	fi
+	"${perf[@]}" /usr/bin/time -f '%U %S' -a -o "${tmp}/cpu" timeout 60 "$@"
+}
 
 # pair SERVER... -- CLIENT...: the server prints "LISTENING ip:port" first;
 # ADDR in the client's arguments becomes that address.
@@ -89,6 +101,7 @@ fabpair() {
 run() {
 	local n=${count} s=${size} mbs
 	: >"${tmp}/cpu"
+	: >"${tmp}/perf"
 	case "$1" in
 	c | c-one | c-batch | c-fab)
 		local one=()
@@ -103,16 +116,17 @@ run() {
 			--connect ADDR --timeout 60 "${one[@]}" || return 1
 		mbs=$(grep -o '"mb_per_s":[0-9.]*' "${tmp}/out" | cut -d: -f2)
 		;;
-	netio | netio-[wsc][1-9]*)
-		local sw=64 cw=64 k=${1#netio-?}
+	netio | netio-[wsc][1-9]* | netio-staged)
+		local sw=64 cw=64 k=${1#netio-?} stage=()
 		case "$1" in
+		netio-staged) stage=(env FI_TCP_STAGING_SBUF_SIZE=9000) ;;
 		netio-w*) sw=${k} cw=${k} ;;
 		netio-s*) sw=${k} ;;
 		netio-c*) cw=${k} ;;
 		esac
-		pair bin/netio-perf server --provider tcp --listen 127.0.0.1:0 --buf-size "${s}" --bufs "${sw}" \
+		pair "${stage[@]}" bin/netio-perf server --provider tcp --listen 127.0.0.1:0 --buf-size "${s}" --bufs "${sw}" \
 			--count "${n}" --json --timeout 60s -- \
-			bin/netio-perf client --provider tcp --connect ADDR --size "${s}" --bufs "${cw}" \
+			"${stage[@]}" bin/netio-perf client --provider tcp --connect ADDR --size "${s}" --bufs "${cw}" \
 			--count "${n}" --json --timeout 60s || return 1
 		mbs=$(tail -1 "${tmp}/out" | grep -o '"mb_per_s":[0-9.]*' | cut -d: -f2)
 		;;
@@ -127,7 +141,9 @@ run() {
 	esac
 	if [ -z "${mbs}" ]; then return 1; fi
 	awk -v mbs="${mbs}" -v gb="$(awk -v n="${n}" -v s="${s}" 'BEGIN { print n * s / 1e9 }')" \
-		'{ cpu += $1 + $2 } END { printf "%.0f %.3f\n", mbs, cpu / gb }' "${tmp}/cpu"
+		-v perf="$(awk -F, -v n="${n}" '$3 ~ /sys_enter/ { sc += $1 } $3 == "context-switches" { cs += $1 }
+			END { if (sc) printf "%.2f %.3f", sc / n, cs / n }' "${tmp}/perf")" \
+		'{ cpu += $1 + $2 } END { printf "%.0f %.3f %s\n", mbs, cpu / gb, perf }' "${tmp}/cpu"
 }
 
 echo "footprint-ab: ${rounds} rounds, ${size} B x ${count}, tcp 127.0.0.1, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -154,7 +170,7 @@ for v in "${variants[@]}"; do
 	awk -v v="${v}" -v base="${base}" '
 		$3 == "failed" { next }
 		$2 == base { b[$1] = $3 }
-		$2 == v { m[++n] = $3; c[n] = $4; r[$1] = $3 }
+		$2 == v { m[++n] = $3; c[n] = $4; r[$1] = $3; if (NF >= 6) { sc[++ns] = $5; cs[ns] = $6 } }
 		function median(a, k,   i, j, t) {
 			for (i = 2; i <= k; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
 			return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
@@ -164,6 +180,7 @@ for v in "${variants[@]}"; do
 			for (k in r) if (k in b && b[k] > 0) q[++nq] = r[k] / b[k]
 			med = median(m, n); lo = m[1]; hi = m[n]; cpu = median(c, n)
 			printf "%-9s %6.0f MB/s (%.0f-%.0f), CPU %.3f s/GB", v, med, lo, hi, cpu
+			if (ns) printf ", %.2f syscalls and %.3f context switches per message", median(sc, ns), median(cs, ns)
 			if (v != base && nq) printf ", %s/%s by round %.2f", v, base, median(q, nq)
 			printf "\n"
 		}' "${tmp}/results"

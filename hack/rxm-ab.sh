@@ -7,6 +7,8 @@
 # 128 receives posted, window 64; 10000 x 64 KiB, 1000 x 1 MiB).
 #
 # Usage: hack/rxm-ab.sh [rounds] [base-revision]   (defaults: 5, main)
+#   RXM_AB_SIZES="4096:20000 65536:10000" sets the sizes and counts
+#   (SIZE:COUNT, space-separated; default "65536:10000 1048576:1000").
 #
 # Each round runs every contender once per size, in reversed order every
 # other round. It prints, per size and contender, the receiver's MB/s
@@ -87,7 +89,7 @@ run() {
 contenders=(base this cpeer)
 echo "rxm-ab: ${rounds} rounds, base ${base} ($(git rev-parse --short "${base}")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 0; r < rounds; r++)); do
-	for sc in 65536:10000 1048576:1000; do
+	for sc in ${RXM_AB_SIZES:-65536:10000 1048576:1000}; do
 		order=("${contenders[@]}")
 		if ((r % 2)); then order=(cpeer this base); fi
 		line="round ${r} ${sc%%:*}:"

@@ -163,7 +163,8 @@ type PublisherConfig struct {
 	// are also sent at the start of a subscription and after a drop.
 	SyncInterval int
 	// OnSubscribe is called when a subscriber subscribes to a tag, before
-	// the publisher acknowledges; peer is its data address. It runs on that
+	// the publisher acknowledges, and once every tag of the same request
+	// is in place (called for each); peer is its data address. It runs on that
 	// subscriber's control goroutine and must not block for long. May be
 	// nil.
 	OnSubscribe func(tag uint64, peer string)

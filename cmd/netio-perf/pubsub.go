@@ -209,6 +209,8 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	o.churn.hook(&cfg)
 	var seen seenSubscribers
 	seen.hook(&cfg)
+	var ready readyPeers
+	ready.hook(&cfg)
 	p, err := pubsub.NewPublisher(mgr, o.listen.String(), cfg)
 	if err != nil {
 		return err
@@ -218,7 +220,7 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	o.churn.idle = takeBaseline(mgr)
 	fmt.Fprintf(stdout, "LISTENING %s\n", p.Addr())
 	fmt.Fprintf(stderr, "publishing %d tags on %s; waiting for %d subscribers\n", o.tags, p.Addr(), o.subscribers)
-	for subscribedPeers(p) < o.subscribers {
+	for ready.count(p) < o.subscribers {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -283,18 +285,6 @@ func anyPending(p *pubsub.Publisher) bool {
 		}
 	}
 	return false
-}
-
-// subscribedPeers counts the subscribers that subscribed to a tag: past
-// hello is not enough, their subscribe request may not have come yet.
-func subscribedPeers(p *pubsub.Publisher) int {
-	n := 0
-	for _, s := range p.Subscribers() {
-		if len(s.Tags) > 0 {
-			n++
-		}
-	}
-	return n
 }
 
 // publishLoop publishes --count messages (or for --duration), round robin

@@ -186,13 +186,29 @@ func TestLockOSThreadKeepsTheThread(t *testing.T) {
 
 // MaxBlock bounds each wait, so an idle poller reads its queues (driving
 // provider progress) a few times a second and no more.
+//
+// Without a timing assumption: how often a poller gets to run on a loaded
+// machine is not the test's to know (a fixed 200 ms window saw 0 to 4
+// wake-ups of 20 under load), so it waits for the wake-ups instead of
+// counting them in a window. A poller whose wait were not bounded never
+// times out; by the time it has timed out 20 times, a second poller beside
+// it, under the same load, with a bound a hundred times longer, has timed
+// out at most half as often (true while wake-ups come less than a second
+// late on average); and none times out more often than its bound allows, which a
+// loaded machine can only make rarer.
 func TestMaxBlockBoundsTheWait(t *testing.T) {
+	const bound = 10 * time.Millisecond
 	m := openManager(t)
-	p := openPoller(t, m, poll.Config{MaxBlock: 10 * time.Millisecond})
-	time.Sleep(200 * time.Millisecond)
-	sleeps := p.Stats().Sleeps
-	assert.GreaterOrEqual(t, sleeps, uint64(5), "woke up at the bound")
-	assert.LessOrEqual(t, sleeps, uint64(40), "and no more often")
+	start := time.Now()
+	p := openPoller(t, m, poll.Config{MaxBlock: bound})
+	slow := openPoller(t, m, poll.Config{MaxBlock: 100 * bound})
+	require.Eventually(t, func() bool { return p.Stats().Timeouts >= 20 }, 30*time.Second, time.Millisecond,
+		"woke up at the bound")
+	slowTimeouts := slow.Stats().Timeouts
+	timeouts, elapsed := p.Stats().Timeouts, time.Since(start)
+	assert.LessOrEqual(t, 2*slowTimeouts, timeouts, "a bound a hundred times longer times out as often")
+	assert.LessOrEqual(t, timeouts, uint64(elapsed/bound)+1, "no more often than the bound: %d in %v", timeouts, elapsed)
+	require.NoError(t, slow.Close())
 	require.NoError(t, p.Close())
 	_, err := poll.Open(m.Fabric(), m.Domain(), poll.Config{MaxBlock: -1})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)

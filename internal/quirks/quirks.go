@@ -82,7 +82,10 @@ type Quirks struct {
 // has the quirks of the layers combined (see For).
 var table = map[string]Quirks{
 	// tcp completes a send with FI_DELIVERY_COMPLETE when the peer
-	// acknowledges its placement; it registers in software.
+	// acknowledges its placement; it registers in software. It would
+	// complete sends once staged too, but fabric turns its staging buffer
+	// off (fabric.TCPStagingEnv); a program that turns it back on has
+	// CompletesWhenStaged without this table knowing.
 	"tcp": {DeliveryComplete: true, SoftwareRegistration: true, PassiveCloseReadsFreed: true,
 		TruncationDrops: true},
 	// sockets completes sends once it has buffered them whatever is asked,

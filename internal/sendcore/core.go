@@ -253,7 +253,7 @@ func (c *Core) Release() error {
 // WatchProgress ends the endpoint when sends stay pending without one
 // finishing for timeout (SendConfig.ProgressTimeout).
 func (c *Core) WatchProgress(timeout time.Duration) {
-	c.watchdog.Store(StallWatch(timeout, c.kind.Progress, c.ended.Load, func() {
+	c.watchdog.Store(StallWatch(c.Poller, timeout, c.kind.Progress, c.ended.Load, func() {
 		reason := fmt.Errorf("%w: %w: no send completed for %v", netio.ErrConnectionClosed, netio.ErrTimeout, timeout)
 		c.Log.Warn().Str("peer", c.opts.Peer).Dur("timeout", timeout).Msg("send progress timeout: closing the connection")
 		c.Poller.Do(func() { c.Teardown(reason) })

@@ -59,6 +59,12 @@ func TestSnapshotCoversEveryKind(t *testing.T) {
 	cache, err := mgr.NewRegistrationCache(domain.CacheConfig{})
 	require.NoError(t, err)
 
+	// A send completes once the kernel has it, before the receiver has
+	// counted it: wait for all five (3 buffered, zero-copy, reconnecting).
+	require.Eventually(t, func() bool {
+		k, _ := kind(mgr.Snapshot(), stats.KindReceive)
+		return k.MessagesReceived == 5
+	}, waitFor, time.Millisecond)
 	snap := mgr.Snapshot()
 	b, err := json.Marshal(snap)
 	require.NoError(t, err, "JSON-marshalable")
@@ -90,7 +96,12 @@ func TestSnapshotCoversEveryKind(t *testing.T) {
 	require.NoError(t, rs.Close())
 	require.NoError(t, zc.Close())
 	require.NoError(t, s.snd.Close())
-	require.Eventually(t, func() bool { return len(s.ln.Connections()) == 0 }, waitFor, time.Millisecond)
+	// A receiving connection leaves the listener before it leaves the
+	// snapshot (ReceiveEndpoint.teardown: retire, release, then the stats
+	// entry), so wait for both.
+	require.Eventually(t, func() bool {
+		return len(s.ln.Connections()) == 0 && len(mgr.Snapshot().Endpoints) == 0
+	}, waitFor, time.Millisecond)
 
 	after := mgr.Snapshot()
 	assert.Empty(t, after.Caches)
