@@ -17,17 +17,7 @@ import (
 	"github.com/netio-go/netio/rdm"
 )
 
-func TestMain(m *testing.M) {
-	// tcp completes a send once its 9000-byte staging buffer holds it, and
-	// fi_close discards that buffer: a completion then confirms injects
-	// that are lost (TestInjectsHeldAtCloseAreReported, about 1 run in 4,
-	// 59 64-byte injects). The tcpstage branch turns staging off by
-	// default in the library; until then the tests turn it off here.
-	if _, set := os.LookupEnv("FI_TCP_STAGING_SBUF_SIZE"); !set {
-		_ = os.Setenv("FI_TCP_STAGING_SBUF_SIZE", "0")
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // providers are the RDM providers tested in this process, with the local
 // address each takes. udp;ofi_rxd and shm crash libfabric 1.17 (SIGSEGV in
