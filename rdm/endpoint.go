@@ -132,8 +132,10 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 		return err
 	}
 	e.injectSize = e.info.InjectSize()
-	e.inj.init(e.cfg.InjectQueue, e.injectSize)
-	e.inj.ok.init(e.cfg.MaxPeers, e.bufs.Pool.Len(), e.inj.len())
+	e.inj.init(e.cfg.InjectQueue, e.injectSize, e.cfg.MaxPeers)
+	if err = e.inj.ok.init(mgr, e.cfg.MaxPeers, e.bufs.Pool.Len(), e.inj.len(), e.injectSize); err != nil {
+		return err
+	}
 	// Every send is queued for the poller once at most: room for all.
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
 	e.c.InitHandOff(sends, e.postSend)
@@ -326,10 +328,11 @@ func (handler) HandleEvent(ev fabric.Event) { ev.Info.Free() }
 // closed, so the provider holds none of them. Receive memory a running
 // OnData still reads goes when OnData returns.
 func (e *Endpoint) releaseResources() error {
-	e.inj.pin.Unpin() // the provider, closed, reads no tracked inject
-	var err error
+	err := e.inj.ok.closeConfirms()
 	if e.bufs.Pool != nil {
-		err = e.bufs.Close(e.holder)
+		if berr := e.bufs.Close(e.holder); err == nil {
+			err = berr
+		}
 	}
 	if zerr := e.zc.Release(); err == nil {
 		err = zerr

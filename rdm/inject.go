@@ -1,9 +1,7 @@
 package rdm
 
 import (
-	"runtime"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
@@ -16,12 +14,15 @@ import (
 const DefaultInjectQueue = 64
 
 // injects is the inject queue: slots of inject_size bytes in Go memory
-// (fi_inject copies the payload before it returns, so nothing is
-// registered or pinned past the call) that Inject fills and the poller
-// goroutine posts through the send core's hand-off, in order with the
-// other sends. A slot's state lives in an internal/slots.Set: taken
-// straight into posted by Inject, back to free when the poller has
-// injected it, refused it, or the endpoint closed.
+// that Inject fills and the poller goroutine posts through the send
+// core's hand-off, in order with the other sends. A slot is free again as
+// soon as the poller has given its inject to the provider (fi_inject
+// copies it; a tracked one is copied into the peer's confirm slot, in
+// registered memory, see confirms), refused it, or the endpoint closed:
+// no queue slot waits for a completion, so a stalled peer holds none, and
+// nothing in the queue is registered or pinned. A slot's state lives in
+// an internal/slots.Set: taken straight into posted by Inject, back to
+// free when claimed.
 type injects struct {
 	set  *slots.Set
 	mem  []byte
@@ -34,17 +35,16 @@ type injects struct {
 	low    int32
 	perMsg atomic.Int64 // nanoseconds
 
-	ok   confirms       // which taken injects a later completion confirmed
-	pin  runtime.Pinner // mem: a provider reads a tracked inject's slot until it completes
-	held int32          // tracked injects posted and not completed (poller goroutine only)
+	// perPeer counts, by peer slot, the injects queued and not yet given
+	// to the provider: the last of a peer's is tracked (see tracks).
+	perPeer []atomic.Int32
+	ok      confirms // which taken injects a later completion confirmed
 }
 
-func (q *injects) init(n, size int) {
+func (q *injects) init(n, size, peers int) {
 	q.set, q.mem, q.size, q.to = slots.NewSet(n), make([]byte, n*size), size, make([]Peer, n)
 	q.low = int32(n / 2)
-	if len(q.mem) > 0 {
-		q.pin.Pin(&q.mem[0])
-	}
+	q.perPeer = make([]atomic.Int32, peers+2)
 }
 
 func (q *injects) len() int {
@@ -60,29 +60,24 @@ func (q *injects) piece(idx uint32, n int) []byte {
 	return q.mem[off : off+n : off+n]
 }
 
-// addr returns slot idx's address, for a send the provider may read until
-// it completes: mem is pinned while the endpoint is open.
-func (q *injects) addr(idx uint32) uintptr {
-	return uintptr(unsafe.Pointer(&q.mem[int(idx)*q.size]))
-}
-
-// claim frees slot idx once, for its completion or its cancel.
+// claim frees slot idx once: its inject was given to the provider,
+// refused, or canceled. It may run on Inject's caller goroutine (Inject's
+// failure path): the peer is read before the slot is free for another
+// Inject to fill, and the counts are atomic.
 func (q *injects) claim(idx uint32) (uint64, bool) {
 	if q.set == nil {
 		return 0, false
 	}
+	slot := q.to[idx].slot
 	_, ok := q.set.Complete(idx, slots.SoleHolder)
 	if ok {
-		if q.ok.untrack(idx) {
-			q.held-- // poller goroutine: only a posted, tracked slot was tracked
+		if int(slot) < len(q.perPeer) {
+			q.perPeer[slot].Add(-1)
 		}
-		q.freed()
+		q.queued.Add(-1)
 	}
 	return 0, ok // an inject has no key: ReportTo reports it to nobody
 }
-
-// freed counts a slot given back (poller goroutine): one atomic add.
-func (q *injects) freed() { q.queued.Add(-1) }
 
 // pending appends the queued injects to dst, marked.
 func (q *injects) pending(dst []uint32) []uint32 {
@@ -107,9 +102,11 @@ func (q *injects) pending(dst []uint32) []uint32 {
 // not sent: tcp;ofi_rxm, sockets and udp;ofi_rxd hold injects in their own
 // queues while the peer is slow, and fi_close discards them. The completion
 // of a later send to the same peer confirms an inject: a buffered send's, or
-// that of an inject posted with a completion (the last queued one, and every
-// 32nd in a row to a peer, which counts in Completed or Failed only when it
-// completes). Close waits up to Config.InjectLinger for every taken inject
+// that of an inject posted with a completion (the last one queued to its
+// peer, and every 33rd in a row to a peer, unless the peer's previous
+// tracked inject has not completed yet; such an inject counts in
+// Completed or Failed only when it completes, and until then as a
+// pending send for Config.ProgressTimeout). Close waits up to Config.InjectLinger for every taken inject
 // to be confirmed; those nothing confirmed when the endpoint closes or the
 // peer is removed are logged and counted in Stats.InjectsUnconfirmed, as
 // lost or not (shm, whose fi_inject places the message in the peer's
@@ -141,6 +138,9 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	e.inj.queued.Add(1)
 	copy(e.inj.piece(idx, len(data)), data)
 	e.inj.to[idx] = to
+	if int(to.slot) < len(e.inj.perPeer) {
+		e.inj.perPeer[to.slot].Add(1)
+	}
 	e.c.Counters.Posted(len(data))
 	if st := e.c.Send(ep, idx|injectKey, len(data), len(data)); st != netio.OK {
 		e.c.Counters.Unposted(len(data))
@@ -153,25 +153,26 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 // postInject injects slot idx's n bytes to dest. It runs on the poller
 // goroutine (postSend). An untracked inject, once taken, is freed and
 // counted at once: fi_inject has copied it and reports no completion. A
-// tracked one (tracks says which) is posted with fi_send from its slot,
-// which stays posted until the completion frees and counts it and
-// confirms it and the injects to its peer before it. Not fi_sendmsg with
-// FI_INJECT|FI_COMPLETION: in libfabric 1.17 ofi_rxd's inject path drops
-// the context, and ofi_rxm over tcp sends from the caller's memory after
-// the call all the same (rxm_direct_send ignores FI_INJECT).
-func (e *Endpoint) postInject(ep *fabric.Endpoint, idx uint32, n int, dest fabric.Addr) fabric.Errno {
-	slot := e.inj.to[idx].slot
-	if e.inj.tracks(slot) {
-		errno := ep.SendTo(e.inj.addr(idx), n, 0, dest, e.c.Owner.Context(idx|injectKey))
-		if errno == 0 {
-			e.inj.ok.took(slot, idx)
-			e.inj.held++
+// tracked one (tracks says which) is copied into its peer's confirm slot
+// and posted from there with fi_send; its queue slot is free at once, and
+// its completion counts it and confirms it and the injects to its peer
+// before it (see confirms). The last inject queued to a peer whose tracked
+// inject is still in flight waits for its completion, parked in the peer's
+// lane, to go tracked then (see waitsForConfirm). Not fi_sendmsg with FI_INJECT|FI_COMPLETION:
+// in libfabric 1.17 ofi_rxd's inject path drops the context, and ofi_rxm
+// over tcp sends from the caller's memory after the call all the same
+// (rxm_direct_send ignores FI_INJECT).
+func (e *Endpoint) postInject(ep *fabric.Endpoint, idx uint32, n int, to Peer, dest fabric.Addr) fabric.Errno {
+	if e.inj.tracks(to.slot) {
+		if errno, sent := e.sendTracked(ep, idx, n, to, dest); sent || errno != 0 {
+			return errno
 		}
-		return errno
+	} else if e.waitsForConfirm(to.slot) {
+		return fabric.EAGAIN // parked until the confirm completes (retryParked)
 	}
 	errno := ep.InjectTo(e.inj.piece(idx, n), dest)
 	if errno == 0 {
-		e.inj.ok.took(slot, noSlot)
+		e.inj.ok.took(to.slot)
 		e.c.Complete((*kind)(e), idx|injectKey, poll.Result{Status: netio.OK})
 	}
 	return errno

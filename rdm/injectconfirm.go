@@ -3,6 +3,9 @@ package rdm
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/slots"
 )
 
 // DefaultInjectLinger is how long Close waits for taken injects to be
@@ -10,71 +13,110 @@ import (
 const DefaultInjectLinger = time.Second
 
 // trackEvery bounds the untracked injects to one peer in a row: the next
-// asks for a completion even while more injects are queued behind it.
+// asks for a completion even while more injects to that peer are queued
+// behind it.
 const trackEvery = 32
-
-// noSlot is took's inject slot for an untracked inject.
-const noSlot = ^uint32(0)
 
 // confirms tells the injects a provider has sent from those it may still
 // hold. fi_inject returning 0 means the provider copied the message, not
 // that it sent it: tcp;ofi_rxm, sockets and udp;ofi_rxd keep it in their
 // own queues while the peer's socket (or window) is full, and fi_close
 // discards what they hold. A provider sends to one peer in order
-// (FI_ORDER_SAS), so the completion of a send posted after an inject to
-// the same peer says that inject left the provider's queue: a buffered
-// send's, or a tracked inject's (posted with fi_send, see postInject: the
-// last queued inject, and every trackEvery-th to a peer). A tracked
-// inject is accounted as a buffered send (Completed, Failed or Canceled
-// by its completion); an untracked one counts in Completed when taken and
-// here, per peer slot, as taken until a later completion confirms it. At
-// Close (after waiting up to Config.InjectLinger) and RemovePeer the
-// unconfirmed ones are logged and counted in Stats.InjectsUnconfirmed.
-// Everything but the atomics runs on the poller goroutine; nothing here
-// allocates after init.
+// (FI_ORDER_SAS; see docs/providers.md for why it holds per provider), so
+// the completion of a send posted after an inject to the same peer says
+// that inject left the provider's queue: a buffered send's, or a tracked
+// inject's. A tracked inject (see injects.tracks: the last one queued to
+// its peer, and every trackEvery+1-th in a row) is copied into a confirm
+// slot of its own, in registered memory (slots.Cut, so it passes a real
+// descriptor to FI_MR_LOCAL providers), and posted with fi_send: at most
+// one per peer in flight, and when the peer's is still in flight or every
+// confirm slot is, the inject goes untracked instead, so a stalled or dead
+// peer holds one confirm slot and no inject queue slot. A tracked inject is
+// accounted as a buffered send (Completed, Failed or Canceled by its
+// completion); an untracked one counts in Completed when taken and here,
+// per peer slot, as taken until a later completion confirms it. At Close
+// (after waiting up to Config.InjectLinger) and RemovePeer the unconfirmed
+// ones are logged and counted in Stats.InjectsUnconfirmed. Everything but
+// the atomics runs on the poller goroutine; nothing here allocates after
+// init.
 type confirms struct {
 	taken, done []uint64 // by peer slot: untracked injects taken, and confirmed
 	run         []uint32 // by peer slot: untracked injects since the last tracked one
 	mark        []uint64 // by buffer ID: its peer's taken when it was posted
-	injMark     []uint64 // by inject slot: its peer's taken when it was posted, tracked
+
+	// The confirm slots: state, memory, and by confirm slot the peer, its
+	// taken when posted, and how many injects before it RemovePeer left
+	// out of unconfirmed because this send was to confirm them.
+	set      *slots.Set
+	mem      *slots.Memory
+	to       []Peer
+	upTo     []uint64
+	covered  []uint64
+	inFlight []int32 // by peer slot: its confirm slot + 1, 0 for none
+
 	open        atomic.Int64
 	unconfirmed atomic.Uint64
 }
 
-func (c *confirms) init(peers, buffers, injects int) {
+// init sizes the tables and cuts the confirm slots from registered memory:
+// one per peer, at most one per inject queue slot, none when the provider
+// takes no inject payload.
+func (c *confirms) init(mgr *domain.Manager, peers, buffers, queue, size int) error {
 	c.taken, c.done, c.run = make([]uint64, peers+2), make([]uint64, peers+2), make([]uint32, peers+2)
-	c.mark, c.injMark = make([]uint64, buffers), make([]uint64, injects)
+	c.mark, c.inFlight = make([]uint64, buffers), make([]int32, peers+2)
+	n := min(peers+2, queue)
+	if size <= 0 || n <= 0 {
+		return nil
+	}
+	var err error
+	if c.mem, err = slots.Cut(mgr, size, n, domain.AccessSend); err != nil {
+		return err
+	}
+	c.set, c.to, c.upTo, c.covered = slots.NewSet(n), make([]Peer, n), make([]uint64, n), make([]uint64, n)
+	return nil
 }
 
 // tracks says whether the next inject to the peer in slot asks for a
-// completion: it is the only one queued (held ones aside), or the peer's
-// trackEvery-th untracked one in a row.
+// completion: it is the last one queued to that peer, or the peer's
+// trackEvery+1-th untracked one in a row; never while the peer's previous
+// tracked inject is in flight.
 func (q *injects) tracks(slot uint32) bool {
-	return q.queued.Load()-q.held <= 1 || (int(slot) < len(q.ok.run) && q.ok.run[slot] >= trackEvery)
+	c := &q.ok
+	if c.set == nil || int(slot) >= len(c.inFlight) || c.inFlight[slot] != 0 {
+		return false
+	}
+	return q.perPeer[slot].Load() <= 1 || c.run[slot] >= trackEvery
 }
 
-// took counts an inject the provider took for the peer in slot: untracked
-// (idx noSlot), or tracked in inject slot idx.
-func (c *confirms) took(slot, idx uint32) {
-	if int(slot) >= len(c.taken) {
-		return
+// waitsForConfirm says whether the inject to the peer in slot, the last
+// one queued to it, waits for the peer's tracked inject in flight to
+// complete, so as to go tracked itself: otherwise nothing might confirm
+// it. It waits parked in the peer's lane, holding its one queue slot
+// (a later send to the peer queues behind it, and then it is no longer
+// the last), for half Config.PeerTimeout at most, and not for a peer
+// whose lane timed out: a waiting inject never times out for a send the
+// provider would have taken. A lane is busy here only when retryLane
+// posts its head, this inject.
+func (e *Endpoint) waitsForConfirm(slot uint32) bool {
+	c := &e.inj.ok
+	if c.set == nil || int(slot) >= len(c.inFlight) || c.inFlight[slot] == 0 || e.inj.perPeer[slot].Load() > 1 {
+		return false
 	}
-	if idx != noSlot {
-		c.injMark[idx], c.run[slot] = c.taken[slot]+1, 0 // +1: 0 says untracked
+	if int(slot) >= len(e.park.lanes) {
+		return false
+	}
+	l := &e.park.lanes[slot]
+	return !l.unreachable && (l.head < 0 || time.Since(l.since) < e.cfg.PeerTimeout/2)
+}
+
+// took counts an untracked inject the provider took for the peer in slot.
+func (c *confirms) took(slot uint32) {
+	if int(slot) >= len(c.taken) {
 		return
 	}
 	c.taken[slot]++
 	c.run[slot]++
 	c.open.Add(1)
-}
-
-// untrack ends inject slot idx's tracking and says whether it was tracked.
-func (c *confirms) untrack(idx uint32) bool {
-	if int(idx) >= len(c.injMark) || c.injMark[idx] == 0 {
-		return false
-	}
-	c.injMark[idx] = 0
-	return true
 }
 
 // posted remembers, for buffer id posted to the peer in slot, how many
@@ -94,14 +136,20 @@ func (c *confirms) confirm(slot uint32, upTo uint64) {
 }
 
 // forget counts the injects of the peer in slot that nothing confirmed as
-// unconfirmed and starts the slot afresh; it returns how many.
-func (c *confirms) forget(slot uint32) uint64 {
+// unconfirmed and starts the slot afresh; it returns how many. With
+// covering, those the peer's tracked inject in flight would confirm are
+// left to its completion: counted only if it fails or is canceled.
+func (c *confirms) forget(slot uint32, covering bool) uint64 {
 	if int(slot) >= len(c.taken) {
 		return 0
 	}
 	n := c.taken[slot] - c.done[slot]
+	if f := c.inFlight[slot]; covering && f != 0 && c.upTo[f-1] > c.done[slot] {
+		c.covered[f-1] = c.upTo[f-1] - c.done[slot]
+		n -= c.covered[f-1]
+	}
+	c.open.Add(-int64(c.taken[slot] - c.done[slot]))
 	c.taken[slot], c.done[slot], c.run[slot] = 0, 0, 0
-	c.open.Add(-int64(n))
 	c.unconfirmed.Add(n)
 	return n
 }
@@ -112,37 +160,44 @@ func (c *confirms) forget(slot uint32) uint64 {
 func (e *Endpoint) confirmed(key uint32, ok bool) {
 	var to Peer
 	var upTo uint64
+	c := &e.inj.ok
 	switch {
-	case key&zcMark != 0:
+	case key&zcMark != 0, key&injectKey != 0:
 		return
-	case key&injectKey != 0:
-		idx := key &^ injectKey
-		if int(idx) >= len(e.inj.ok.injMark) || e.inj.ok.injMark[idx] == 0 {
+	case key&confirmKey != 0:
+		i := key &^ confirmKey
+		if c.set == nil || int(i) >= len(c.to) {
 			return
 		}
-		to, upTo = e.inj.to[idx], e.inj.ok.injMark[idx]-1
+		if ok {
+			c.covered[i] = 0 // sent: RemovePeer left them out rightly
+		}
+		to, upTo = c.to[i], c.upTo[i]
 	default:
-		if int(key) >= len(e.inj.ok.mark) {
+		if int(key) >= len(c.mark) {
 			return
 		}
-		to, upTo = e.dests[key], e.inj.ok.mark[key]
+		to, upTo = e.dests[key], c.mark[key]
 	}
 	if _, live := e.peers.lookup(to); ok && live {
-		e.inj.ok.confirm(to.slot, upTo)
+		c.confirm(to.slot, upTo)
 	}
 }
 
 // lingerInjects waits, up to Config.InjectLinger, until nothing is queued
-// for the poller and every inject taken is confirmed (not on the poller
-// goroutine, which must post and read completions meanwhile).
+// for the poller and every inject taken is confirmed, or no send is
+// pending any more, so that nothing can confirm the rest (not on the
+// poller goroutine, which must post and read completions meanwhile).
 func (e *Endpoint) lingerInjects() {
 	q := &e.inj
 	if q.set == nil || e.cfg.InjectLinger < 0 || e.c.Poller.OnPollerGoroutine() {
 		return
 	}
 	for deadline := time.Now().Add(e.cfg.InjectLinger); time.Now().Before(deadline) && !e.c.Ended(); {
-		if q.queued.Load() == 0 && q.ok.open.Load() == 0 {
-			return
+		if q.queued.Load() == 0 {
+			if pending, _ := e.c.Counters.Progress(); q.ok.open.Load() == 0 || !pending {
+				return
+			}
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -151,7 +206,7 @@ func (e *Endpoint) lingerInjects() {
 // forgetPeer forgets p's unconfirmed injects, logging them (poller
 // goroutine, p just removed).
 func (e *Endpoint) forgetPeer(p Peer) {
-	if n := e.inj.ok.forget(p.slot); n > 0 {
+	if n := e.inj.ok.forget(p.slot, true); n > 0 {
 		e.c.Log.Warn().Uint64("injects", n).Str("peer", e.peers.nameOfSlot(p.slot)).
 			Msg("rdm peer removed while the provider may still hold injects to it: counted in InjectsUnconfirmed")
 	}
@@ -162,7 +217,7 @@ func (e *Endpoint) forgetPeer(p Peer) {
 func (e *Endpoint) forgetOnClose() {
 	var n uint64
 	for slot := range e.inj.ok.taken {
-		n += e.inj.ok.forget(uint32(slot))
+		n += e.inj.ok.forget(uint32(slot), false)
 	}
 	if n > 0 {
 		e.c.Log.Warn().Uint64("injects", n).
