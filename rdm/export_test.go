@@ -30,3 +30,9 @@ func SetPostDirect(e *Endpoint, on bool) {
 
 // OnPoller runs fn on e's poller goroutine and returns when it has run.
 func OnPoller(e *Endpoint, fn func()) { e.c.Poller.Do(fn) }
+
+// UntrackInjects makes every inject of e untracked (fi_inject, no
+// completion), so that only a buffered send's completion confirms them.
+func UntrackInjects(e *Endpoint) {
+	e.c.Poller.Do(func() { e.inj.ok.set = nil })
+}

@@ -97,40 +97,6 @@ func TestInjectsHeldAtCloseAreReported(t *testing.T) {
 	}
 }
 
-// TestInjectsConfirmedByALaterSend: a buffered send's completion confirms
-// the injects to its peer before it, and an inject alone in the queue asks
-// for a completion of its own, so nothing is left unconfirmed.
-func TestInjectsConfirmedByALaterSend(t *testing.T) {
-	for _, p := range providers {
-		t.Run(p.name, func(t *testing.T) {
-			mgr := openDomain(t, p.name)
-			var in inbox
-			rx := open(t, mgr, p.local, rdm.Config{OnData: in.onData})
-			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, InjectQueue: 8})
-			peer, err := tx.AddPeer(rx.Addr())
-			require.NoError(t, err)
-			send(t, tx, rx.Addr(), []byte("connect"))
-			const n = 100
-			for i := range n {
-				st := tx.Inject([]byte("inject"), peer)
-				for deadline := time.Now().Add(10 * time.Second); st == netio.NoResources && time.Now().Before(deadline); st = tx.Inject([]byte("inject"), peer) {
-					time.Sleep(50 * time.Microsecond)
-				}
-				require.Equal(t, netio.OK, st, "inject %d", i)
-			}
-			buf := tx.GetBuffer() // to peer itself: AddPeer twice gives sockets two peers
-			require.NotNil(t, buf)
-			require.Equal(t, netio.OK, tx.SendBuffer(buf, copy(buf.Bytes(), "last"), peer))
-			require.Eventually(t, func() bool { return tx.Stats().Completed == n+2 }, 10*time.Second, time.Millisecond)
-			require.Equal(t, netio.OK, tx.Inject([]byte("after"), peer))
-			require.Eventually(t, func() bool { return tx.Stats().Completed == n+3 }, 10*time.Second, time.Millisecond)
-			require.NoError(t, tx.Close())
-			assert.Zero(t, tx.Stats().InjectsUnconfirmed, "the last inject, alone in the queue, asked for a completion")
-			require.Eventually(t, func() bool { return in.count() >= n+2 }, 10*time.Second, time.Millisecond)
-		})
-	}
-}
-
 // TestCloseWaitsForHeldInjects: Close waits (Config.InjectLinger) while
 // the provider holds injects for a stalled receiver; released in that
 // time, the receiver gets every inject Inject said OK to, and nothing is
@@ -159,17 +125,4 @@ func TestCloseWaitsForHeldInjects(t *testing.T) {
 			assert.Zero(t, s.Failed)
 		})
 	}
-}
-
-// TestRemovePeerCountsHeldInjects: removing a peer while the provider
-// holds injects to it counts those nothing confirmed in
-// Stats.InjectsUnconfirmed at once, not only at Close.
-func TestRemovePeerCountsHeldInjects(t *testing.T) {
-	tx, peer, ok, _, _ := stalledInjects(t, "tcp;ofi_rxm", "127.0.0.1:0", 200*time.Millisecond)
-	require.Positive(t, ok)
-	require.Zero(t, tx.Stats().InjectsUnconfirmed)
-	require.NoError(t, tx.RemovePeer(peer))
-	s := tx.Stats()
-	assert.Positive(t, s.InjectsUnconfirmed, "the stalled receiver's socket holds injects")
-	assert.LessOrEqual(t, s.InjectsUnconfirmed, s.Completed)
 }

@@ -1,0 +1,256 @@
+package rdm_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/rdm"
+)
+
+// injectWithin retries Inject while it says NoResources, for d at most.
+func injectWithin(e *rdm.Endpoint, data []byte, to rdm.Peer, d time.Duration) netio.Status {
+	st := e.Inject(data, to)
+	for deadline := time.Now().Add(d); st == netio.NoResources && time.Now().Before(deadline); st = e.Inject(data, to) {
+		time.Sleep(50 * time.Microsecond)
+	}
+	return st
+}
+
+// counter is an OnData that counts the 8-byte messages.
+func counter(n *atomic.Int64) func(*rdm.Endpoint, rdm.Peer, []byte) {
+	return func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
+		if len(data) == 8 {
+			n.Add(1)
+		}
+	}
+}
+
+// fillPeer sends 8 KiB buffered messages to a stalled peer until no
+// buffer has come back for 300 ms: its socket is full, and a send to it
+// completes no more. It says false when the provider took every send for
+// 3 s (sockets buffers them all in its own progress thread).
+func fillPeer(t *testing.T, tx *rdm.Endpoint, to rdm.Peer) bool {
+	t.Helper()
+	last := time.Now()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		buf := tx.GetBuffer()
+		if buf == nil {
+			if time.Since(last) > 300*time.Millisecond {
+				return true
+			}
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		last = time.Now()
+		require.Equal(t, netio.OK, tx.SendBuffer(buf, min(8192, len(buf.Bytes())), to))
+	}
+	return false
+}
+
+// TestStalledPeerDoesNotStopInjectsToOthers: a receiver whose OnData
+// blocks, its socket full, holds no more than a few inject queue slots of
+// its sender (a small queue, 16, makes that plain): injects to another
+// peer go on, every one taken within 100 ms and received.
+func TestStalledPeerDoesNotStopInjectsToOthers(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			stall := make(chan struct{})
+			var released atomic.Bool
+			release := func() {
+				if !released.Swap(true) {
+					close(stall)
+				}
+			}
+			a := open(t, openDomain(t, p.name), p.local, rdm.Config{OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
+				if string(data) != "connect" {
+					<-stall // a's poller waits here, bounded by the test
+				}
+			}})
+			var gotB atomic.Int64
+			b := open(t, openDomain(t, p.name), p.local, rdm.Config{OnData: counter(&gotB)})
+			tx := open(t, openDomain(t, p.name), p.local, rdm.Config{OnData: nop, InjectLinger: -1, InjectQueue: 16})
+			t.Cleanup(release) // registered last, so run first
+			send(t, tx, a.Addr(), []byte("connect"))
+			send(t, tx, b.Addr(), []byte("connect"))
+			pa, err := tx.AddPeer(a.Addr())
+			require.NoError(t, err)
+			pb, err := tx.AddPeer(b.Addr())
+			require.NoError(t, err)
+			if !fillPeer(t, tx, pa) {
+				release()
+				t.Skip(p.name + " took every send to the stalled peer: it cannot hold a send")
+			}
+			msg := make([]byte, 8)
+			const rounds = 500
+			for i := range rounds {
+				tx.Inject(msg, pa) // NoResources is allowed: a is stalled
+				require.Equal(t, netio.OK, injectWithin(tx, msg, pb, 100*time.Millisecond), "inject %d to b", i)
+				time.Sleep(200 * time.Microsecond)
+			}
+			t.Logf("%s: %+v", p.name, tx.Stats())
+			assert.Eventually(t, func() bool { return gotB.Load() == rounds }, 20*time.Second, time.Millisecond, "b received every inject")
+			release()
+		})
+	}
+}
+
+// TestLastInjectToEachPeerIsTracked: with injects to two peers
+// interleaved in the queue, the last one to each peer asks for a
+// completion, which confirms the others: nothing is left unconfirmed,
+// even closing without waiting.
+func TestLastInjectToEachPeerIsTracked(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			hold := make(chan struct{})
+			var released atomic.Bool
+			release := func() {
+				if !released.Swap(true) {
+					close(hold)
+				}
+			}
+			shared := openDomain(t, p.name)
+			blocker := open(t, shared, p.local, rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) { <-hold }})
+			tx, err := rdm.Open(shared, p.local, rdm.Config{OnData: nop, InjectLinger: -1})
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, tx.Close()) })
+			var gotA, gotB atomic.Int64
+			other := openDomain(t, p.name)
+			a := open(t, other, p.local, rdm.Config{OnData: counter(&gotA)})
+			b := open(t, other, p.local, rdm.Config{OnData: counter(&gotB)})
+			t.Cleanup(release)
+			send(t, tx, a.Addr(), []byte("connect"))
+			send(t, tx, b.Addr(), []byte("connect"))
+			pa, err := tx.AddPeer(a.Addr())
+			require.NoError(t, err)
+			pb, err := tx.AddPeer(b.Addr())
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return tx.Stats().Completed == 2 }, 10*time.Second, time.Millisecond)
+			send(t, a, blocker.Addr(), []byte("block")) // the shared poller waits in blocker's OnData
+			time.Sleep(50 * time.Millisecond)           // for it to get there (if not, the injects go out one by one: still none unconfirmed)
+			const n = 10
+			msg := make([]byte, 8)
+			for range n {
+				require.Equal(t, netio.OK, tx.Inject(msg, pa))
+				require.Equal(t, netio.OK, tx.Inject(msg, pb))
+			}
+			release()
+			require.Eventually(t, func() bool { return tx.Stats().Completed == 2+2*n }, 10*time.Second, time.Millisecond)
+			require.NoError(t, tx.Close())
+			assert.Zero(t, tx.Stats().InjectsUnconfirmed)
+			assert.Eventually(t, func() bool { return gotA.Load() == n && gotB.Load() == n }, 10*time.Second, time.Millisecond)
+		})
+	}
+}
+
+// TestBufferedSendConfirmsInjects: with every inject untracked, the
+// completion of a buffered send to the same peer confirms the injects
+// before it; without it, all of them are counted unconfirmed at Close.
+func TestBufferedSendConfirmsInjects(t *testing.T) {
+	for _, p := range providers {
+		for _, withSend := range []bool{true, false} {
+			name := p.name + "/no-send"
+			if withSend {
+				name = p.name + "/send"
+			}
+			t.Run(name, func(t *testing.T) {
+				mgr := openDomain(t, p.name)
+				var got atomic.Int64
+				rx := open(t, mgr, p.local, rdm.Config{OnData: counter(&got)})
+				tx := open(t, mgr, p.local, rdm.Config{OnData: nop, InjectLinger: -1})
+				rdm.UntrackInjects(tx)
+				send(t, tx, rx.Addr(), []byte("connect"))
+				peer, err := tx.AddPeer(rx.Addr())
+				require.NoError(t, err)
+				const n = 50
+				msg := make([]byte, 8)
+				for i := range n {
+					require.Equal(t, netio.OK, injectWithin(tx, msg, peer, 10*time.Second), "inject %d", i)
+				}
+				want := uint64(n + 1)
+				if withSend {
+					buf := tx.GetBuffer()
+					require.NotNil(t, buf)
+					require.Equal(t, netio.OK, tx.SendBuffer(buf, copy(buf.Bytes(), "last"), peer))
+					want++
+				}
+				require.Eventually(t, func() bool { return tx.Stats().Completed == want }, 10*time.Second, time.Millisecond)
+				require.Eventually(t, func() bool { return got.Load() == n }, 10*time.Second, time.Millisecond)
+				require.NoError(t, tx.Close())
+				if withSend {
+					assert.Zero(t, tx.Stats().InjectsUnconfirmed)
+				} else {
+					assert.Equal(t, uint64(n), tx.Stats().InjectsUnconfirmed)
+				}
+			})
+		}
+	}
+}
+
+// TestRemovePeerLeavesInjectsToItsTrackedOne: the injects a tracked
+// inject in flight will confirm are not counted unconfirmed when its peer
+// is removed; its late completion, once the peer's address is added again
+// (the same peer slot), confirms none of the new peer's injects, whose
+// own last one waits for it and then confirms them.
+func TestRemovePeerLeavesInjectsToItsTrackedOne(t *testing.T) {
+	const provider, local = "tcp;ofi_rxm", "127.0.0.1:0"
+	stall, hold := make(chan struct{}), make(chan struct{})
+	var stalled, held atomic.Bool
+	release := func() {
+		if !stalled.Swap(true) {
+			close(stall)
+		}
+		if !held.Swap(true) {
+			close(hold)
+		}
+	}
+	var got atomic.Int64
+	rx := open(t, openDomain(t, provider), local, rdm.Config{OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
+		if string(data) != "connect" {
+			<-stall // rx's poller waits here, bounded by the test
+		}
+		if len(data) == 8 {
+			got.Add(1)
+		}
+	}})
+	shared := openDomain(t, provider)
+	blocker := open(t, shared, local, rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) { <-hold }})
+	tx, err := rdm.Open(shared, local, rdm.Config{OnData: nop, InjectLinger: -1})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, tx.Close()) })
+	poke := open(t, openDomain(t, provider), local, rdm.Config{OnData: nop})
+	t.Cleanup(release)
+	send(t, tx, rx.Addr(), []byte("connect"))
+	peer, err := tx.AddPeer(rx.Addr())
+	require.NoError(t, err)
+	require.True(t, fillPeer(t, tx, peer), "rx's socket fills")
+	send(t, poke, blocker.Addr(), []byte("block")) // tx's poller waits in blocker's OnData
+	time.Sleep(50 * time.Millisecond)
+	msg := make([]byte, 8)
+	const n = 10
+	for range n {
+		require.Equal(t, netio.OK, tx.Inject(msg, peer))
+	}
+	close(hold) // the poller posts 9 untracked and a 10th tracked, stuck behind rx's full socket
+	held.Store(true)
+	require.Eventually(t, func() bool { return tx.Stats().Completed >= n-1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, tx.RemovePeer(peer))
+	assert.Zero(t, tx.Stats().InjectsUnconfirmed, "the tracked inject in flight covers the 9 before it")
+	again, err := tx.AddPeer(rx.Addr())
+	require.NoError(t, err)
+	for range 5 {
+		require.Equal(t, netio.OK, injectWithin(tx, msg, again, 10*time.Second))
+	}
+	close(stall)
+	stalled.Store(true)
+	require.Eventually(t, func() bool { s := tx.Stats(); return s.Completed+s.Failed == s.Sent }, 20*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return got.Load() == n+5 }, 20*time.Second, time.Millisecond)
+	require.NoError(t, tx.Close())
+	s := tx.Stats()
+	assert.Zero(t, s.Failed)
+	assert.Zero(t, s.InjectsUnconfirmed, "the late completion confirmed the old peer's, the new peer's last inject its own")
+}
