@@ -20,14 +20,8 @@ import (
 // to, and how many the receiver has got.
 func stalledInjects(t *testing.T, provider, local string, linger time.Duration) (tx *rdm.Endpoint, peer rdm.Peer, ok int, got *atomic.Int64, release func()) {
 	t.Helper()
-	stall := make(chan struct{})
 	got = &atomic.Int64{}
-	var released atomic.Bool
-	release = func() {
-		if !released.Swap(true) {
-			close(stall)
-		}
-	}
+	stall, release := gate()
 	rx := open(t, openDomain(t, provider), local, rdm.Config{OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
 		if len(data) == 64 {
 			<-stall // the receiver's poller waits here, bounded by the test

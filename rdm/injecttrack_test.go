@@ -1,6 +1,7 @@
 package rdm_test
 
 import (
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,15 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/rdm"
 )
+
+// gate returns a channel and the function that closes it, once however
+// often it is called: a stalled callback waits on the channel, and the
+// test releases it (also in Cleanup, so a failing test does not hang).
+func gate() (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return ch, func() { once.Do(func() { close(ch) }) }
+}
 
 // injectWithin retries Inject while it says NoResources, for d at most.
 func injectWithin(e *rdm.Endpoint, data []byte, to rdm.Peer, d time.Duration) netio.Status {
@@ -59,13 +69,7 @@ func fillPeer(t *testing.T, tx *rdm.Endpoint, to rdm.Peer) bool {
 func TestStalledPeerDoesNotStopInjectsToOthers(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			stall := make(chan struct{})
-			var released atomic.Bool
-			release := func() {
-				if !released.Swap(true) {
-					close(stall)
-				}
-			}
+			stall, release := gate()
 			a := open(t, openDomain(t, p.name), p.local, rdm.Config{OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
 				if string(data) != "connect" {
 					<-stall // a's poller waits here, bounded by the test
@@ -106,13 +110,7 @@ func TestStalledPeerDoesNotStopInjectsToOthers(t *testing.T) {
 func TestLastInjectToEachPeerIsTracked(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			hold := make(chan struct{})
-			var released atomic.Bool
-			release := func() {
-				if !released.Swap(true) {
-					close(hold)
-				}
-			}
+			hold, release := gate()
 			shared := openDomain(t, p.name)
 			blocker := open(t, shared, p.local, rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) { <-hold }})
 			tx, err := rdm.Open(shared, p.local, rdm.Config{OnData: nop, InjectLinger: -1})
@@ -198,16 +196,9 @@ func TestBufferedSendConfirmsInjects(t *testing.T) {
 // own last one waits for it and then confirms them.
 func TestRemovePeerLeavesInjectsToItsTrackedOne(t *testing.T) {
 	const provider, local = "tcp;ofi_rxm", "127.0.0.1:0"
-	stall, hold := make(chan struct{}), make(chan struct{})
-	var stalled, held atomic.Bool
-	release := func() {
-		if !stalled.Swap(true) {
-			close(stall)
-		}
-		if !held.Swap(true) {
-			close(hold)
-		}
-	}
+	stall, unstall := gate()
+	hold, unhold := gate()
+	release := func() { unhold(); unstall() }
 	var got atomic.Int64
 	rx := open(t, openDomain(t, provider), local, rdm.Config{OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
 		if string(data) != "connect" {
@@ -235,8 +226,7 @@ func TestRemovePeerLeavesInjectsToItsTrackedOne(t *testing.T) {
 	for range n {
 		require.Equal(t, netio.OK, tx.Inject(msg, peer))
 	}
-	close(hold) // the poller posts 9 untracked and a 10th tracked, stuck behind rx's full socket
-	held.Store(true)
+	unhold() // the poller posts 9 untracked and a 10th tracked, stuck behind rx's full socket
 	require.Eventually(t, func() bool { return tx.Stats().Completed >= n-1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, tx.RemovePeer(peer))
 	assert.Zero(t, tx.Stats().InjectsUnconfirmed, "the tracked inject in flight covers the 9 before it")
@@ -245,8 +235,7 @@ func TestRemovePeerLeavesInjectsToItsTrackedOne(t *testing.T) {
 	for range 5 {
 		require.Equal(t, netio.OK, injectWithin(tx, msg, again, 10*time.Second))
 	}
-	close(stall)
-	stalled.Store(true)
+	unstall()
 	require.Eventually(t, func() bool { s := tx.Stats(); return s.Completed+s.Failed == s.Sent }, 20*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { return got.Load() == n+5 }, 20*time.Second, time.Millisecond)
 	require.NoError(t, tx.Close())
