@@ -184,6 +184,11 @@ func TestBufferedSendConfirmsInjects(t *testing.T) {
 				} else {
 					assert.Equal(t, uint64(n), tx.Stats().InjectsUnconfirmed)
 				}
+				var exported uint64 // the closed endpoint's count stays in its kind's totals
+				for _, k := range mgr.Snapshot().Kinds {
+					exported += k.InjectsUnconfirmed
+				}
+				assert.Equal(t, tx.Stats().InjectsUnconfirmed, exported, "exported in stats")
 			})
 		}
 	}

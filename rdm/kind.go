@@ -77,6 +77,7 @@ func (k *kind) FillStats(s *stats.Endpoint) {
 	s.MessagesReceived, s.BytesReceived, s.ReceiveErrors = k.received.Load(), k.receivedBytes.Load(), k.receiveErrors.Load()
 	s.DecodedMessages = k.decoded.Load()
 	s.Peers = k.peers.count()
+	s.InjectsUnconfirmed = k.inj.ok.unconfirmed.Load()
 }
 
 // cancelPending ends coalescing first (a callback below finds it closed),

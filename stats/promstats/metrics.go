@@ -128,6 +128,8 @@ var endpointMetrics = []metric{
 		perKind(func(c *stats.Counters) uint64 { return c.Reconnects })),
 	counter("netio_dial_errors_total", "Dials of reconnecting senders that failed.", kindL,
 		perKind(func(c *stats.Counters) uint64 { return c.DialErrors })),
+	counter("netio_injects_unconfirmed_total", "Injects the provider took that nothing confirmed sent before their endpoint closed or peer was removed (rdm).", kindL,
+		perKind(func(c *stats.Counters) uint64 { return c.InjectsUnconfirmed })),
 	counter("netio_connections_accepted_total", "Connection requests listeners accepted.", nil,
 		one(func(s *stats.Snapshot) float64 { return u(s.ListenerTotals.Accepted) })),
 	counter("netio_connections_refused_total", "Connection requests listeners rejected (Admit, MaxConnections, no buffers).", nil,
