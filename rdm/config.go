@@ -87,8 +87,11 @@ type Config struct {
 	InjectQueue int
 	// InjectLinger bounds how long Close waits for the provider to
 	// confirm sent the injects it took (see Inject); what is still
-	// unconfirmed then is counted in Stats.InjectsUnconfirmed. 0 selects
-	// DefaultInjectLinger; a negative value closes without waiting.
+	// unconfirmed then is counted in Stats.InjectsUnconfirmed. It stops
+	// sooner once nothing is queued and no send is pending. Close called
+	// from a callback of another domain's endpoint blocks that poller
+	// meanwhile. 0 selects DefaultInjectLinger; a negative value closes
+	// without waiting.
 	InjectLinger time.Duration
 	// Runtime names the poller to share and the logger.
 	cq.Runtime

@@ -241,7 +241,11 @@ func (e *Endpoint) onPoller(fn func() error) error {
 // decides (OK on tcp;ofi_rxm and sockets: TestRemovePeerInFlight), each
 // reported once; messages in its coalescing buffer that were not posted are
 // dropped, logged and counted (CoalesceStats.Dropped): Flush first and wait
-// for the completion to avoid that. A restarted peer needs
+// for the completion to avoid that. The injects to it the provider took
+// and nothing confirmed sent (see Inject) are logged and counted in
+// Stats.InjectsUnconfirmed, but for those its tracked inject still in
+// flight will confirm: they count only if it fails or is canceled. A
+// restarted peer needs
 // RemovePeer and AddPeer again. Unknown or removed peers are an error
 // matching netio.ErrInvalidArgument.
 func (e *Endpoint) RemovePeer(p Peer) error {
@@ -285,8 +289,11 @@ func (e *Endpoint) Peers() int { return e.peers.count() }
 // every buffer goes back, the peers leave the address vector, and the
 // endpoint's own poller stops. Before all that it waits, up to
 // Config.InjectLinger, for the injects the provider took to be confirmed
-// sent (see Inject); called from a callback, it does not wait. It is
-// idempotent and may be called from a callback.
+// sent (see Inject), or until nothing is queued and no send is pending;
+// called from a callback of this endpoint's poller it does not wait, but
+// called from a callback of another domain's endpoint it blocks that
+// poller meanwhile (set InjectLinger negative there). It is idempotent and
+// may be called from a callback.
 func (e *Endpoint) Close() error {
 	e.lingerInjects()
 	return e.closer.Close(e.c.Poller, func() error {

@@ -102,17 +102,26 @@ func (q *injects) pending(dst []uint32) []uint32 {
 // not sent: tcp;ofi_rxm, sockets and udp;ofi_rxd hold injects in their own
 // queues while the peer is slow, and fi_close discards them. The completion
 // of a later send to the same peer confirms an inject: a buffered send's, or
-// that of an inject posted with a completion (the last one queued to its
-// peer, and every 33rd in a row to a peer, unless the peer's previous
-// tracked inject has not completed yet; such an inject counts in
-// Completed or Failed only when it completes, and until then as a
-// pending send for Config.ProgressTimeout). Close waits up to Config.InjectLinger for every taken inject
-// to be confirmed; those nothing confirmed when the endpoint closes or the
-// peer is removed are logged and counted in Stats.InjectsUnconfirmed, as
-// lost or not (shm, whose fi_inject places the message in the peer's
-// memory, delivered them all the same). Close called from a callback does
-// not wait: call it once the completion of a buffered message sent to
-// each peer last has come (OnSendCompleted), which confirms the injects
+// a tracked inject's. The last inject queued to a peer, and every 33rd in a
+// row to it, is tracked: copied into the peer's confirm slot (registered
+// memory) and posted with fi_send and a completion, one in flight per peer;
+// it counts in Completed or Failed only when it completes, and until then
+// as a pending send (Config.ProgressTimeout applies to it as to a buffered
+// send). While a peer's tracked inject is in flight, its later injects go
+// untracked, but the last one queued waits for that completion in the
+// peer's lane, holding its queue slot (later sends to the peer queue
+// behind it), for half Config.PeerTimeout at most, then goes untracked. So
+// at a quiet rate nearly every inject is an fi_send with a completion,
+// costing a completion read on the poller. Close waits up to
+// Config.InjectLinger for every taken inject to be confirmed (or until
+// nothing is queued and no send is pending, when nothing can confirm the
+// rest); those nothing confirmed when the endpoint closes or the peer is
+// removed are logged and counted in Stats.InjectsUnconfirmed, as lost or
+// not (shm, whose fi_inject places the message in the peer's memory,
+// delivered them all the same). Close called from a callback of this
+// endpoint does not wait: call it once the completion of a buffered
+// message sent to each peer last has come (OnSendCompleted), which
+// confirms the injects
 // before it. Why it is queued: every provider call of an rdm domain runs
 // on its poller goroutine (see poller.go).
 //
