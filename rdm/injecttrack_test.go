@@ -257,3 +257,40 @@ func TestRemovePeerLeavesInjectsToItsTrackedOne(t *testing.T) {
 	assert.Zero(t, s.Failed)
 	assert.Zero(t, s.InjectsUnconfirmed, "the late completion confirmed the old peer's, the new peer's last inject its own")
 }
+
+// TestDeadPeerDoesNotStopInjectsToOthers: on udp;ofi_rxd, which never
+// fails a send to a peer that is gone, the tracked inject to a closed
+// receiver never completes; it holds that peer's confirm slot only, and
+// injects to another peer go on (before the confirm slots, Inject to b
+// said NoResources for 100 ms near round 430). udp;ofi_rxd runs here only
+// with NETIO_RDM_ALL_PROVIDERS set (see providers).
+func TestDeadPeerDoesNotStopInjectsToOthers(t *testing.T) {
+	for _, p := range providers {
+		if p.name != "udp;ofi_rxd" {
+			continue
+		}
+		t.Run(p.name, func(t *testing.T) {
+			a, err := rdm.Open(openDomain(t, p.name), p.local, rdm.Config{OnData: nop})
+			require.NoError(t, err)
+			var gotB atomic.Int64
+			b := open(t, openDomain(t, p.name), p.local, rdm.Config{OnData: counter(&gotB)})
+			tx := open(t, openDomain(t, p.name), p.local, rdm.Config{OnData: nop, InjectLinger: -1, InjectQueue: 16})
+			send(t, tx, a.Addr(), []byte("connect"))
+			send(t, tx, b.Addr(), []byte("connect"))
+			pa, err := tx.AddPeer(a.Addr())
+			require.NoError(t, err)
+			pb, err := tx.AddPeer(b.Addr())
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return tx.Stats().Completed == 2 }, 10*time.Second, time.Millisecond)
+			require.NoError(t, a.Close())
+			msg := make([]byte, 8)
+			const rounds = 500
+			for i := range rounds {
+				tx.Inject(msg, pa) // NoResources is allowed: a is gone
+				require.Equal(t, netio.OK, injectWithin(tx, msg, pb, 100*time.Millisecond), "inject %d to b", i)
+				time.Sleep(200 * time.Microsecond)
+			}
+			assert.Eventually(t, func() bool { return gotB.Load() == rounds }, 20*time.Second, time.Millisecond, "b received every inject")
+		})
+	}
+}
