@@ -122,6 +122,10 @@ type Manager struct {
 	closed bool
 	regs   map[*Registration]struct{}
 	stats  Stats
+
+	// testHook, set only by tests before the Manager is shared, runs
+	// where a registration is being made or undone outside mu.
+	testHook func()
 }
 
 // Open opens the fabric and domain of cfg.Provider on cfg.Address.
@@ -258,10 +262,16 @@ func (m *Manager) Registrations() []RegistrationInfo {
 
 // Close closes the domain and the fabric, after the objects opened on them
 // that are still closing (waiting at most CloseWait). While registrations
-// are alive it changes nothing and returns an error wrapping ErrRegistrationsAlive that
-// counts them: their memory may still be in use by open endpoints, so close
-// those (and the buffers they hold) first, then Close again. It is
-// idempotent once it has succeeded.
+// are alive it changes nothing and returns an error wrapping
+// ErrRegistrationsAlive that counts them: their memory may still be in use
+// by open endpoints, so close those (and the buffers they hold) first, then
+// Close again. A registration counts as alive from the moment Register
+// (or AllocRegistered) accounts it, before fi_mr_reg, until
+// Registration.Close (or Detach) has returned from fi_close on it, so
+// registrations being made or undone on other goroutines make Close
+// refuse too: when Close succeeds, no fi_mr_reg or fi_close of a
+// registration of this Manager is running, and every later Register fails
+// with netio.ErrClosed. It is idempotent once it has succeeded.
 func (m *Manager) Close() error {
 	// Before anything is marked: while it waits the manager stays open, so
 	// a reconnecting sender that looks at Closed does not give up.
@@ -273,7 +283,10 @@ func (m *Manager) Close() error {
 		m.mu.Unlock()
 		return nil
 	}
-	if n := len(m.regs); n > 0 {
+	// Not len(m.regs): Register inserts after fi_mr_reg, and Detach
+	// removes before fi_close(mr). The count covers both spans (reserve
+	// to unreserve), so fi_close(domain) never runs beside either.
+	if n := m.stats.Registrations; n > 0 {
 		bytes := m.stats.RegisteredBytes
 		m.mu.Unlock()
 		m.log.Warn().Int("registrations", n).Int64("bytes", bytes).Msg("domain close refused: registrations alive")

@@ -81,7 +81,7 @@ func TestDrainEndsOnlyAfterTheQueueWasReadEmpty(t *testing.T) {
 	var ended bool
 	end := func() { ended = true }
 	isEnded := func() bool { return ended }
-	p.Do(func() { d.begin(p, isEnded, end) })
+	p.Do(func() { d.begin(p, isEnded, end, nil) })
 	defer p.Do(d.stop)
 
 	// The quiet verdict waits for a round that reads the queue empty.
@@ -110,7 +110,7 @@ func TestDrainEndsWhenThePollerStopped(t *testing.T) {
 	p := &roundPoller{}
 	var d drainer
 	var ended bool
-	p.Do(func() { d.begin(p, func() bool { return ended }, func() { ended = true }) })
+	p.Do(func() { d.begin(p, func() bool { return ended }, func() { ended = true }, nil) })
 	defer p.Do(d.stop)
 	p.awaitCheck(t, &ended)
 	p.mu.Lock()

@@ -137,6 +137,10 @@ func (h receiveHandler) HandleEvent(ev fabric.Event)                  { h.r.hand
 // OnMessage) and posts the buffer again.
 // It runs on the poller goroutine.
 func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
+	if key == drainPeekKey {
+		r.drain.peeked(res)
+		return
+	}
 	if isRMAKey(key) {
 		r.rmaOps.handleCompletion(key, res)
 		return
@@ -205,7 +209,7 @@ func (r *ReceiveEndpoint) handleEvent(ev fabric.Event) {
 			cb(r)
 		}
 	case ev.Kind == fabric.EventShutdown && r.state.Load() == stateConnected:
-		r.drain.begin(r.l.poller, r.closed, r.endDrained)
+		r.drain.begin(r.l.poller, r.closed, r.endDrained, drainPeek(r.l.mgr.Provider(), r.peek))
 	case ev.Kind != fabric.EventConnected:
 		r.teardown(r.peerClosed(closeReason(ev)))
 	}
@@ -225,6 +229,10 @@ func (r *ReceiveEndpoint) peerClosed(reason error) error {
 
 // closed reports whether the connection has ended.
 func (r *ReceiveEndpoint) closed() bool { return r.state.Load() == stateClosed }
+
+// peek posts the drain's peek (drainer.confirm). It runs on the poller
+// goroutine, which alone closes the endpoint.
+func (r *ReceiveEndpoint) peek() fabric.Errno { return r.ep.Peek(r.owner.Context(drainPeekKey)) }
 
 // endDrained ends the connection once the drain after the peer's
 // shutdown is over (see drainer).

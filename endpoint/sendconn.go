@@ -147,6 +147,10 @@ func (c *sendConn) wait(ctx context.Context) error {
 type connHandler struct{ c *sendConn }
 
 func (h connHandler) HandleCompletion(key uint32, r poll.Result) {
+	if key == drainPeekKey {
+		h.c.drain.peeked(r)
+		return
+	}
 	h.c.Kind().HandleCompletion(key, r)
 	h.c.AfterCompletion()
 }
@@ -170,7 +174,7 @@ func (c *sendConn) handleEvent(ev fabric.Event) {
 		}
 	case stateConnected:
 		if ev.Kind == fabric.EventShutdown && c.drains {
-			c.drain.begin(c.Poller, c.Ended, c.endDrained)
+			c.drain.begin(c.Poller, c.Ended, c.endDrained, drainPeek(c.Mgr.Provider(), c.peek))
 			return
 		}
 		c.end(closeReason(ev))
@@ -182,6 +186,17 @@ func (c *sendConn) handleEvent(ev fabric.Event) {
 func (c *sendConn) end(reason error) {
 	c.state.Store(stateClosed)
 	c.Teardown(reason)
+}
+
+// peek posts the drain's peek (drainer.confirm), unless the endpoint is
+// closing.
+func (c *sendConn) peek() fabric.Errno {
+	ep, ok := c.Guard.Acquire()
+	if !ok {
+		return fabric.EBADF
+	}
+	defer c.Guard.Release()
+	return ep.Peek(c.Owner.Context(drainPeekKey))
 }
 
 // endDrained ends the connection once the drain after the peer's shutdown

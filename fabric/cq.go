@@ -7,6 +7,7 @@ package fabric
 import "C"
 
 import (
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -19,9 +20,17 @@ const MaxBatch = 64
 type CQ struct {
 	c       *C.struct_fid_cq
 	entries *[MaxBatch]C.struct_fi_cq_msg_entry
-	srcs    *[MaxBatch]C.uint64_t // each entry's source address (fi_cq_readfrom)
-	dirty   int                   // srcs the last read filled, reset by the next
-	waits   bool                  // opened with a wait file descriptor
+	srcs    *[MaxBatch]C.uint64_t      // each entry's source address (fi_cq_readfrom)
+	dirty   int                        // srcs the last read filled, reset by the next
+	waits   bool                       // opened with a wait file descriptor
+	rq      *C.struct_netio_recv_queue // receives the next read posts (QueueRecv)
+	// closeMu is taken by Close and by the Close of an endpoint bound to
+	// the queue for receives, never by a read: such an endpoint may close
+	// on another goroutine than the queue's (poll's Do once the poller has
+	// stopped) while the queue closes, and the two must take turns (the
+	// endpoint's drops its receives queued in rq, and libfabric 1.17's tcp
+	// double-frees when the two fi_close calls run at once).
+	closeMu sync.Mutex
 }
 
 // Completion is one successful completion.
@@ -61,15 +70,17 @@ func (d *Domain) OpenCQ(size int, waitFD bool) (*CQ, error) {
 	}
 	buf := C.calloc(MaxBatch, C.size_t(unsafe.Sizeof(C.struct_fi_cq_msg_entry{})))
 	srcs := C.calloc(MaxBatch, C.size_t(unsafe.Sizeof(C.uint64_t(0))))
-	if buf == nil || srcs == nil {
+	rq := C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_netio_recv_queue{})))
+	if buf == nil || srcs == nil || rq == nil {
 		C.free(buf)
 		C.free(srcs)
+		C.free(rq)
 		C.netio_close(&q.fid)
 		return nil, &OpError{Op: "calloc(cq entries)", Err: ENOMEM}
 	}
 	// Every source starts unknown: the first read resets them all.
 	return &CQ{c: q, entries: (*[MaxBatch]C.struct_fi_cq_msg_entry)(buf), srcs: (*[MaxBatch]C.uint64_t)(srcs),
-		dirty: MaxBatch, waits: waitFD}, nil
+		dirty: MaxBatch, waits: waitFD, rq: (*C.struct_netio_recv_queue)(rq)}, nil
 }
 
 func (q *CQ) fid() *C.struct_fid { return &q.c.fid }
@@ -86,6 +97,9 @@ func (q *CQ) entriesH() C.netio_cq_entries_h {
 func (q *CQ) srcsH() C.netio_cq_srcs_h {
 	return C.netio_cq_srcs_h{v: C.uintptr_t(uintptr(unsafe.Pointer(q.srcs)))}
 }
+func (q *CQ) rqH() C.netio_recv_queue_h {
+	return C.netio_recv_queue_h{v: C.uintptr_t(uintptr(unsafe.Pointer(q.rq)))}
+}
 func (q *CQ) hasWait() bool { return q.waits }
 
 // WaitFD returns the queue's wait file descriptor; a queue opened without
@@ -93,20 +107,22 @@ func (q *CQ) hasWait() bool { return q.waits }
 func (q *CQ) WaitFD() (int, error) { return waitFD(q, "fi_control(cq, FI_GETWAIT)") }
 
 // Read reads up to MaxBatch completions in one cgo call; Entry(i) returns
-// them until the next Read. avail is true when an error completion is
-// waiting (read it with ReadError). errno is non-zero only when the queue
-// itself failed, or is EBADF when it is closed.
+// them until the next Read. It first posts the receives queued with
+// QueueRecv. avail is true when an error completion is waiting (read it
+// with ReadError). errno is non-zero only when the queue itself failed, or
+// is EBADF when it is closed.
 func (q *CQ) Read() (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	return q.result(C.netio_cq_read(q.h(), q.entriesH(), q.srcsH(), MaxBatch, C.size_t(q.dirty)))
+	return q.result(C.netio_cq_read(q.h(), q.rqH(), q.entriesH(), q.srcsH(), MaxBatch, C.size_t(q.dirty)))
 }
 
-// ReadSpin is Read, repeated inside C while the queue is empty, for up to
-// spin (0 or less: once). It returns like Read: as soon as there are
-// completions or an error, else after spin with n == 0. A spinning poller
-// uses it to pay one cgo call per slice of spinning instead of per poll.
+// ReadSpin is Read (queued receives posted first, once), repeated inside C
+// while the queue is empty, for up to spin (0 or less: once). It returns
+// like Read: as soon as there are completions or an error, else after spin
+// with n == 0. A spinning poller uses it to pay one cgo call per slice of
+// spinning instead of per poll.
 // Keep spin well below 20 µs: when no P is idle, the Go runtime hands the
 // P of a goroutine that stays in a cgo call longer than that to another
 // thread.
@@ -114,7 +130,7 @@ func (q *CQ) ReadSpin(spin time.Duration) (n int, avail bool, errno Errno) {
 	if !q.open() {
 		return 0, false, EBADF
 	}
-	return q.result(C.netio_cq_read_spin(q.h(), q.entriesH(), q.srcsH(), MaxBatch, C.size_t(q.dirty), C.int64_t(spin)))
+	return q.result(C.netio_cq_read_spin(q.h(), q.rqH(), q.entriesH(), q.srcsH(), MaxBatch, C.size_t(q.dirty), C.int64_t(spin)))
 }
 
 // result turns fi_cq_read's return value into Read's results.
@@ -161,9 +177,18 @@ func (q *CQ) ReadError() (ce CompletionError, ok bool) {
 	}, true
 }
 
-// Close closes the queue and frees its entry buffer. It is safe to call more
-// than once.
+// Close closes the queue and frees its entry buffer and its receive
+// queue. It fails (EBUSY) while an endpoint bound to it is open, and
+// QueueRecv takes receives only for endpoints bound to it, whose Close
+// drops them: so no queued receive is left to post. It is safe to call
+// more than once, and beside the Close of such an endpoint (they take
+// turns).
 func (q *CQ) Close() error {
+	if q == nil {
+		return nil
+	}
+	q.closeMu.Lock()
+	defer q.closeMu.Unlock()
 	if !q.open() {
 		return nil
 	}
@@ -172,6 +197,7 @@ func (q *CQ) Close() error {
 	}
 	C.free(unsafe.Pointer(q.entries))
 	C.free(unsafe.Pointer(q.srcs))
-	q.c, q.entries, q.srcs = nil, nil, nil
+	C.free(unsafe.Pointer(q.rq))
+	q.c, q.entries, q.srcs, q.rq = nil, nil, nil, nil
 	return nil
 }

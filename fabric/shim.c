@@ -128,8 +128,32 @@ static ssize_t cq_read(struct fid_cq *cq, struct fi_cq_msg_entry *buf, uint64_t 
 	return fi_cq_readfrom(cq, buf, count, (fi_addr_t *)src);
 }
 
-ssize_t netio_cq_read(netio_cq_h cq, netio_cq_entries_h buf, netio_cq_srcs_h src, size_t count, size_t dirty)
+/* post_queued posts the receives queued with CQ.QueueRecv, in order, and
+ * empties the queue; a refused post goes to the failed list, which the
+ * caller empties after the read. QueueRecv keeps queued plus failed at
+ * most NETIO_RECV_QUEUE, so the list always has room (the bound below is
+ * a guard only). */
+static void post_queued(struct netio_recv_queue *rq)
 {
+	uint32_t i, n = rq->n;
+	for (i = 0; i < n; i++) {
+		const struct netio_queued_recv *r = &rq->q[i];
+		ssize_t ret = fi_recv((struct fid_ep *)r->ep, (void *)r->buf, r->len, (void *)r->desc,
+				      FI_ADDR_UNSPEC, (void *)(uintptr_t)r->ctx);
+		if (ret < 0 && rq->nfailed < NETIO_RECV_QUEUE) {
+			rq->failed[rq->nfailed].ctx = r->ctx;
+			rq->failed[rq->nfailed].err = -ret;
+			rq->nfailed++;
+		}
+	}
+	rq->n = 0;
+}
+
+ssize_t netio_cq_read(netio_cq_h cq, netio_recv_queue_h rqh, netio_cq_entries_h buf, netio_cq_srcs_h src, size_t count, size_t dirty)
+{
+	struct netio_recv_queue *rq = NETIO_H(struct netio_recv_queue *, rqh);
+	if (rq->n)
+		post_queued(rq);
 	return cq_read(NETIO_H(struct fid_cq *, cq), NETIO_H(struct fi_cq_msg_entry *, buf),
 		       NETIO_H(uint64_t *, src), count, dirty);
 }
@@ -146,17 +170,21 @@ static int64_t monotonic_ns(void)
 #define SPIN_CLOCK_MAX_POLLS 256
 
 /*
- * fi_cq_read, repeated while the queue is empty for up to spin_ns. Spinning
- * here instead of in Go keeps the per-poll cost at that of C: one cgo
- * transition per slice instead of per poll. The clock is read once per
- * batch of polls, the batch doubling while a batch takes less than
- * SPIN_CLOCK_NS and halving when it takes more than twice that: a
- * clock_gettime costs 45-85 ns here, more than an empty fi_cq_read on shm,
- * and a completion that lands during it waits for it (docs/performance.md,
- * "rdm 64 B latency"). A spin overshoots spin_ns by about a batch.
+ * The queued receives posted, fi_cq_read, repeated while the queue is
+ * empty for up to spin_ns. Spinning here instead of in Go keeps the
+ * per-poll cost at that of C: one cgo transition per slice instead of per
+ * poll. The clock is read once per batch of polls, the batch doubling
+ * while a batch takes less than SPIN_CLOCK_NS and halving when it takes
+ * more than twice that: a clock_gettime costs 45-85 ns here, more than an
+ * empty fi_cq_read on shm, and a completion that lands during it waits
+ * for it (docs/performance.md, "rdm 64 B latency"). A spin overshoots
+ * spin_ns by about a batch.
  */
-ssize_t netio_cq_read_spin(netio_cq_h cqh, netio_cq_entries_h bufh, netio_cq_srcs_h srch, size_t count, size_t dirty, int64_t spin_ns)
+ssize_t netio_cq_read_spin(netio_cq_h cqh, netio_recv_queue_h rqh, netio_cq_entries_h bufh, netio_cq_srcs_h srch, size_t count, size_t dirty, int64_t spin_ns)
 {
+	struct netio_recv_queue *rq = NETIO_H(struct netio_recv_queue *, rqh);
+	if (rq->n)
+		post_queued(rq);
 	struct fid_cq *cq = NETIO_H(struct fid_cq *, cqh);
 	struct fi_cq_msg_entry *buf = NETIO_H(struct fi_cq_msg_entry *, bufh);
 	uint64_t *src = NETIO_H(uint64_t *, srch);

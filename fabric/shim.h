@@ -61,10 +61,34 @@ typedef struct netio_cq_entries_h { uintptr_t v; } netio_cq_entries_h; // struct
 typedef struct netio_cq_srcs_h { uintptr_t v; } netio_cq_srcs_h;       // uint64_t[count]
 #define NETIO_H(type, h) ((type)(h).v)
 
-// CQ: batch read into C arrays (struct fi_cq_msg_entry, uint64_t) owned by
-// the caller.
-ssize_t netio_cq_read(netio_cq_h cq, netio_cq_entries_h buf, netio_cq_srcs_h src, size_t count, size_t dirty);
-ssize_t netio_cq_read_spin(netio_cq_h cq, netio_cq_entries_h buf, netio_cq_srcs_h src, size_t count, size_t dirty, int64_t spin_ns);
+// Receives queued for the next read of a CQ (CQ.QueueRecv): the read posts
+// them (fi_recv, in order) before it reads, so that a poller reposting a
+// buffer after delivering it pays no call into C of its own for the post.
+// Refused posts are listed in failed for the caller to report.
+#define NETIO_RECV_QUEUE 64
+struct netio_queued_recv {
+	uintptr_t ep; // struct fid_ep *
+	uintptr_t buf;
+	uint64_t len;
+	uintptr_t desc;
+	uint64_t ctx;
+};
+struct netio_recv_failure {
+	uint64_t ctx;
+	int64_t err; // positive FI_ errno
+};
+struct netio_recv_queue {
+	uint32_t n;       // queued, posted by the next read
+	uint32_t nfailed; // refused posts in failed, emptied by the caller
+	struct netio_queued_recv q[NETIO_RECV_QUEUE];
+	struct netio_recv_failure failed[NETIO_RECV_QUEUE];
+};
+typedef struct netio_recv_queue_h { uintptr_t v; } netio_recv_queue_h; // struct netio_recv_queue *
+
+// CQ: post the queued receives, then batch read into C arrays (struct
+// fi_cq_msg_entry, uint64_t) owned by the caller.
+ssize_t netio_cq_read(netio_cq_h cq, netio_recv_queue_h rq, netio_cq_entries_h buf, netio_cq_srcs_h src, size_t count, size_t dirty);
+ssize_t netio_cq_read_spin(netio_cq_h cq, netio_recv_queue_h rq, netio_cq_entries_h buf, netio_cq_srcs_h src, size_t count, size_t dirty, int64_t spin_ns);
 struct netio_cq_err {
 	uint64_t context;
 	uint64_t flags;

@@ -19,7 +19,9 @@
 #     process; target netio/C <= 1.15), with the default poller and with
 #     --poll busy (BusyPoll, what docs/providers.md names for latency) and
 #     --poll busy-locked (BusyPoll on a locked thread, the documented
-#     lowest-latency setting);
+#     lowest-latency setting); and against cbaseline pingpong --source,
+#     the C program of the same shape (FI_SOURCE and fi_cq_readfrom, which
+#     rdm needs to name each sender), reported beside it;
 #   - 64 B inject on tcp;ofi_rxm: netio-perf client --inject into a server
 #     (two processes, msg/s at the server) against cbaseline inject (target
 #     >= 0.9).
@@ -77,6 +79,7 @@ pair() {
 		shift
 	done
 	shift
+	: >"${dir}/recv.out" # before the receiver starts: never read the last pair's address
 	"${recv[@]}" >"${dir}/recv.out" 2>"${dir}/recv.err" &
 	local r=$!
 	pids+=("${r}")
@@ -160,6 +163,8 @@ for round in $(seq "${rounds}"); do
 	[[ -z ${RDM_RATIOS_B:-} ]] || small64 .b "${RDM_RATIOS_B}"
 	one shmlat.cbaseline latency_p50_us "${dir}/cbaseline" pingpong --endpoint rdm --provider shm --size 64 \
 		--seconds 1 --timeout 60
+	one shmlat.csource latency_p50_us "${dir}/cbaseline" pingpong --endpoint rdm --provider shm --size 64 \
+		--source --seconds 1 --timeout 60
 	one inject64.cbaseline msgs_per_s "${dir}/cbaseline" inject --provider "${rxm}" --size 64 --seconds 1 --timeout 60
 done
 
@@ -214,6 +219,9 @@ for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
 n, _ = stat("shmlat.netio", unit=" us")
 c, _ = stat("shmlat.cbaseline", unit=" us")
 print("shm 64 B one-way p50: netio %s | C %s: %s (target <= 1.15)" % (n, c, ratios("shmlat.netio", "shmlat.cbaseline")))
+s, _ = stat("shmlat.csource", unit=" us")
+print("    C with FI_SOURCE (fi_cq_readfrom) %s: netio/it %s, it/C %s"
+      % (s, ratios("shmlat.netio", "shmlat.csource"), ratios("shmlat.csource", "shmlat.cbaseline")))
 n, _ = stat("shmlat.busy", unit=" us")
 print("shm 64 B one-way p50, --poll busy: netio %s: %s" % (n, ratios("shmlat.busy", "shmlat.cbaseline")))
 n, _ = stat("shmlat.locked", unit=" us")

@@ -9,6 +9,12 @@
 # Usage: hack/rxm-ab.sh [rounds] [base-revision]   (defaults: 5, main)
 #   RXM_AB_SIZES="4096:20000 65536:10000" sets the sizes and counts
 #   (SIZE:COUNT, space-separated; default "65536:10000 1048576:1000").
+#   RXM_AB_POLL=MODE passes --poll MODE to both netio-perf processes
+#   (busy, block, ...; default: netio-perf's own default).
+#   RXM_AB_PIN=1 pins every receiver to CPU 0 and every sender to CPU 1
+#   (taskset), C peer included, so that each process keeps a core of its
+#   own as the spinning C peer does by itself (a Go process then runs with
+#   GOMAXPROCS 1: the runtime follows the affinity mask).
 #
 # Each round runs every contender once per size, in reversed order every
 # other round. It prints, per size and contender, the receiver's MB/s
@@ -23,6 +29,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
 rounds=${1:-5}
 base=${2:-main}
+poll=()
+if [ -n "${RXM_AB_POLL:-}" ]; then poll=(--poll "${RXM_AB_POLL}"); fi
+pin_recv=()
+pin_send=()
+if [ "${RXM_AB_PIN:-0}" = 1 ]; then
+	pin_recv=(taskset -c 0)
+	pin_send=(taskset -c 1)
+fi
 
 tmp=$(mktemp -d)
 spid=
@@ -48,7 +62,7 @@ pair() {
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
 	: >"${tmp}/out"
-	/usr/bin/time -f '%U %S' -o "${tmp}/rcpu" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
+	/usr/bin/time -f '%U %S' -o "${tmp}/rcpu" "${pin_recv[@]}" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
 	spid=$!
 	for i in $(seq 200); do
 		addr=$(awk '/^LISTENING /{ print $2; exit }' "${tmp}/out")
@@ -56,7 +70,7 @@ pair() {
 		sleep 0.05
 	done
 	if [ -z "${addr}" ]; then return 1; fi
-	/usr/bin/time -f '%U %S' -o "${tmp}/scpu" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
+	/usr/bin/time -f '%U %S' -o "${tmp}/scpu" "${pin_send[@]}" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
 	wait "${spid}" || return 1
 	spid=
 }
@@ -74,9 +88,9 @@ run() {
 	base | this)
 		local np="${tmp}/np-$1"
 		pair "${np}" server --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --buf-size "${s}" \
-			--bufs 128 --count "${n}" --json --timeout 60s -- \
+			--bufs 128 --count "${n}" --json --timeout 60s "${poll[@]}" -- \
 			"${np}" client --endpoint rdm --provider "${rxm}" --size "${s}" --bufs 64 \
-			--count "${n}" --json --timeout 60s || return 1
+			--count "${n}" --json --timeout 60s "${poll[@]}" || return 1
 		;;
 	esac
 	mbs=$(tail -n 1 "${tmp}/out" | grep -o '"mb_per_s":[0-9.]*' | cut -d: -f2)
@@ -87,7 +101,7 @@ run() {
 }
 
 contenders=(base this cpeer)
-echo "rxm-ab: ${rounds} rounds, base ${base} ($(git rev-parse --short "${base}")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "rxm-ab: ${rounds} rounds, base ${base} ($(git rev-parse --short "${base}")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')), poll ${RXM_AB_POLL:-default}, pinned ${RXM_AB_PIN:-0}, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 0; r < rounds; r++)); do
 	for sc in ${RXM_AB_SIZES:-65536:10000 1048576:1000}; do
 		order=("${contenders[@]}")

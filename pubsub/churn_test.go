@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/pubsub"
 )
 
@@ -116,12 +117,24 @@ func TestSubscribeChurn(t *testing.T) {
 			// returned arrives, in order, with no gap. Messages of the tag's
 			// earlier subscriptions still in flight (sockets stages them
 			// for long) may come first: they are numbered before first.
+			// A Drop publisher drops a copy its connection has no room for
+			// (Publish: Failed); the exactness below holds for a connection
+			// with room, so the churn's traffic must have drained first
+			// (on a loaded machine sockets may still be sending it).
+			waitFor(t, 10*time.Second, func() bool { return pendingSends(mgr) == 0 },
+				"the churn's sends to complete (%d pending)", pendingSends(mgr))
 			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 7))
 			buf := make([]byte, 32)
 			first, _ := p.TagStats(7)
 			deadline := time.Now().Add(10 * time.Second)
 			for seq := first.NextSeq; seq < first.NextSeq+100; seq++ {
-				require.Equal(t, pubsub.OK, publishAll(t, p, 7, buf, seq, deadline))
+				if st := publishAll(t, p, 7, buf, seq, deadline); st != pubsub.OK {
+					// Say which: copies dropped for want of room, or failed
+					// because the connection was ending.
+					ts, _ := p.TagStats(7)
+					t.Fatalf("tag 7, message %d (the first after subscribing: %d): %v; at the publisher %+v; subscribers %+v; %d sends pending",
+						seq, first.NextSeq, st, ts, p.Subscribers(), pendingSends(mgr))
+				}
 			}
 			after := func() []uint64 {
 				got := col.received(7)
@@ -146,4 +159,14 @@ func TestSubscribeChurn(t *testing.T) {
 			waitFor(t, 5*time.Second, func() bool { return len(sub.Publishers()) == 0 }, "the subscriber to drop its session")
 		})
 	}
+}
+
+// pendingSends counts the sends posted and not completed on every
+// endpoint of mgr.
+func pendingSends(mgr *domain.Manager) int {
+	n := 0
+	for _, e := range mgr.Snapshot().Endpoints {
+		n += e.PendingSends
+	}
+	return n
 }

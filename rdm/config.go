@@ -55,8 +55,11 @@ type Config struct {
 	// ZeroCopyConfig.OnSendCompleted instead.
 	OnSendCompleted func(key uint64, status netio.Status)
 	// OnReceiveError is called for a receive that failed (a message larger
-	// than the buffers, say); the buffer is posted again. It runs on the
-	// poller goroutine and must not block. May be nil.
+	// than the buffers, say); the buffer is posted again. It is also
+	// called for a buffer the provider refused to take again, twice in a
+	// row when it said EAGAIN: that buffer stays out of use, and the error
+	// says so. It runs on the poller goroutine and must not block. May be
+	// nil.
 	OnReceiveError func(e *Endpoint, err error)
 	// ProgressTimeout closes the endpoint when sends are pending and none
 	// has completed for this long, reporting them Canceled: a provider

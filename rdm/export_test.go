@@ -36,3 +36,21 @@ func OnPoller(e *Endpoint, fn func()) { e.c.Poller.Do(fn) }
 func UntrackInjects(e *Endpoint) {
 	e.c.Poller.Do(func() { e.inj.ok.set = nil })
 }
+
+// FillReceiveQueue posts receives into e's first buffer until the provider
+// refuses one, and returns how many it took. Call it on e's poller
+// goroutine (from OnData). Their completions name a buffer past e's, which
+// receiveCompleted ignores; send nothing more to e.
+func FillReceiveQueue(e *Endpoint) int {
+	ep, ok := e.c.Guard.Acquire()
+	if !ok {
+		return 0
+	}
+	defer e.c.Guard.Release()
+	b, ctx := e.recv.Piece(0), e.c.Owner.Context(uint32(e.recv.Len())|recvKey)
+	n := 0
+	for n < 1<<20 && ep.Recv(b.Addr, len(b.Bytes), b.Desc, ctx) == 0 {
+		n++
+	}
+	return n
+}

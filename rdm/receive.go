@@ -38,10 +38,15 @@ func (e *Endpoint) receiveCompleted(idx uint32, r poll.Result) {
 	e.repost(idx)
 }
 
-// receiveFailed counts and reports a failed receive.
+// receiveFailed counts and reports a failed receive, and posts the buffer
+// again unless posting it is what failed.
 func (e *Endpoint) receiveFailed(idx uint32, r poll.Result) {
 	if r.Status == netio.Canceled {
 		return // the endpoint is closing
+	}
+	if r.Unposted { // the poller's read could not post the queued repost
+		e.postAgain(idx, r.Errno)
+		return
 	}
 	err := fmt.Errorf("%w: receive of %d bytes: %w", netio.ErrFailed, r.Len, r.Errno)
 	if errors.Is(r.Errno, fabric.ETRUNC) {
@@ -62,18 +67,51 @@ func (e *Endpoint) reportReceiveError(err error) {
 	}
 }
 
-// repost posts receive buffer idx again, unless the endpoint closed.
+// repost posts receive buffer idx again, unless the endpoint closed: the
+// poller's next read posts it (poll.Poller.Repost).
 func (e *Endpoint) repost(idx uint32) {
+	e.postReceive(idx, true)
+}
+
+// postAgain retries a repost the provider refused with errno: once at
+// once when the provider's receive queue was full (EAGAIN, usually
+// passing), else it reports the buffer lost.
+func (e *Endpoint) postAgain(idx uint32, errno fabric.Errno) {
+	if errno != fabric.EAGAIN {
+		e.repostFailed(idx, errno)
+		return
+	}
+	e.postReceive(idx, false)
+}
+
+// postReceive posts receive buffer idx, unless the endpoint closed:
+// through the poller's next read (viaRead), else at once. A refusal with
+// EAGAIN is tried once more at once; another one reports the buffer lost.
+func (e *Endpoint) postReceive(idx uint32, viaRead bool) {
 	ep, ok := e.c.Guard.Acquire()
 	if !ok {
 		return
 	}
 	defer e.c.Guard.Release()
 	b := e.recv.Piece(idx)
-	if errno := ep.Recv(b.Addr, len(b.Bytes), b.Desc, e.c.Owner.Context(idx|recvKey)); errno != 0 {
-		e.receiveErrors.Add(1)
-		e.c.Log.Error().Err(errno).Uint32("buffer", idx).Msg("rdm: reposting a receive buffer failed")
+	ctx := e.c.Owner.Context(idx | recvKey)
+	errno := fabric.EAGAIN
+	if viaRead {
+		errno = e.c.Poller.Repost(ep, b.Addr, len(b.Bytes), b.Desc, ctx)
 	}
+	if errno == fabric.EAGAIN {
+		errno = ep.Recv(b.Addr, len(b.Bytes), b.Desc, ctx)
+	}
+	if errno != 0 {
+		e.repostFailed(idx, errno)
+	}
+}
+
+// repostFailed reports a receive buffer the provider would not take again
+// (counted, logged and passed to OnReceiveError): it stays out of use.
+func (e *Endpoint) repostFailed(idx uint32, errno fabric.Errno) {
+	e.reportReceiveError(fmt.Errorf("%w: rdm: receive buffer %d could not be posted again and stays out of use: %w",
+		netio.ErrFailed, idx, errno))
 }
 
 // deliver hands a received message to OnData, or decodes it for OnMessage,

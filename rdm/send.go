@@ -128,7 +128,7 @@ type Stats struct {
 	InjectsUnconfirmed uint64
 	Received           uint64 // libfabric messages received: passed to OnData, or coalesced buffers decoded for OnMessage
 	ReceivedBytes      uint64 // bytes of them
-	ReceiveErrors      uint64 // receives that failed, and malformed coalesced buffers (OnReceiveError)
+	ReceiveErrors      uint64 // receives that failed, buffers that could not be posted again, and malformed coalesced buffers (OnReceiveError)
 	Decoded            uint64 // messages decoded from coalesced buffers for OnMessage
 	Peers              int    // known peers now
 }

@@ -19,7 +19,9 @@
  *                      [--max-count N] [--timeout SEC]
  *
  * bw and pingpong take --endpoint msg|rdm (default msg, all of the above);
- * inject is always rdm.
+ * inject is always rdm. With rdm, --source asks for FI_SOURCE and reads
+ * the queue with fi_cq_readfrom, as netio-go's connectionless endpoint
+ * does to name each receive's sender: the C program of the same shape.
  *
  * Two processes (bw and pingpong, msg endpoints): with --listen HOST:PORT
  * the program is the server side only, with --connect HOST:PORT the client
@@ -104,7 +106,8 @@
  *              "msgs_per_s":Y,"cpu_seconds":C,"cpu_s_per_gb":G}
  *   pingpong: {"mode":"pingpong","provider":P,"size":S,"round_trips":N,
  *              "latency_p50_us":A,"latency_p99_us":B}
- * With --endpoint rdm both carry "endpoint":"rdm" after the provider; with
+ * With --endpoint rdm both carry "endpoint":"rdm" after the provider (and
+ * "source":true with --source); with
  * --one-buffer bw's lines carry "one_buffer":true, with --batch
  * "batch":true.
  * inject and memcpy print bw's fields, with "mode":"inject" (plus
@@ -174,6 +177,7 @@ struct opts {
 	int pingpong;
 	enum mode mode;
 	int rdm; /* FI_EP_RDM endpoints */
+	int source; /* rdm: FI_SOURCE, and fi_cq_readfrom */
 	const char *provider;
 	size_t size;
 	size_t window;   /* bw: sends outstanding at most */
@@ -257,7 +261,8 @@ static void usage(void)
 		"[--timeout SEC]\n"
 		"  cbaseline memcpy   --size S [--window W] [--rx-depth R] "
 		"[--seconds T] [--max-count N] [--timeout SEC]\n"
-		"bw and pingpong take --endpoint msg|rdm (default msg), or\n"
+		"bw and pingpong take --endpoint msg|rdm (default msg; rdm: "
+		"[--source]), or\n"
 		"--listen HOST:PORT | --connect HOST:PORT with --max-count N "
 		"(two processes, msg)\n");
 	exit(1);
@@ -325,6 +330,10 @@ static void parse_args(int argc, char **argv)
 			o.one_buffer = 1;
 			continue;
 		}
+		if (!strcmp(a, "--source")) {
+			o.source = 1;
+			continue;
+		}
 		if (!strcmp(a, "--batch")) {
 			if (o.mode != MODE_BW)
 				errx(1, "--batch: bw only");
@@ -368,6 +377,8 @@ static void parse_args(int argc, char **argv)
 	}
 	if (o.mode == MODE_MEMCPY && !o.provider)
 		o.provider = "none";
+	if (o.source && (!o.rdm || o.mode == MODE_INJECT))
+		errx(1, "--source: bw or pingpong with --endpoint rdm");
 	if (!o.provider || !o.size)
 		errx(1, "--provider and --size are required");
 	if (two_proc() && (o.rdm || o.noise_us || !o.max_count ||
@@ -438,7 +449,8 @@ static struct fid_eq *open_eq(void)
 static void open_fabric(void)
 {
 	if (o.rdm) {
-		hints = rdm_hints(o.provider, FI_MSG);
+		hints = rdm_hints(o.provider,
+				  FI_MSG | (o.source ? FI_SOURCE : 0));
 		hints->domain_attr->threading = FI_THREAD_SAFE;
 		pep_info = rdm_info();
 		TRY(fi_fabric(pep_info->fabric_attr, &fabric, NULL));
@@ -563,7 +575,9 @@ static void eq_expect(struct fid_eq *eq, uint32_t want, const char *what,
 static int cq_poll(struct side *s, struct fi_cq_msg_entry *comp)
 {
 	struct fi_cq_err_entry e = {0};
-	ssize_t n = fi_cq_read(s->cq, comp, CQ_BATCH);
+	fi_addr_t src[CQ_BATCH]; /* --source: read, never used */
+	ssize_t n = o.source ? fi_cq_readfrom(s->cq, comp, CQ_BATCH, src)
+			     : fi_cq_read(s->cq, comp, CQ_BATCH);
 
 	if (n > 0)
 		return (int)n;
@@ -924,6 +938,15 @@ static uint64_t bw_client(double *t0)
  * ""), window and rx_bufs, then n messages of o.size bytes in secs seconds
  * and cpu CPU seconds.
  */
+/* The JSON tag of an RDM run: its endpoint, and --source. */
+static const char *rdm_tag(void)
+{
+	if (!o.rdm)
+		return "";
+	return o.source ? ",\"endpoint\":\"rdm\",\"source\":true"
+			: ",\"endpoint\":\"rdm\"";
+}
+
 /* bw's extra JSON fields: role (or NULL), then the --one-buffer and --batch
  * marks. */
 static const char *bw_extra(const char *role)
@@ -947,7 +970,7 @@ static void print_bw(const char *mode, const char *extra, size_t window,
 	       ",\"bytes\":%" PRIu64 ",\"seconds\":%.6f,\"mb_per_s\":%.3f,"
 	       "\"msgs_per_s\":%.1f,\"cpu_seconds\":%.6f,"
 	       "\"cpu_s_per_gb\":%.6f}\n",
-	       mode, o.provider, o.rdm ? ",\"endpoint\":\"rdm\"" : "", extra,
+	       mode, o.provider, rdm_tag(), extra,
 	       o.size, window, o.rx_depth, n, n * (uint64_t)o.size, secs,
 	       secs > 0 ? gb * 1e3 / secs : 0, secs > 0 ? (double)n / secs : 0,
 	       cpu, gb > 0 ? cpu / gb : 0);
@@ -1176,7 +1199,7 @@ static void run_pingpong(void)
 	printf("{\"mode\":\"pingpong\",\"provider\":\"%s\"%s%s,\"size\":%zu,"
 	       "\"round_trips\":%zu,\"latency_p50_us\":%.3f,"
 	       "\"latency_p99_us\":%.3f,\"latency_mean_us\":%.3f}\n",
-	       o.provider, o.rdm ? ",\"endpoint\":\"rdm\"" : "",
+	       o.provider, rdm_tag(),
 	       two_proc() ? ",\"role\":\"client\"" : "", o.size, n,
 	       one_way_us(rtts, n, 0.50), one_way_us(rtts, n, 0.99),
 	       n ? sum / (double)n / 2 * 1e6 : 0);

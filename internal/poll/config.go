@@ -77,6 +77,10 @@ type Config struct {
 	// OnStopped, if set, runs on the poller goroutine after the queues are
 	// closed and Done is closed: the last thing the poller does.
 	OnStopped func()
+	// now is the clock the spin budget is measured with: time.Now, or a
+	// test's (WithClock in export_test.go), which lets a test decide how
+	// long each gap between works lasts for the poller.
+	now func() time.Time
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -97,6 +101,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Size == 0 {
 		c.Size = DefaultSize
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	return c, nil
 }

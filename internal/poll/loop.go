@@ -58,7 +58,7 @@ func (p *Poller) run() {
 			spin = spinSlice
 			continue
 		}
-		now := time.Now()
+		now := p.cfg.now()
 		if idleSince.IsZero() {
 			idleSince = now
 		}
@@ -81,7 +81,7 @@ func (p *Poller) run() {
 			// fresh spin budget, as after a completion, stretched if the
 			// work came soon. Read the event queue in the next round, in
 			// case it was that one.
-			budget = stretchedBudget(p.cfg.SpinBudget, time.Since(idleSince))
+			budget = stretchedBudget(p.cfg.SpinBudget, p.cfg.now().Sub(idleSince))
 			idleSince, eqDue = time.Time{}, true
 		case timedOut:
 			p.timeouts.Add(1)
@@ -156,6 +156,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 	total := 0
 	for i := range 16 {
 		n, avail, errno := p.readCQ(i == 0, spin)
+		p.unposted()
 		if errno != 0 {
 			p.log.Error().Err(errno).Msg("cq: read failed")
 			time.Sleep(errorBackoff) // do not spin on a broken queue
@@ -173,6 +174,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 		owners := *p.owners.Load()
 		start := p.batchStart()
 		for i := range n {
+			p.lastOfBatch = i == n-1
 			c := p.cq.Entry(i)
 			h, ok := owners[uint32(c.Context>>32)]
 			if !ok {
@@ -181,6 +183,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 			}
 			h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len), Source: c.Source})
 		}
+		p.lastOfBatch = false
 		p.batchEnd(start)
 		p.completions.Add(uint64(n))
 		total += n
@@ -216,7 +219,9 @@ func (p *Poller) dispatchError() {
 		st = netio.Canceled
 	}
 	p.errs.Add(1)
+	p.lastOfBatch = true // read alone; a repost waits for the next read, which comes before any block
 	h.HandleCompletion(uint32(ce.Context), Result{Status: st, Errno: ce.Errno, Flags: ce.Flags, Len: int(ce.Len)})
+	p.lastOfBatch = false
 }
 
 func (p *Poller) pollEQ() int {
@@ -263,8 +268,8 @@ const (
 func (p *Poller) block() wakeReason {
 	p.sleeping.Store(true)
 	defer p.sleeping.Store(false)
-	if p.queued.Load() || p.stopping.Load() || p.canWait && !p.fab.TryWait(p.cq, p.eq) {
-		return pending
+	if p.queued.Load() || p.stopping.Load() || p.cq.QueuedRecvs() > 0 || p.canWait && !p.fab.TryWait(p.cq, p.eq) {
+		return pending // receives queued by Repost are posted by the next read, never left while blocked
 	}
 	p.sleeps.Add(1)
 	n, err := unix.Poll(p.pollFDs, p.blockMS)

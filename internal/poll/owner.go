@@ -14,6 +14,10 @@ type Result struct {
 	Flags  uint64       // fabric.FlagSend, fabric.FlagRecv, ...
 	Len    int          // bytes received, for receives
 	Source fabric.Addr  // a receive's sender on a connectionless endpoint
+	// Unposted marks a receive queued by Repost that the provider refused
+	// to post (Status Failed, Errno its error): the buffer was never
+	// posted, and no completion follows.
+	Unposted bool
 }
 
 // Handler owns operations posted with contexts from its Owner. Its methods

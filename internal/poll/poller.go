@@ -93,6 +93,7 @@ type Poller struct {
 	callbacks                                         histogram
 	batches                                           uint32 // poller goroutine only: batches delivered, for sampling
 	cqEmptied                                         uint64 // poller goroutine only: see CQEmptied
+	lastOfBatch                                       bool   // poller goroutine only: the completion being delivered ends its batch (Repost)
 }
 
 // CQEmptied counts the completion-queue reads that left the queue empty (a

@@ -380,40 +380,74 @@ func TestGoRacingTheBlockLosesNoWakeUp(t *testing.T) {
 
 // Work that comes back soon after the poller blocked stretches its spin
 // budget, so that work at that interval finds it spinning; work that comes
-// later than StretchLimit budgets finds it blocked every time.
+// later than StretchLimit budgets finds it blocked every time. The poller
+// runs on a clock that only the test moves, so nothing depends on when the poller gets the
+// CPU. Each round, work runs, the poller settles into spinning at the
+// clock's time, the clock moves by gap, and the test waits until the
+// poller has either blocked or looked at the moved clock and spun on.
 func TestSpinBudgetStretchesForRegularWork(t *testing.T) {
-	const gap, rounds = 6 * time.Millisecond, 30
-	sleepsWithWorkEvery := func(budget time.Duration) uint64 {
+	const gap, rounds = 6 * time.Millisecond, 10
+	blocksPerRound := func(budget time.Duration) []uint64 {
+		clock := newTestClock()
 		m := openManager(t)
-		p := openPoller(t, m, poll.Config{SpinBudget: budget, MaxBlock: time.Minute})
+		p := openPoller(t, m, poll.WithClock(poll.Config{SpinBudget: budget, MaxBlock: time.Minute}, clock.now))
 		defer func() { assert.NoError(t, p.Close()) }()
-		require.Eventually(t, func() bool { return p.Stats().Sleeps > 0 }, 5*time.Second, 50*time.Microsecond,
-			"the poller blocks")
-		before := p.Stats().Sleeps
-		for range rounds {
-			time.Sleep(gap)
-			done := make(chan struct{})
-			p.Go(func() { close(done) })
-			select {
-			case <-done:
-			case <-time.After(5 * time.Second):
-				t.Fatalf("budget %v: queued work did not run", budget)
+		var blocks []uint64
+		for round := range rounds + 1 {
+			if round > 0 { // round 0: the poller's first idle spell
+				done := make(chan struct{})
+				p.Go(func() { close(done) })
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("budget %v: queued work did not run", budget)
+				}
 			}
+			// Two empty polls after the work: the first set the start of
+			// the idle spell from the clock, which has not moved since.
+			waitPolls(t, p, p.Stats(), false)
+			before := p.Stats()
+			clock.advance(gap)
+			waitPolls(t, p, before, true)
+			blocks = append(blocks, p.Stats().Sleeps-before.Sleeps)
 		}
-		return p.Stats().Sleeps - before
+		return blocks
 	}
-	// 4 ms budget: the first work wakes the blocked poller within 16 ms
-	// of its last work and stretches the budget to twice that gap (at most
-	// 16 ms), so the later 6 ms gaps find it spinning (0 blocks here). A
-	// gap that a loaded machine stretches past 16 ms costs a block or two
-	// more.
-	assert.LessOrEqual(t, sleepsWithWorkEvery(4*time.Millisecond), uint64(10), "a stretched budget spins through 6 ms gaps")
+	once, never, always := []uint64{1}, make([]uint64, rounds), make([]uint64, rounds)
+	for i := range always {
+		always[i] = 1
+	}
+	// 4 ms budget: the first gap ends in a block; the work that wakes the
+	// poller 6 ms after its last work stretches the budget to twice that
+	// gap (12 ms, within the limit of 16 ms), so no later gap blocks.
+	assert.Equal(t, append(once, never...), blocksPerRound(4*time.Millisecond), "a stretched budget spins through 6 ms gaps")
 	// 1 ms budget: 6 ms gaps are beyond its limit (4 ms), so the budget
-	// stays and every gap ends in a block (29 here: the last one comes
-	// after the count). A poller starved of the CPU for a whole gap
-	// misses a block, hence the margin.
-	assert.GreaterOrEqual(t, sleepsWithWorkEvery(time.Millisecond), uint64(20), "gaps beyond the limit block each time")
+	// stays and every gap ends in a block.
+	assert.Equal(t, append(once, always...), blocksPerRound(time.Millisecond), "gaps beyond the limit block each time")
 }
+
+// waitPolls waits until p has made two more empty polls than in from or,
+// with orBlock, has blocked once more.
+func waitPolls(t *testing.T, p *poll.Poller, from poll.Stats, orBlock bool) {
+	t.Helper()
+	const n = 2
+	require.Eventually(t, func() bool {
+		st := p.Stats()
+		return st.EmptyPolls >= from.EmptyPolls+n || orBlock && st.Sleeps > from.Sleeps
+	}, 10*time.Second, 20*time.Microsecond, "the poller polls")
+}
+
+// testClock is a clock that moves only when advanced.
+type testClock struct {
+	base time.Time
+	off  atomic.Int64
+}
+
+func newTestClock() *testClock { return &testClock{base: time.Now()} }
+
+func (c *testClock) now() time.Time { return c.base.Add(time.Duration(c.off.Load())) }
+
+func (c *testClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 func TestCloseFromThePollerGoroutine(t *testing.T) {
 	m := openManager(t)

@@ -39,6 +39,15 @@ type Quirks struct {
 	// drains after a shutdown (on every provider, as it costs only a quiet
 	// period).
 	ShutdownBeforeDelivered bool
+	// PeekBuffered: the provider holds messages that came before a
+	// buffer was posted in a list of its own, which only its progress
+	// thread moves into posted buffers (fi_recv does not), at times more
+	// than a second after the shutdown; it answers fi_recvmsg with FI_PEEK
+	// at once from that list (FI_ENOMSG when it is empty). A drain after a
+	// shutdown (ShutdownBeforeDelivered) therefore confirms its quiet
+	// verdict with a peek (fabric.Endpoint.Peek). Providers without it
+	// must not be peeked: tcp takes FI_PEEK for an ordinary receive.
+	PeekBuffered bool
 	// MissesEarlyClose: a peer's close that comes right after the accept
 	// is sometimes never reported; ListenConfig.IdleTimeout reclaims such
 	// connections.
@@ -92,7 +101,7 @@ var table = map[string]Quirks{
 	// runs a progress thread, and fi_shutdown before fi_close corrupts its
 	// heap.
 	"sockets": {SoftwareRegistration: true, CompletesWhenStaged: true, ShutdownCorrupts: true, ProgressThread: true,
-		CapsInConnReq: true, ShutdownBeforeDelivered: true, MissesEarlyClose: true},
+		CapsInConnReq: true, ShutdownBeforeDelivered: true, PeekBuffered: true, MissesEarlyClose: true},
 	"udp": {SoftwareRegistration: true},
 	"shm": {SoftwareRegistration: true, NamedAddresses: true, UnknownSourceIsZero: true},
 	// The utility layers register through the core provider beneath them.
@@ -107,7 +116,7 @@ var table = map[string]Quirks{
 // and to honour nothing it was not measured to honour.
 func For(provider string) Quirks {
 	layers := strings.Split(provider, ";")
-	q := Quirks{DeliveryComplete: true, SoftwareRegistration: true}
+	q := Quirks{DeliveryComplete: true, SoftwareRegistration: true, PeekBuffered: true}
 	for _, name := range layers {
 		l, known := table[name]
 		if !known {
@@ -120,6 +129,7 @@ func For(provider string) Quirks {
 		q.ProgressThread = q.ProgressThread || l.ProgressThread
 		q.CapsInConnReq = q.CapsInConnReq || l.CapsInConnReq
 		q.ShutdownBeforeDelivered = q.ShutdownBeforeDelivered || l.ShutdownBeforeDelivered
+		q.PeekBuffered = q.PeekBuffered && l.PeekBuffered // the peek goes to the top layer
 		q.MissesEarlyClose = q.MissesEarlyClose || l.MissesEarlyClose
 		q.PassiveCloseReadsFreed = q.PassiveCloseReadsFreed || l.PassiveCloseReadsFreed
 		q.TruncationDrops = q.TruncationDrops || l.TruncationDrops

@@ -16,6 +16,9 @@ func TestFor(t *testing.T) {
 	assert.True(t, quirks.For("tcp;ofi_rxm").SoftwareRegistration)
 	assert.False(t, quirks.For("tcp;ofi_rxm").DeliveryComplete, "a capability holds only if every layer has it")
 	assert.True(t, quirks.For("udp;ofi_rxd").SoftwareRegistration)
+	assert.True(t, quirks.For("sockets").PeekBuffered)
+	assert.False(t, quirks.For("tcp").PeekBuffered, "tcp takes FI_PEEK for a receive")
+	assert.False(t, quirks.For("tcp;ofi_rxm").PeekBuffered, "the peek goes to the top layer, which must have it")
 	assert.Equal(t, quirks.Quirks{}, quirks.For("verbs"), "unknown: assume it pins pages and honours nothing")
 	assert.Equal(t, quirks.Quirks{}, quirks.For("tcp;verbs"), "one unknown layer makes the whole unknown")
 }
