@@ -294,3 +294,36 @@ func TestDeadPeerDoesNotStopInjectsToOthers(t *testing.T) {
 		})
 	}
 }
+
+// TestTrackedInjectAllocatesNothing: an inject alone in the queue is
+// tracked (copied into its peer's confirm slot, fi_send, completion,
+// confirmation), and that whole round trip allocates nothing (checked
+// without the race detector, which allocates on synchronization).
+func TestTrackedInjectAllocatesNothing(t *testing.T) {
+	mgr := openDomain(t, "tcp;ofi_rxm")
+	var got atomic.Int64
+	rx := open(t, mgr, "127.0.0.1:0", rdm.Config{OnData: counter(&got)})
+	tx := open(t, mgr, "127.0.0.1:0", rdm.Config{OnData: nop, InjectLinger: -1})
+	send(t, tx, rx.Addr(), []byte("connect"))
+	peer, err := tx.AddPeer(rx.Addr())
+	require.NoError(t, err)
+	msg := make([]byte, 8)
+	sent := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		want := tx.Stats().Completed + 1
+		if tx.Inject(msg, peer) != netio.OK {
+			return
+		}
+		sent++
+		for deadline := time.Now().Add(10 * time.Second); tx.Stats().Completed < want && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Microsecond)
+		}
+	})
+	require.Eventually(t, func() bool { return got.Load() == int64(sent) }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, 101, sent)
+	require.NoError(t, tx.Close())
+	assert.Zero(t, tx.Stats().InjectsUnconfirmed, "each inject was tracked")
+	if !raceEnabled {
+		assert.Zero(t, allocs, "a tracked inject allocates")
+	}
+}
