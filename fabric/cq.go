@@ -31,6 +31,12 @@ type CQ struct {
 	// endpoint's drops its receives queued in rq, and libfabric 1.17's tcp
 	// double-frees when the two fi_close calls run at once).
 	closeMu sync.Mutex
+	// bound counts the open endpoints bound to the queue (under closeMu).
+	// Close refuses with EBUSY while it is not zero without calling
+	// fi_close: libfabric 1.17's tcp frees the queue's transfer pool before
+	// it checks whether endpoints are still bound, so a refused fi_close
+	// leaves them on freed memory and the later close frees it again.
+	bound int
 }
 
 // Completion is one successful completion.
@@ -178,7 +184,8 @@ func (q *CQ) ReadError() (ce CompletionError, ok bool) {
 }
 
 // Close closes the queue and frees its entry buffer and its receive
-// queue. It fails (EBUSY) while an endpoint bound to it is open, and
+// queue. It fails (EBUSY), without asking the provider, while an endpoint
+// bound to it is open (see the bound field), and
 // QueueRecv takes receives only for endpoints bound to it, whose Close
 // drops them: so no queued receive is left to post. It is safe to call
 // more than once, and beside the Close of such an endpoint (they take
@@ -191,6 +198,9 @@ func (q *CQ) Close() error {
 	defer q.closeMu.Unlock()
 	if !q.open() {
 		return nil
+	}
+	if q.bound > 0 {
+		return &OpError{Op: "fi_close(cq)", Err: EBUSY} // never asked: see bound
 	}
 	if err := opErr("fi_close(cq)", C.netio_close(&q.c.fid)); err != nil {
 		return err // still open: close what uses it first, then retry

@@ -84,7 +84,8 @@ func getName(fid *C.struct_fid) (string, error) {
 // Endpoint is an active, connection-oriented endpoint (fi_endpoint).
 type Endpoint struct {
 	c   *C.struct_fid_ep
-	rcq *CQ // the queue bound for its receives (BindCQ with BindRecv), the only one QueueRecv takes them on
+	rcq *CQ    // the queue bound for its receives (BindCQ with BindRecv), the only one QueueRecv takes them on
+	cqs [2]*CQ // the distinct queues bound (transmit, receive), counted in their bound until Close
 }
 
 // h passes the endpoint to the hot-path shim functions as an integer of
@@ -129,7 +130,43 @@ func (e *Endpoint) BindCQ(cq *CQ, flags uint64) error {
 	if flags&BindRecv != 0 {
 		e.rcq = cq
 	}
+	e.countBinding(cq)
 	return nil
+}
+
+// countBinding adds cq to the queues e holds bound, once per queue, so that
+// the queue's Close refuses until e has closed.
+func (e *Endpoint) countBinding(cq *CQ) {
+	for i, b := range e.cqs {
+		if b == cq {
+			return
+		}
+		if b == nil {
+			cq.closeMu.Lock()
+			cq.bound++
+			cq.closeMu.Unlock()
+			e.cqs[i] = cq
+			return
+		}
+	}
+}
+
+// releaseBindings uncounts e from the queues it held bound, after its
+// fi_close succeeded. held is the queue whose closeMu the caller holds.
+func (e *Endpoint) releaseBindings(held *CQ) {
+	for i, q := range e.cqs {
+		if q == nil {
+			continue
+		}
+		if q != held {
+			q.closeMu.Lock()
+		}
+		q.bound--
+		if q != held {
+			q.closeMu.Unlock()
+		}
+		e.cqs[i] = nil
+	}
 }
 
 // Enable enables the endpoint; receives may be posted after it.
@@ -185,7 +222,8 @@ func (e *Endpoint) Close() error {
 	if !e.open() {
 		return nil
 	}
-	if q := e.rcq; q != nil {
+	q := e.rcq
+	if q != nil {
 		q.closeMu.Lock()
 		defer q.closeMu.Unlock()
 		q.dropQueued(e)
@@ -193,6 +231,7 @@ func (e *Endpoint) Close() error {
 	if err := opErr("fi_close(ep)", C.netio_close(&e.c.fid)); err != nil {
 		return err // still open: close what uses it first, then retry
 	}
+	e.releaseBindings(q)
 	e.c, e.rcq = nil, nil
 	return nil
 }

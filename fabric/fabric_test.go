@@ -375,3 +375,30 @@ func TestTCPStagingOffByDefault(t *testing.T) {
 		assert.Equal(t, preset, got, "a size the environment named is kept")
 	}
 }
+
+// TestCQCloseRefusedWhileBound: a queue's Close while an endpoint bound to
+// it is open fails with EBUSY and changes nothing, and the queue closes once
+// the endpoint has. libfabric 1.17's tcp frees the queue's transfer pool
+// before it refuses, so asking it would leave the endpoint on freed memory
+// and the later close would free it again (glibc aborts the test binary
+// within a few dozen runs when Close asks the provider).
+func TestCQCloseRefusedWhileBound(t *testing.T) {
+	for _, prov := range []string{"tcp", "sockets"} {
+		t.Run(prov, func(t *testing.T) {
+			for range 20 {
+				s := openStack(t, prov)
+				q, err := s.dom.OpenCQ(16, false)
+				require.NoError(t, err)
+				ep := openEP(t, s)
+				require.NoError(t, ep.BindCQ(q, fabric.BindTransmit))
+				require.NoError(t, ep.BindCQ(q, fabric.BindRecv), "the same queue bound twice counts once")
+				assert.ErrorIs(t, q.Close(), fabric.EBUSY, "an endpoint is bound")
+				_, _, errno := q.Read()
+				assert.Zero(t, errno, "the refused close left the queue open")
+				require.NoError(t, ep.Close())
+				assert.NoError(t, q.Close(), "the endpoint has closed")
+				assert.NoError(t, q.Close(), "idempotent")
+			}
+		})
+	}
+}

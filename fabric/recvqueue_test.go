@@ -171,7 +171,7 @@ func TestQueueRecvCloseBesideQueueClose(t *testing.T) {
 	require.Zero(t, q.QueueRecv(ep, addr(rbuf), 64, 0, 1))
 	epClosed, cqClosed := make(chan error, 1), make(chan error, 1)
 	go func() { epClosed <- ep.Close() }()
-	go func() { // no channel or lock orders it after the endpoint's close: only the provider's EBUSY
+	go func() { // no channel or lock orders it after the endpoint's close: only the queue's EBUSY while bound
 		var err error
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			if err = q.Close(); err == nil {
