@@ -28,8 +28,8 @@ type CQ struct {
 	// the queue for receives, never by a read: such an endpoint may close
 	// on another goroutine than the queue's (poll's Do once the poller has
 	// stopped) while the queue closes, and the two must take turns (the
-	// endpoint's drops its receives queued in rq, and libfabric 1.17's tcp
-	// double-frees when the two fi_close calls run at once).
+	// endpoint's drops its receives queued in rq, which the queue's close
+	// frees).
 	closeMu sync.Mutex
 	// bound counts the open endpoints bound to the queue (under closeMu).
 	// Close refuses with EBUSY while it is not zero without calling

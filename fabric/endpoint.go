@@ -216,8 +216,9 @@ func (e *Endpoint) Addr() (string, error) {
 // the close fails and the endpoint stays open (a caller that logs the
 // failure and frees the memory must not have a later read post it). It is
 // safe to call more than once, and beside the Close of the queue bound for
-// its receives: the two take turns (libfabric 1.17's tcp frees memory twice
-// when fi_close of a CQ runs beside fi_close of an endpoint bound to it).
+// its receives: the two take turns, and the queue refuses to close until
+// this Close has succeeded (see CQ.Close: libfabric 1.17's tcp frees a
+// queue's memory when it refuses to close it).
 func (e *Endpoint) Close() error {
 	if !e.open() {
 		return nil

@@ -34,6 +34,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
+# The C baselines run libfabric as netio-go configures it: fabric turns tcp's
+# send staging off unless the environment names a size (a send reported
+# complete from the staging buffer is lost by fi_close; docs/providers.md),
+# so the same shape means the same setting in the C processes. Set
+# FI_TCP_STAGING_SBUF_SIZE yourself to run both sides with another size.
+export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}"
 rounds=${1:-3}
 
 dir=$(mktemp -d)
