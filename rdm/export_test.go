@@ -54,3 +54,18 @@ func FillReceiveQueue(e *Endpoint) int {
 	}
 	return n
 }
+
+// PeerSlot returns p's slot in the peer table, which a peer added after
+// p's removal may take again.
+func PeerSlot(p Peer) uint32 { return p.slot }
+
+// RefuseTrackedSends makes every tracked inject's fi_send of e return
+// errno without posting (errno 0 restores the real one).
+func RefuseTrackedSends(e *Endpoint, errno fabric.Errno) {
+	e.c.Poller.Do(func() {
+		e.inj.ok.sendTo = (*fabric.Endpoint).SendTo
+		if errno != 0 {
+			e.inj.ok.sendTo = func(*fabric.Endpoint, uintptr, int, uintptr, fabric.Addr, uint64) fabric.Errno { return errno }
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/slots"
 )
 
@@ -24,25 +25,32 @@ const trackEvery = 32
 // discards what they hold. A provider sends to one peer in order
 // (FI_ORDER_SAS; see docs/providers.md for why it holds per provider), so
 // the completion of a send posted after an inject to the same peer says
-// that inject left the provider's queue: a buffered send's, or a tracked
-// inject's. A tracked inject (see injects.tracks: the last one queued to
-// its peer, and every trackEvery+1-th in a row) is copied into a confirm
-// slot of its own, in registered memory (slots.Cut, so it passes a real
-// descriptor to FI_MR_LOCAL providers), and posted with fi_send: at most
-// one per peer in flight, and when the peer's is still in flight or every
-// confirm slot is, the inject goes untracked instead, so a stalled or dead
-// peer holds one confirm slot and no inject queue slot. A tracked inject is
-// accounted as a buffered send (Completed, Failed or Canceled by its
-// completion); an untracked one counts in Completed when taken and here,
-// per peer slot, as taken until a later completion confirms it. At Close
-// (after waiting up to Config.InjectLinger) and RemovePeer the unconfirmed
-// ones are logged and counted in Stats.InjectsUnconfirmed. Everything but
-// the atomics runs on the poller goroutine; nothing here allocates after
-// init.
+// that inject left the provider's queue: a buffered send's, a zero-copy
+// send's, or a tracked inject's. A tracked inject (see injects.tracks: the
+// last one queued to its peer, and every trackEvery+1-th in a row) is
+// copied into a confirm slot of its own, in registered memory (slots.Cut,
+// so it passes a real descriptor to FI_MR_LOCAL providers), and posted
+// with fi_send: at most one per peer in flight. While the peer's is still
+// in flight, its later injects go untracked, but the last one queued waits
+// for that completion (waitsForConfirm); when every confirm slot is in
+// flight, or the provider refuses the tracked fi_send for now, the inject
+// goes untracked (fi_inject). So a stalled or dead peer holds one confirm
+// slot, and inject queue slots only for its waiting last inject and for
+// those the provider refuses (parked as any refused send). A tracked inject is accounted as
+// a buffered send (Completed, Failed or Canceled by its completion); an
+// untracked one counts in Completed when taken and here, per peer slot, as
+// taken until a later completion confirms it. At Close (after waiting up
+// to Config.InjectLinger) and RemovePeer the unconfirmed ones are logged
+// and counted in Stats.InjectsUnconfirmed. A confirm slot is held until
+// its send completes or the endpoint closes, also after RemovePeer (the
+// provider may still read it): a provider that never completes a send to
+// a removed dead peer (udp;ofi_rxd) keeps it (Stats.InjectConfirmsHeld).
+// Everything but the atomics runs on the poller goroutine; nothing here
+// allocates after init.
 type confirms struct {
 	taken, done []uint64 // by peer slot: untracked injects taken, and confirmed
 	run         []uint32 // by peer slot: untracked injects since the last tracked one
-	mark        []uint64 // by buffer ID: its peer's taken when it was posted
+	mark        []uint64 // by send index (buffers, then header slots): its peer's taken when it was posted
 
 	// The confirm slots: state, memory, and by confirm slot the peer, its
 	// taken when posted, and how many injects before it RemovePeer left
@@ -52,18 +60,24 @@ type confirms struct {
 	to       []Peer
 	upTo     []uint64
 	covered  []uint64
-	inFlight []int32 // by peer slot: its confirm slot + 1, 0 for none
+	inFlight []int32 // by peer slot: the confirm slot + 1 of its peer's tracked inject, 0 for none
+	// sendTo posts a tracked inject: fabric.Endpoint.SendTo, which a test
+	// replaces to refuse it.
+	sendTo func(ep *fabric.Endpoint, addr uintptr, n int, desc uintptr, dest fabric.Addr, ctx uint64) fabric.Errno
 
-	open        atomic.Int64
+	open        atomic.Int64 // untracked injects taken and not confirmed
+	held        atomic.Int64 // confirm slots in flight (tracked injects posted, not yet claimed)
 	unconfirmed atomic.Uint64
 }
 
-// init sizes the tables and cuts the confirm slots from registered memory:
+// init sizes the tables (sends: the buffers and header slots whose
+// completions confirm) and cuts the confirm slots from registered memory:
 // one per peer, at most one per inject queue slot, none when the provider
 // takes no inject payload.
-func (c *confirms) init(mgr *domain.Manager, peers, buffers, queue, size int) error {
+func (c *confirms) init(mgr *domain.Manager, peers, sends, queue, size int) error {
 	c.taken, c.done, c.run = make([]uint64, peers+2), make([]uint64, peers+2), make([]uint32, peers+2)
-	c.mark, c.inFlight = make([]uint64, buffers), make([]int32, peers+2)
+	c.mark, c.inFlight = make([]uint64, sends), make([]int32, peers+2)
+	c.sendTo = (*fabric.Endpoint).SendTo
 	n := min(peers+2, queue)
 	if size <= 0 || n <= 0 {
 		return nil
@@ -91,12 +105,13 @@ func (q *injects) tracks(slot uint32) bool {
 // waitsForConfirm says whether the inject to the peer in slot, the last
 // one queued to it, waits for the peer's tracked inject in flight to
 // complete, so as to go tracked itself: otherwise nothing might confirm
-// it. It waits parked in the peer's lane, holding its one queue slot
-// (a later send to the peer queues behind it, and then it is no longer
-// the last), for half Config.PeerTimeout at most, and not for a peer
-// whose lane timed out: a waiting inject never times out for a send the
-// provider would have taken. A lane is busy here only when retryLane
-// posts its head, this inject.
+// it. It waits parked in the peer's lane, holding its queue slot, for half
+// Config.PeerTimeout at most; not once any send to the peer is queued
+// behind it in the lane (an inject, whose perPeer count ends the wait too,
+// or a buffered or zero-copy send, whose completion will confirm it); and
+// not for a peer whose lane timed out: a waiting inject never times out
+// for a send the provider would have taken. It is asked by postSend with
+// the lane empty, and by retryLane with this inject at the lane's head.
 func (e *Endpoint) waitsForConfirm(slot uint32) bool {
 	c := &e.inj.ok
 	if c.set == nil || int(slot) >= len(c.inFlight) || c.inFlight[slot] == 0 || e.inj.perPeer[slot].Load() > 1 {
@@ -106,7 +121,10 @@ func (e *Endpoint) waitsForConfirm(slot uint32) bool {
 		return false
 	}
 	l := &e.park.lanes[slot]
-	return !l.unreachable && (l.head < 0 || time.Since(l.since) < e.cfg.PeerTimeout/2)
+	if l.unreachable {
+		return false
+	}
+	return l.head < 0 || (e.park.next[l.head] < 0 && time.Since(l.since) < e.cfg.PeerTimeout/2)
 }
 
 // took counts an untracked inject the provider took for the peer in slot.
@@ -119,8 +137,9 @@ func (c *confirms) took(slot uint32) {
 	c.open.Add(1)
 }
 
-// posted remembers, for buffer id posted to the peer in slot, how many
-// injects were taken for that peer before it.
+// posted remembers, for the send with index id (a buffer's ID, or a
+// header slot's sendIndex) posted to the peer in slot, how many injects
+// were taken for that peer before it.
 func (c *confirms) posted(id, slot uint32) {
 	if int(id) < len(c.mark) && int(slot) < len(c.taken) {
 		c.mark[id] = c.taken[slot]
@@ -136,20 +155,25 @@ func (c *confirms) confirm(slot uint32, upTo uint64) {
 }
 
 // forget counts the injects of the peer in slot that nothing confirmed as
-// unconfirmed and starts the slot afresh; it returns how many. With
-// covering, those the peer's tracked inject in flight would confirm are
-// left to its completion: counted only if it fails or is canceled.
-func (c *confirms) forget(slot uint32, covering bool) uint64 {
+// unconfirmed and starts the slot afresh for its next peer; it returns how
+// many. Those that p's tracked inject in flight would confirm are left to
+// its completion (counted only if it fails or is canceled), when covering
+// is that peer, p: one posted to the slot's previous peer covers none of
+// p's, whose counts restarted at its AddPeer. The slot's next peer does
+// not wait for the old confirm: claimConfirm leaves inFlight alone once it
+// names another.
+func (c *confirms) forget(slot uint32, covering Peer) uint64 {
 	if int(slot) >= len(c.taken) {
 		return 0
 	}
-	n := c.taken[slot] - c.done[slot]
-	if f := c.inFlight[slot]; covering && f != 0 && c.upTo[f-1] > c.done[slot] {
+	open := c.taken[slot] - c.done[slot]
+	n := open
+	if f := c.inFlight[slot]; covering.Valid() && f != 0 && c.to[f-1] == covering && c.upTo[f-1] > c.done[slot] {
 		c.covered[f-1] = c.upTo[f-1] - c.done[slot]
 		n -= c.covered[f-1]
 	}
-	c.open.Add(-int64(c.taken[slot] - c.done[slot]))
-	c.taken[slot], c.done[slot], c.run[slot] = 0, 0, 0
+	c.open.Add(-int64(open))
+	c.taken[slot], c.done[slot], c.run[slot], c.inFlight[slot] = 0, 0, 0, 0
 	c.unconfirmed.Add(n)
 	return n
 }
@@ -162,8 +186,14 @@ func (e *Endpoint) confirmed(key uint32, ok bool) {
 	var upTo uint64
 	c := &e.inj.ok
 	switch {
-	case key&zcMark != 0, key&injectKey != 0:
+	case key&injectKey != 0:
 		return
+	case key&zcMark != 0:
+		i := e.sendIndex(key)
+		if int(i) >= len(c.mark) {
+			return
+		}
+		to, upTo = peerOf(e.zc.Dest(key&^zcMark)), c.mark[i]
 	case key&confirmKey != 0:
 		i := key &^ confirmKey
 		if c.set == nil || int(i) >= len(c.to) {
@@ -185,9 +215,10 @@ func (e *Endpoint) confirmed(key uint32, ok bool) {
 }
 
 // lingerInjects waits, up to Config.InjectLinger, until nothing is queued
-// for the poller and every inject taken is confirmed, or no send is
-// pending any more, so that nothing can confirm the rest (not on the
-// poller goroutine, which must post and read completions meanwhile).
+// for the poller and then either every inject taken is confirmed and no
+// tracked inject is in flight, or no send is pending any more, so that
+// nothing can confirm the rest (not on the poller goroutine, which must
+// post and read completions meanwhile).
 func (e *Endpoint) lingerInjects() {
 	q := &e.inj
 	if q.set == nil || e.cfg.InjectLinger < 0 || e.c.Poller.OnPollerGoroutine() {
@@ -195,7 +226,8 @@ func (e *Endpoint) lingerInjects() {
 	}
 	for deadline := time.Now().Add(e.cfg.InjectLinger); time.Now().Before(deadline) && !e.c.Ended(); {
 		if q.queued.Load() == 0 {
-			if pending, _ := e.c.Counters.Progress(); q.ok.open.Load() == 0 || !pending {
+			pending, _ := e.c.Counters.Progress()
+			if !pending || (q.ok.open.Load() == 0 && q.ok.held.Load() == 0) {
 				return
 			}
 		}
@@ -206,7 +238,7 @@ func (e *Endpoint) lingerInjects() {
 // forgetPeer forgets p's unconfirmed injects, logging them (poller
 // goroutine, p just removed).
 func (e *Endpoint) forgetPeer(p Peer) {
-	if n := e.inj.ok.forget(p.slot, true); n > 0 {
+	if n := e.inj.ok.forget(p.slot, p); n > 0 {
 		e.c.Log.Warn().Uint64("injects", n).Str("peer", e.peers.nameOfSlot(p.slot)).
 			Msg("rdm peer removed while the provider may still hold injects to it: counted in InjectsUnconfirmed")
 	}
@@ -217,7 +249,7 @@ func (e *Endpoint) forgetPeer(p Peer) {
 func (e *Endpoint) forgetOnClose() {
 	var n uint64
 	for slot := range e.inj.ok.taken {
-		n += e.inj.ok.forget(uint32(slot), false)
+		n += e.inj.ok.forget(uint32(slot), Peer{})
 	}
 	if n > 0 {
 		e.c.Log.Warn().Uint64("injects", n).

@@ -7,9 +7,11 @@ import (
 
 // sendTracked copies queued inject idx (n bytes to peer to) into a
 // confirm slot and posts it from there with fi_send and a completion
-// (poller goroutine). With no confirm slot free it sends nothing and says
-// so (sent false, errno 0): the inject goes untracked. Taken, the queue
-// slot is freed at once, uncounted: the completion counts it.
+// (poller goroutine). With no confirm slot free, or the fi_send refused
+// for now (ofi_rxm's needs a transmit buffer of its own, which fi_inject
+// may not), it sends nothing and says so (sent false, errno 0): the
+// inject goes untracked. Refused for good, it returns the errno. Taken,
+// the queue slot is freed at once, uncounted: the completion counts it.
 func (e *Endpoint) sendTracked(ep *fabric.Endpoint, idx uint32, n int, to Peer, dest fabric.Addr) (fabric.Errno, bool) {
 	c := &e.inj.ok
 	i, ok := c.set.TakePosted(slots.SoleHolder, 0)
@@ -18,10 +20,14 @@ func (e *Endpoint) sendTracked(ep *fabric.Endpoint, idx uint32, n int, to Peer, 
 	}
 	p := c.mem.Piece(i)
 	copy(p.Bytes, e.inj.piece(idx, n))
-	if errno := ep.SendTo(p.Addr, n, p.Desc, dest, e.c.Owner.Context(i|confirmKey)); errno != 0 {
+	if errno := c.sendTo(ep, p.Addr, n, p.Desc, dest, e.c.Owner.Context(i|confirmKey)); errno != 0 {
 		c.set.Complete(i, slots.SoleHolder)
+		if errno.Temporary() {
+			return 0, false
+		}
 		return errno, false
 	}
+	c.held.Add(1)
 	c.to[i], c.upTo[i], c.covered[i] = to, c.taken[to.slot], 0
 	c.inFlight[to.slot], c.run[to.slot] = int32(i)+1, 0
 	e.inj.claim(idx)
@@ -38,6 +44,7 @@ func (c *confirms) claimConfirm(i uint32) (uint64, bool) {
 	if _, ok := c.set.Complete(i, slots.SoleHolder); !ok {
 		return 0, false
 	}
+	c.held.Add(-1)
 	if s := c.to[i].slot; int(s) < len(c.inFlight) && c.inFlight[s] == int32(i)+1 {
 		c.inFlight[s] = 0
 	}

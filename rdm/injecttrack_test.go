@@ -113,15 +113,13 @@ func TestStalledPeerDoesNotStopInjectsToOthers(t *testing.T) {
 }
 
 // TestLastInjectToEachPeerIsTracked: with injects to two peers
-// interleaved in the queue, the last one to each peer asks for a
-// completion, which confirms the others: nothing is left unconfirmed,
-// even closing without waiting.
+// interleaved in the queue (the poller held meanwhile, checked), the last
+// one to each peer asks for a completion, which confirms the others:
+// nothing is left unconfirmed, even closing without waiting.
 func TestLastInjectToEachPeerIsTracked(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			hold, release := gate()
 			shared := openDomain(t, p.name)
-			blocker := open(t, shared, p.local, rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) { <-hold }})
 			tx, err := rdm.Open(shared, p.local, rdm.Config{OnData: nop, InjectLinger: -1})
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, tx.Close()) })
@@ -129,7 +127,6 @@ func TestLastInjectToEachPeerIsTracked(t *testing.T) {
 			other := openDomain(t, p.name)
 			a := open(t, other, p.local, rdm.Config{OnData: counter(&gotA)})
 			b := open(t, other, p.local, rdm.Config{OnData: counter(&gotB)})
-			t.Cleanup(release)
 			send(t, tx, a.Addr(), []byte("connect"))
 			send(t, tx, b.Addr(), []byte("connect"))
 			pa, err := tx.AddPeer(a.Addr())
@@ -137,8 +134,7 @@ func TestLastInjectToEachPeerIsTracked(t *testing.T) {
 			pb, err := tx.AddPeer(b.Addr())
 			require.NoError(t, err)
 			require.Eventually(t, func() bool { return tx.Stats().Completed == 2 }, 10*time.Second, time.Millisecond)
-			send(t, a, blocker.Addr(), []byte("block")) // the shared poller waits in blocker's OnData
-			time.Sleep(50 * time.Millisecond)           // for it to get there (if not, the injects go out one by one: still none unconfirmed)
+			release := blockPoller(t, shared, p.name, p.local)
 			const n = 10
 			msg := make([]byte, 8)
 			for range n {
@@ -155,20 +151,17 @@ func TestLastInjectToEachPeerIsTracked(t *testing.T) {
 }
 
 // TestBufferedSendConfirmsInjects: with every inject untracked, the
-// completion of a buffered send to the same peer confirms the injects
-// before it; without it, all of them are counted unconfirmed at Close.
+// completion of a buffered or zero-copy send to the same peer confirms the
+// injects before it; without one, all of them are counted unconfirmed at
+// Close.
 func TestBufferedSendConfirmsInjects(t *testing.T) {
 	for _, p := range providers {
-		for _, withSend := range []bool{true, false} {
-			name := p.name + "/no-send"
-			if withSend {
-				name = p.name + "/send"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, then := range []string{"send", "zerocopy", "no-send"} {
+			t.Run(p.name+"/"+then, func(t *testing.T) {
 				mgr := openDomain(t, p.name)
 				var got atomic.Int64
 				rx := open(t, mgr, p.local, rdm.Config{OnData: counter(&got)})
-				tx := open(t, mgr, p.local, rdm.Config{OnData: nop, InjectLinger: -1})
+				tx := open(t, mgr, p.local, rdm.Config{OnData: nop, InjectLinger: -1, ZeroCopy: &rdm.ZeroCopyConfig{}})
 				rdm.UntrackInjects(tx)
 				send(t, tx, rx.Addr(), []byte("connect"))
 				peer, err := tx.AddPeer(rx.Addr())
@@ -179,19 +172,23 @@ func TestBufferedSendConfirmsInjects(t *testing.T) {
 					require.Equal(t, netio.OK, injectWithin(tx, msg, peer, 10*time.Second), "inject %d", i)
 				}
 				want := uint64(n + 1)
-				if withSend {
+				switch then {
+				case "send":
 					buf := tx.GetBuffer()
 					require.NotNil(t, buf)
 					require.Equal(t, netio.OK, tx.SendBuffer(buf, copy(buf.Bytes(), "last"), peer))
+					want++
+				case "zerocopy":
+					require.Equal(t, netio.OK, tx.SendZeroCopy([]byte("last"), []byte("!"), 1, peer))
 					want++
 				}
 				require.Eventually(t, func() bool { return tx.Stats().Completed == want }, 10*time.Second, time.Millisecond)
 				require.Eventually(t, func() bool { return got.Load() == n }, 10*time.Second, time.Millisecond)
 				require.NoError(t, tx.Close())
-				if withSend {
-					assert.Zero(t, tx.Stats().InjectsUnconfirmed)
-				} else {
+				if then == "no-send" {
 					assert.Equal(t, uint64(n), tx.Stats().InjectsUnconfirmed)
+				} else {
+					assert.Zero(t, tx.Stats().InjectsUnconfirmed)
 				}
 				var exported uint64 // the closed endpoint's count stays in its kind's totals
 				for _, k := range mgr.Snapshot().Kinds {
@@ -207,55 +204,25 @@ func TestBufferedSendConfirmsInjects(t *testing.T) {
 // inject in flight will confirm are not counted unconfirmed when its peer
 // is removed; its late completion, once the peer's address is added again
 // (the same peer slot), confirms none of the new peer's injects, whose
-// own last one waits for it and then confirms them.
+// own last one is tracked and confirms them.
 func TestRemovePeerLeavesInjectsToItsTrackedOne(t *testing.T) {
-	const provider, local = "tcp;ofi_rxm", "127.0.0.1:0"
-	stall, unstall := gate()
-	hold, unhold := gate()
-	release := func() { unhold(); unstall() }
-	var got atomic.Int64
-	rx := open(t, openDomain(t, provider), local, rdm.Config{OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
-		if string(data) != "connect" {
-			<-stall // rx's poller waits here, bounded by the test
-		}
-		if len(data) == 8 {
-			got.Add(1)
-		}
-	}})
-	shared := openDomain(t, provider)
-	blocker := open(t, shared, local, rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) { <-hold }})
-	tx, err := rdm.Open(shared, local, rdm.Config{OnData: nop, InjectLinger: -1})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, tx.Close()) })
-	poke := open(t, openDomain(t, provider), local, rdm.Config{OnData: nop})
-	t.Cleanup(release)
-	send(t, tx, rx.Addr(), []byte("connect"))
-	peer, err := tx.AddPeer(rx.Addr())
-	require.NoError(t, err)
-	require.True(t, fillPeer(t, tx, peer), "rx's socket fills")
-	send(t, poke, blocker.Addr(), []byte("block")) // tx's poller waits in blocker's OnData
-	time.Sleep(50 * time.Millisecond)
-	msg := make([]byte, 8)
 	const n = 10
-	for range n {
-		require.Equal(t, netio.OK, tx.Inject(msg, peer))
-	}
-	unhold() // the poller posts 9 untracked and a 10th tracked, stuck behind rx's full socket
-	require.Eventually(t, func() bool { return tx.Stats().Completed >= n-1 }, 10*time.Second, time.Millisecond)
-	require.NoError(t, tx.RemovePeer(peer))
-	assert.Zero(t, tx.Stats().InjectsUnconfirmed, "the tracked inject in flight covers the 9 before it")
-	again, err := tx.AddPeer(rx.Addr())
+	s := stickInjects(t, n, rdm.Config{})
+	require.NoError(t, s.tx.RemovePeer(s.peer))
+	assert.Zero(t, s.tx.Stats().InjectsUnconfirmed, "the tracked inject in flight covers the 9 before it")
+	again, err := s.tx.AddPeer(s.rx.Addr())
 	require.NoError(t, err)
+	msg := make([]byte, 8)
 	for range 5 {
-		require.Equal(t, netio.OK, injectWithin(tx, msg, again, 10*time.Second))
+		require.Equal(t, netio.OK, injectWithin(s.tx, msg, again, 10*time.Second))
 	}
-	unstall()
-	require.Eventually(t, func() bool { s := tx.Stats(); return s.Completed+s.Failed == s.Sent }, 20*time.Second, time.Millisecond)
-	require.Eventually(t, func() bool { return got.Load() == n+5 }, 20*time.Second, time.Millisecond)
-	require.NoError(t, tx.Close())
-	s := tx.Stats()
-	assert.Zero(t, s.Failed)
-	assert.Zero(t, s.InjectsUnconfirmed, "the late completion confirmed the old peer's, the new peer's last inject its own")
+	s.unstall()
+	require.Eventually(t, func() bool { st := s.tx.Stats(); return st.Completed+st.Failed == st.Sent }, 20*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.got.Load() == n+5 }, 20*time.Second, time.Millisecond)
+	require.NoError(t, s.tx.Close())
+	st := s.tx.Stats()
+	assert.Zero(t, st.Failed)
+	assert.Zero(t, st.InjectsUnconfirmed, "the late completion confirmed the old peer's, the new peer's last inject its own")
 }
 
 // TestDeadPeerDoesNotStopInjectsToOthers: on udp;ofi_rxd, which never

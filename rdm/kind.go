@@ -78,6 +78,7 @@ func (k *kind) FillStats(s *stats.Endpoint) {
 	s.DecodedMessages = k.decoded.Load()
 	s.Peers = k.peers.count()
 	s.InjectsUnconfirmed = k.inj.ok.unconfirmed.Load()
+	s.InjectConfirmsHeld = int(k.inj.ok.held.Load())
 }
 
 // cancelPending ends coalescing first (a callback below finds it closed),
@@ -112,6 +113,7 @@ func (e *Endpoint) postTo(ep *fabric.Endpoint, key uint32, n int, to Peer) fabri
 	}
 	switch {
 	case key&zcMark != 0:
+		e.inj.ok.posted(uint32(e.sendIndex(key)), to.slot)
 		return e.zc.PostTo(ep, key&^zcMark, n, dest, e.c.Owner.Context(key))
 	case key&injectKey != 0:
 		return e.postInject(ep, key&^injectKey, n, to, dest)

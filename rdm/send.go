@@ -126,6 +126,14 @@ type Stats struct {
 	// confirmed sent when the endpoint closed or the peer was removed:
 	// the provider may have discarded them (see Inject).
 	InjectsUnconfirmed uint64
+	// InjectConfirmsHeld is the tracked injects in flight now, each in a
+	// confirm slot of its own until it completes or the endpoint closes,
+	// also after its peer was removed: a provider that does not complete a
+	// send to a removed dead peer (udp;ofi_rxd, for minutes if ever) keeps
+	// that slot, and once
+	// all min(MaxPeers+2, InjectQueue) are held no inject is tracked (see
+	// Inject).
+	InjectConfirmsHeld int
 	Received           uint64 // libfabric messages received: passed to OnData, or coalesced buffers decoded for OnMessage
 	ReceivedBytes      uint64 // bytes of them
 	ReceiveErrors      uint64 // receives that failed, buffers that could not be posted again, and malformed coalesced buffers (OnReceiveError)
@@ -137,6 +145,7 @@ type Stats struct {
 func (e *Endpoint) Stats() Stats {
 	s := e.c.Counters.Read()
 	return Stats{Sent: s.Sent, Bytes: s.Bytes, Completed: s.Completed, Failed: s.Failed + s.Canceled, InjectsUnconfirmed: e.inj.ok.unconfirmed.Load(),
-		Received: e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(), Decoded: e.decoded.Load(),
+		InjectConfirmsHeld: int(e.inj.ok.held.Load()),
+		Received:           e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(), Decoded: e.decoded.Load(),
 		Peers: e.peers.count()}
 }

@@ -204,6 +204,9 @@ type Gauges struct {
 	MinFreeBuffers int `json:"min_free_buffers"`
 	Backlog        int `json:"backlog"` // messages waiting for a connection (reconnecting)
 	Peers          int `json:"peers"`   // known peers (rdm)
+	// InjectConfirmsHeld: tracked injects in flight, each holding a
+	// confirm slot until its completion or Close (rdm).
+	InjectConfirmsHeld int `json:"inject_confirms_held"`
 }
 
 // Kind sums the endpoints of one kind, live and closed.

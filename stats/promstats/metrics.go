@@ -112,6 +112,8 @@ var endpointMetrics = []metric{
 		perKindGauge(func(g *stats.Gauges) int { return g.MinFreeBuffers })),
 	gauge("netio_peers", "Known peers of connectionless endpoints.", kindL,
 		perKindGauge(func(g *stats.Gauges) int { return g.Peers })),
+	gauge("netio_inject_confirms_held", "Tracked injects in flight of connectionless endpoints, each holding a confirm slot until it completes or the endpoint closes.", kindL,
+		perKindGauge(func(g *stats.Gauges) int { return g.InjectConfirmsHeld })),
 	counter("netio_coalesced_messages_total", "Messages sent in coalesced buffers.", kindL,
 		perKind(func(c *stats.Counters) uint64 { return c.CoalescedMessages })),
 	counter("netio_coalesced_buffers_total", "Coalesced buffers posted (messages per buffer: the ratio of the two).", kindL,
