@@ -244,9 +244,10 @@ func (e *Endpoint) onPoller(fn func() error) error {
 // for the completion to avoid that. The injects to it the provider took
 // and nothing confirmed sent (see Inject) are logged and counted in
 // Stats.InjectsUnconfirmed, but for those its tracked inject still in
-// flight will confirm: they count only if it fails or is canceled. A
-// restarted peer needs
-// RemovePeer and AddPeer again. Unknown or removed peers are an error
+// flight will confirm: they count only if it fails or is canceled; that
+// inject holds its confirm slot until then (Stats.InjectConfirmsHeld),
+// while a peer added into p's slot goes on without it. A restarted peer
+// needs RemovePeer and AddPeer again. Unknown or removed peers are an error
 // matching netio.ErrInvalidArgument.
 func (e *Endpoint) RemovePeer(p Peer) error {
 	err := netio.ErrClosed
@@ -288,8 +289,9 @@ func (e *Endpoint) Peers() int { return e.peers.count() }
 // posted first (Flush), then every pending key is reported with Canceled,
 // every buffer goes back, the peers leave the address vector, and the
 // endpoint's own poller stops. Before all that it waits, up to
-// Config.InjectLinger, for the injects the provider took to be confirmed
-// sent (see Inject), or until nothing is queued and no send is pending;
+// Config.InjectLinger, until nothing is queued and either the injects the
+// provider took are confirmed sent and no tracked inject is in flight (see
+// Inject), or no send is pending;
 // called from a callback of this endpoint's poller it does not wait, but
 // called from a callback of another domain's endpoint it blocks that
 // poller meanwhile (set InjectLinger negative there). It is idempotent and

@@ -101,29 +101,37 @@ func (q *injects) pending(dst []uint32) []uint32 {
 // Stats.Failed; one the provider took counts in Stats.Completed. Taken is
 // not sent: tcp;ofi_rxm, sockets and udp;ofi_rxd hold injects in their own
 // queues while the peer is slow, and fi_close discards them. The completion
-// of a later send to the same peer confirms an inject: a buffered send's, or
-// a tracked inject's. The last inject queued to a peer, and every 33rd in a
-// row to it, is tracked: copied into the peer's confirm slot (registered
-// memory) and posted with fi_send and a completion, one in flight per peer;
-// it counts in Completed or Failed only when it completes, and until then
-// as a pending send (Config.ProgressTimeout applies to it as to a buffered
-// send). While a peer's tracked inject is in flight, its later injects go
-// untracked, but the last one queued waits for that completion in the
-// peer's lane, holding its queue slot (later sends to the peer queue
-// behind it), for half Config.PeerTimeout at most, then goes untracked. So
-// at a quiet rate nearly every inject is an fi_send with a completion,
-// costing a completion read on the poller. Close waits up to
-// Config.InjectLinger for every taken inject to be confirmed (or until
-// nothing is queued and no send is pending, when nothing can confirm the
-// rest); those nothing confirmed when the endpoint closes or the peer is
-// removed are logged and counted in Stats.InjectsUnconfirmed, as lost or
+// of a later send to the same peer confirms an inject: a buffered send's, a
+// zero-copy send's, or a tracked inject's. The last inject queued to a
+// peer, and every 33rd in a row to it, is tracked: copied into the peer's
+// confirm slot (registered memory) and posted with fi_send and a
+// completion, one in flight per peer; it counts in Completed or Failed only
+// when it completes, and until then as a pending send
+// (Config.ProgressTimeout applies to it as to a buffered send). With every
+// confirm slot in flight, or the fi_send refused for now, it goes untracked
+// (fi_inject) instead. While a peer's tracked inject is in flight, its
+// later injects go untracked, but the last one queued waits for that
+// completion parked in the peer's lane, holding its queue slot, for half
+// Config.PeerTimeout at most, and no longer once any send to the peer is
+// queued behind it; then it goes untracked. So each slow peer holds a
+// queue slot meanwhile, and with InjectQueue slow peers Inject says
+// NoResources to every peer for up to half PeerTimeout. At a quiet rate
+// nearly every inject is an fi_send with a completion, costing a
+// completion read on the poller. Close waits up to Config.InjectLinger
+// until nothing is queued and either every taken inject is confirmed and
+// no tracked one is in flight, or no send is pending (nothing can confirm
+// the rest); those nothing confirmed when the endpoint closes or the peer
+// is removed are logged and counted in Stats.InjectsUnconfirmed, as lost or
 // not (shm, whose fi_inject places the message in the peer's memory,
 // delivered them all the same). Close called from a callback of this
 // endpoint does not wait: call it once the completion of a buffered
 // message sent to each peer last has come (OnSendCompleted), which
-// confirms the injects
-// before it. Why it is queued: every provider call of an rdm domain runs
-// on its poller goroutine (see poller.go).
+// confirms the injects before it. A confirm slot is held until its send
+// completes or the endpoint closes, also after RemovePeer
+// (Stats.InjectConfirmsHeld): udp;ofi_rxd may never complete a send to a
+// removed dead peer, and once every slot is held no inject is tracked. Why
+// it is queued: every provider call of an rdm domain runs on its poller
+// goroutine (see poller.go).
 //
 // Called from a callback (on the poller goroutine) with nothing queued
 // before it, the inject is handed to the provider at once, where
@@ -165,9 +173,10 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 // tracked one (tracks says which) is copied into its peer's confirm slot
 // and posted from there with fi_send; its queue slot is free at once, and
 // its completion counts it and confirms it and the injects to its peer
-// before it (see confirms). The last inject queued to a peer whose tracked
-// inject is still in flight waits for its completion, parked in the peer's
-// lane, to go tracked then (see waitsForConfirm). Not fi_sendmsg with FI_INJECT|FI_COMPLETION:
+// before it (see confirms); refused for now, it goes untracked. The last
+// inject queued to a peer whose tracked inject is still in flight waits
+// for its completion, parked in the peer's lane, to go tracked then (see
+// waitsForConfirm). Not fi_sendmsg with FI_INJECT|FI_COMPLETION:
 // in libfabric 1.17 ofi_rxd's inject path drops the context, and ofi_rxm
 // over tcp sends from the caller's memory after the call all the same
 // (rxm_direct_send ignores FI_INJECT).

@@ -36,7 +36,9 @@ func (e *Endpoint) sendTracked(ep *fabric.Endpoint, idx uint32, n int, to Peer, 
 
 // claimConfirm frees confirm slot i once, for its completion or its
 // cancel; injects RemovePeer left to it are unconfirmed unless it
-// completed OK (confirmed cleared them first).
+// completed OK (confirmed cleared them first). Its peer slot's inFlight is
+// cleared only if it still names i: RemovePeer cleared it for the slot's
+// next peer, whose own tracked inject may be in flight now.
 func (c *confirms) claimConfirm(i uint32) (uint64, bool) {
 	if c.set == nil {
 		return 0, false
