@@ -31,6 +31,15 @@ func injectWithin(e *rdm.Endpoint, data []byte, to rdm.Peer, d time.Duration) ne
 	return st
 }
 
+// othersWait bounds how long an inject to a healthy peer may be refused
+// while another peer is stalled or dead: a design that lets that peer hold
+// inject queue slots (the one before the confirm slots held one per
+// tracked inject until its completion) holds them as long as the peer
+// stalls, while under load (average 12 on 2 cores, -race) Inject to b was
+// once refused for 100 ms (TestStalledPeerDoesNotStopInjectsToOthers,
+// round 165 of 500; it passed in 9 runs since).
+const othersWait = time.Second
+
 // counter is an OnData that counts the 8-byte messages.
 func counter(n *atomic.Int64) func(*rdm.Endpoint, rdm.Peer, []byte) {
 	return func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
@@ -65,7 +74,7 @@ func fillPeer(t *testing.T, tx *rdm.Endpoint, to rdm.Peer) bool {
 // TestStalledPeerDoesNotStopInjectsToOthers: a receiver whose OnData
 // blocks, its socket full, holds no more than a few inject queue slots of
 // its sender (a small queue, 16, makes that plain): injects to another
-// peer go on, every one taken within 100 ms and received.
+// peer go on, every one taken within othersWait and received.
 func TestStalledPeerDoesNotStopInjectsToOthers(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
@@ -102,7 +111,7 @@ func TestStalledPeerDoesNotStopInjectsToOthers(t *testing.T) {
 			const rounds = 500
 			for i := range rounds {
 				tx.Inject(msg, pa) // NoResources is allowed: a is stalled
-				require.Equal(t, netio.OK, injectWithin(tx, msg, pb, 100*time.Millisecond), "inject %d to b", i)
+				require.Equal(t, netio.OK, injectWithin(tx, msg, pb, othersWait), "inject %d to b", i)
 				time.Sleep(200 * time.Microsecond)
 			}
 			t.Logf("%s: %+v", p.name, tx.Stats())
@@ -254,7 +263,7 @@ func TestDeadPeerDoesNotStopInjectsToOthers(t *testing.T) {
 			const rounds = 500
 			for i := range rounds {
 				tx.Inject(msg, pa) // NoResources is allowed: a is gone
-				require.Equal(t, netio.OK, injectWithin(tx, msg, pb, 100*time.Millisecond), "inject %d to b", i)
+				require.Equal(t, netio.OK, injectWithin(tx, msg, pb, othersWait), "inject %d to b", i)
 				time.Sleep(200 * time.Microsecond)
 			}
 			assert.Eventually(t, func() bool { return gotB.Load() == rounds }, 20*time.Second, time.Millisecond, "b received every inject")
