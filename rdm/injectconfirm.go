@@ -36,10 +36,10 @@ const trackEvery = 32
 // flight, or the provider refuses the tracked fi_send for now, the inject
 // goes untracked (fi_inject). So a stalled or dead peer holds one confirm
 // slot, and inject queue slots only for its waiting last inject and for
-// those the provider refuses (parked as any refused send). A tracked inject is accounted as
-// a buffered send (Completed, Failed or Canceled by its completion); an
-// untracked one counts in Completed when taken and here, per peer slot, as
-// taken until a later completion confirms it. At Close (after waiting up
+// those the provider refuses (parked as any refused send). A tracked
+// inject is accounted as a buffered send (Completed, Failed or Canceled by
+// its completion); an untracked one counts in Completed when taken and
+// here, per peer slot, as taken until a later completion confirms it. At Close (after waiting up
 // to Config.InjectLinger) and RemovePeer the unconfirmed ones are logged
 // and counted in Stats.InjectsUnconfirmed. A confirm slot is held until
 // its send completes or the endpoint closes, also after RemovePeer (the
