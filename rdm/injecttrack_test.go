@@ -50,16 +50,18 @@ func counter(n *atomic.Int64) func(*rdm.Endpoint, rdm.Peer, []byte) {
 }
 
 // fillPeer sends 8 KiB buffered messages to a stalled peer until no
-// buffer has come back for 300 ms: its socket is full, and a send to it
-// completes no more. It says false when the provider took every send for
-// 3 s (sockets buffers them all in its own progress thread).
+// buffer has come back for 1 s: its socket is full, and a send to it
+// completes no more (300 ms was too short under load, average 20 on 2
+// cores: the sends went on completing, and the tests' preconditions
+// failed). It says false when the provider took every send for 10 s
+// (sockets buffers them all in its own progress thread).
 func fillPeer(t *testing.T, tx *rdm.Endpoint, to rdm.Peer) bool {
 	t.Helper()
 	last := time.Now()
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		buf := tx.GetBuffer()
 		if buf == nil {
-			if time.Since(last) > 300*time.Millisecond {
+			if time.Since(last) > time.Second {
 				return true
 			}
 			time.Sleep(100 * time.Microsecond)
