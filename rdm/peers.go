@@ -2,6 +2,7 @@ package rdm
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -123,6 +124,12 @@ func (ps *peers) rawName(addr string) ([]byte, error) {
 		if addr == "" {
 			return nil, fmt.Errorf("%w: rdm: empty peer name", netio.ErrBadAddress)
 		}
+		if strings.IndexByte(addr, 0) >= 0 {
+			// shm reads a name up to its NUL: the name would be another
+			// peer's under other bytes, and taking it out again (smr_av_remove)
+			// would unmap that peer's region.
+			return nil, fmt.Errorf("%w: rdm: peer name %q holds a NUL byte", netio.ErrBadAddress, addr)
+		}
 		return []byte(addr), nil
 	}
 	return sockaddr(addr)
@@ -152,19 +159,17 @@ func (ps *peers) add(addr string) (Peer, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	old := ps.table.Load()
+	raw, err := ps.rawName(addr)
+	if err != nil {
+		return Peer{}, fmt.Errorf("rdm: add peer %q: %w", addr, err)
+	}
+	if slot, dup := old.byRaw[string(raw)]; dup { // the same peer, added again: held already, even at MaxPeers
+		return Peer{slot: slot, gen: old.entries[slot].gen}, nil
+	}
 	if live := len(old.byAddr); live >= ps.max {
 		return Peer{}, fmt.Errorf("%w: rdm: %d peers, the most MaxPeers allows", netio.ErrNoResources, live)
 	}
-	raw, err := ps.rawName(addr)
-	if err == nil {
-		if slot, dup := old.byRaw[string(raw)]; dup { // the same peer, added again
-			return Peer{slot: slot, gen: old.entries[slot].gen}, nil
-		}
-	}
-	var fa fabric.Addr
-	if err == nil {
-		fa, err = ps.av.Insert(raw)
-	}
+	fa, err := ps.av.Insert(raw)
 	if err != nil {
 		return Peer{}, fmt.Errorf("rdm: add peer %q: %w", addr, err)
 	}
@@ -172,7 +177,9 @@ func (ps *peers) add(addr string) (Peer, error) {
 		// The provider took another name for the same address (the name's
 		// bytes differ, the endpoint is one): keep one entry, and give
 		// back the count this insert added.
-		_ = ps.av.Remove(fa)
+		if err := ps.av.Remove(fa); err != nil {
+			return Peer{}, fmt.Errorf("rdm: add peer %q: giving back a second insert of a held address: %w", addr, err)
+		}
 		return Peer{slot: slot, gen: old.entries[slot].gen}, nil
 	}
 	return ps.store(old, fa, addr, string(raw)), nil
