@@ -178,7 +178,6 @@ func (c *Core) Teardown(reason error) {
 	if t := c.watchdog.Load(); t != nil {
 		t.Stop()
 	}
-	c.countUnconfirmed()
 	c.CloseEndpoint()
 	c.Poller.Unregister(c.Owner)
 	c.hand.reset() // the queued sends are among those CancelPending reports
@@ -218,9 +217,15 @@ func (c *Core) free() error {
 
 // CloseEndpoint closes the libfabric endpoint, once, after posts in
 // progress have finished. It runs on the poller goroutine, so that no
-// queue read races with the close.
+// queue read races with the close. The injects the provider still holds
+// are counted in the same exclusive section (countUnconfirmed), so that
+// every send the provider took is in the count: none is in progress, and
+// none comes after.
 func (c *Core) CloseEndpoint() {
-	c.Guard.Close(c.closeEP)
+	c.Guard.Close(func() {
+		c.countUnconfirmed()
+		c.closeEP()
+	})
 }
 
 // Close is the endpoints' Close: Teardown on the poller goroutine, then

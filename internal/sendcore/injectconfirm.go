@@ -114,17 +114,19 @@ func (c *Core) heldOpen() uint64 {
 
 // countUnconfirmed counts the injects the provider still holds as the
 // endpoint closes: what it holds less the regular sends pending, which are
-// reported Canceled. It runs on the poller goroutine before the endpoint
-// closes. A regular send that has completed but whose completion the
-// poller has not read yet is taken for pending, so the count may fall
-// short by those: in a Close the poller has read the queue just before
-// (Do runs after a read), unless a send posted meanwhile completed.
+// reported Canceled. It runs on the poller goroutine inside the guard's
+// exclusive section, just before the endpoint closes (CloseEndpoint), so
+// it reads the counter directly: heldOpen's shared lock would deadlock. A
+// regular send that has completed but whose completion the poller has not
+// read yet is taken for pending, so the count may fall short by those: in
+// a Close the poller has read the queue just before (Do runs after a
+// read), unless a send posted meanwhile completed.
 func (c *Core) countUnconfirmed() {
 	f := &c.conf
 	if f.cntr == nil {
 		return
 	}
-	held := int64(c.heldOpen()) - max(f.regular.Load(), 0)
+	held := int64(f.held()) - max(f.regular.Load(), 0)
 	if held <= 0 {
 		return
 	}
