@@ -5,6 +5,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
 )
 
 // checkInject refuses Inject with DeliveryComplete: an inject completes
@@ -26,7 +27,7 @@ func (c *SendConfig) checkInject() error {
 // Close can wait for it (sendcore.Core.ConfirmInjects). It runs where
 // postSend runs.
 func (s *SendEndpointBuffered) postInject(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
-	return ep.InjectCounted(s.pool.Lookup(uint64(key)).Bytes()[:n])
+	return ep.InjectCounted(s.pool.Lookup(uint64(key)).Bytes()[:n], s.c.Owner.Context(poll.UnreportedKey))
 }
 
 // InjectSize returns the largest message SendBuffer injects with

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/endpoint"
 )
 
@@ -66,4 +67,35 @@ func TestInjectsHeldPastTheLingerAreCounted(t *testing.T) {
 			assert.Empty(t, rep.Damaged)
 		})
 	}
+}
+
+// TestFlushedInjectsAreNotDropped: the injects a stalled receiver leaves
+// in tcp's queue past the linger are flushed at Close, and tcp writes an
+// error completion for each (a counted inject is a fi_sendmsg, not its
+// fi_inject). On a shared poller they are counted in cq.Stats.Unreported,
+// not in Dropped: before, each was a completion of no owner (21,602 after
+// one Close). Only the regular sends canceled at Close, whose flushed
+// completions come after their owner has gone, may still be dropped.
+func TestFlushedInjectsAreNotDropped(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	shared, err := cq.Open(mgr, cq.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, shared.Close()) }) // after the endpoints
+	p := stallPairOn(t, mgr, endpoint.ListenConfig{}, endpoint.SendConfig{Inject: true, InjectLinger: 100 * time.Millisecond,
+		Runtime: cq.Runtime{Poller: shared}})
+	before := shared.Stats()
+	require.NoError(t, p.s.Close())
+	st := p.s.Stats()
+	require.NotZero(t, st.InjectsUnconfirmed, "injects held past the linger: %+v", st)
+	require.Eventually(t, func() bool {
+		now := shared.Stats()
+		return now.Unreported+now.Dropped-before.Dropped >= st.InjectsUnconfirmed
+	}, 30*time.Second, time.Millisecond, "the flushed injects' completions read")
+	after := shared.Stats()
+	t.Logf("unconfirmed %d, canceled %d; poller before %+v, after %+v", st.InjectsUnconfirmed, st.Failed, before, after)
+	assert.LessOrEqual(t, after.Dropped-before.Dropped, st.Failed, "only canceled regular sends' completions dropped")
+	assert.GreaterOrEqual(t, after.Unreported, st.InjectsUnconfirmed)
+	assert.Equal(t, before.Errors, after.Errors, "not errors of an owner")
+	p.release()
+	p.awaitEnd(t)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/testpattern"
@@ -47,7 +48,13 @@ type stalledPair struct {
 // as stalled, and its buffer is sent again on the next try.
 func stallPair(t *testing.T, prov string, lcfg endpoint.ListenConfig, scfg endpoint.SendConfig) *stalledPair {
 	t.Helper()
-	mgr := openDomain(t, prov)
+	return stallPairOn(t, openDomain(t, prov), lcfg, scfg)
+}
+
+// stallPairOn is stallPair on mgr, for a test that shares a poller with
+// the sender (scfg.Runtime).
+func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, scfg endpoint.SendConfig) *stalledPair {
+	t.Helper()
 	pattern := testpattern.New(stallSize, testpattern.WithHeader())
 	p := &stalledPair{ledger: testpattern.NewLedger(pattern, 0), ended: make(chan error, 1)}
 	gate := make(chan struct{})

@@ -152,7 +152,7 @@ func TestBadInputQueuesNotOpen(t *testing.T) {
 		"Send":           c.ep.Send(a, 64, 0, 1),
 		"Sendv":          c.ep.Sendv([]fabric.IOVec{{Base: a, Len: 64}}, []uintptr{0}, 1),
 		"Inject":         c.ep.Inject(buf),
-		"InjectCounted":  c.ep.InjectCounted(buf),
+		"InjectCounted":  c.ep.InjectCounted(buf, 0),
 		"SendCompletion": c.ep.SendCompletion(a, 64, 0, 1),
 		"Recv":           c.ep.Recv(a, 64, 0, 1),
 		"RecvBatch": func() fabric.Errno {

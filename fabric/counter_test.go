@@ -53,7 +53,7 @@ func TestCounterCountsCountedInjects(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, smr.Close()) })
 			for i := range msgs - 1 {
-				require.Zero(t, cep.InjectCounted([]byte(fmt.Sprintf("inject %d", i))))
+				require.Zero(t, cep.InjectCounted([]byte(fmt.Sprintf("inject %d", i)), 0))
 			}
 			copy(sbuf, "last")
 			require.Zero(t, cep.SendCompletion(addr(sbuf), 4, smr.Desc(), 77))

@@ -334,12 +334,17 @@ ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len)
  * returns like fi_inject, no completion on an endpoint whose transmit CQ
  * is bound with FI_SELECTIVE_COMPLETION, but counted by a bound send
  * counter once sent (tcp in libfabric 1.17 counts no fi_inject: it leaves
- * the transfer's cq_flags without FI_SEND). */
-ssize_t netio_inject_counted(struct fid_ep *ep, const void *buf, size_t len)
+ * the transfer's cq_flags without FI_SEND). FI_INJECT_COMPLETE keeps
+ * sockets from adding FI_TRANSMIT_COMPLETE (an acknowledgement per
+ * inject); tcp ignores it. ctx is the context of the error completion tcp
+ * writes when it flushes the inject (fi_close, a broken connection): its
+ * own fi_inject writes none, a message sent with fi_sendmsg does. */
+ssize_t netio_inject_counted(struct fid_ep *ep, const void *buf, size_t len, uint64_t ctx)
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-	struct fi_msg msg = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC};
-	return fi_sendmsg(ep, &msg, FI_INJECT);
+	struct fi_msg msg = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC,
+			     .context = (void *)(uintptr_t)ctx};
+	return fi_sendmsg(ep, &msg, FI_INJECT | FI_INJECT_COMPLETE);
 }
 
 /* fi_sendmsg with FI_COMPLETION: a send that completes on an endpoint

@@ -209,6 +209,10 @@ func (p *Poller) dispatchError() {
 	if !ok {
 		return
 	}
+	if uint32(ce.Context) == UnreportedKey {
+		p.unreported.Add(1)
+		return
+	}
 	st := netio.Failed
 	if ce.Errno == fabric.ECANCELED {
 		st = netio.Canceled

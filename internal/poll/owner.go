@@ -43,6 +43,14 @@ type Owner struct {
 // upper 32 bits and key in the lower.
 func (o Owner) Context(key uint32) uint64 { return uint64(o.id)<<32 | uint64(key) }
 
+// UnreportedKey is the key of operations posted without a report of their
+// own (Owner.Context(UnreportedKey)): counted injects, which a send
+// counter confirms. Their handler never sees them: an error completion of
+// one (tcp writes one for each it flushes at fi_close or on a broken
+// connection, often after its owner has unregistered) is counted in
+// Stats.Unreported, not in Errors or Dropped. No owner's keys reach it.
+const UnreportedKey = ^uint32(0)
+
 // EndpointContext returns the context to open endpoints with, so that their
 // connection events reach the owner.
 func (o Owner) EndpointContext() uint64 { return uint64(o.id) << 32 }
