@@ -24,10 +24,14 @@ func (c *SendConfig) checkInject() error {
 // postInject injects buffer key's first n bytes (SendConfig.Inject): the
 // provider copies them before it returns, so the send core reports the
 // key without a completion. The inject is counted once sent, so that
-// Close can wait for it (sendcore.Core.ConfirmInjects). It runs where
-// postSend runs.
+// Close can wait for it (sendcore.Core.ConfirmInjects), unless the
+// provider has no counters (confirmInjects). It runs where postSend runs.
 func (s *SendEndpointBuffered) postInject(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
-	return ep.InjectCounted(s.pool.Lookup(uint64(key)).Bytes()[:n], s.c.Owner.Context(poll.UnreportedKey))
+	b := s.pool.Lookup(uint64(key)).Bytes()[:n]
+	if !s.c.injectCounted() { // a provider without counters (confirmInjects)
+		return ep.Inject(b)
+	}
+	return ep.InjectCounted(b, s.c.Owner.Context(poll.UnreportedKey))
 }
 
 // InjectSize returns the largest message SendBuffer injects with

@@ -90,15 +90,19 @@ type SendConfig struct {
 	// when the endpoint ends (the peer stalled past the linger, the
 	// connection broke, Close from a callback, which does not wait) is
 	// logged and counted in SendStats.InjectsUnconfirmed: reported OK, and
-	// may not have arrived. It excludes DeliveryComplete. ProgressTimeout
+	// may not have arrived. On a provider without send counters
+	// (fi_cntr_open says ENOSYS or EOPNOTSUPP) the injects are not
+	// confirmed: Close does not wait for them, InjectsUnconfirmed stays 0
+	// although some may be lost, and the first such endpoint logs a
+	// warning. It excludes DeliveryComplete. ProgressTimeout
 	// sees only sends posted with a completion: injects to a stalled peer
 	// are reported OK, and the stall shows as NoResources from SendBuffer.
 	// See inject.go.
 	Inject bool
 	// InjectLinger bounds how long Close waits for the provider to send
-	// the injects it took (Inject); 0 means sendcore.DefaultInjectLinger
-	// (1 s). Negative is an error. Close waits only while the provider
-	// holds sends (a receiver that keeps up ends it at once); called from
+	// the injects it took (Inject); 0 means 1 s. Negative is an error.
+	// Close waits only while the provider holds sends, injects or regular
+	// ones queued before them (a receiver that keeps up ends it at once); called from
 	// a callback of this endpoint's poller it does not wait, from one of
 	// another poller it holds that poller meanwhile.
 	InjectLinger time.Duration
@@ -315,7 +319,7 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key ui
 // goroutine, or on the poller goroutine for a queued send.
 func (s *SendEndpointBuffered) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
 	buf := s.pool.Lookup(uint64(key))
-	if s.cfg.Inject { // completions are selective (openCounted): ask for one
+	if s.c.injectCounted() { // completions are selective (openCounted): ask for one
 		return ep.SendCompletion(buf.Addr(), n, buf.Desc(), s.c.Owner.Context(key))
 	}
 	return ep.Send(buf.Addr(), n, buf.Desc(), s.c.Owner.Context(key))

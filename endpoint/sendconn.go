@@ -117,10 +117,9 @@ func (c *sendConn) open(mgr *domain.Manager, kind sendcore.Kind, host, port stri
 		}
 	}
 	if o.Inject {
-		if c.cntr, err = mgr.Domain().OpenCounter(); err != nil {
+		if err = c.confirmInjects(mgr, o.injectLinger); err != nil {
 			return err
 		}
-		c.ConfirmInjects(c.cntr, o.injectLinger)
 	}
 	ep, err := openCounted(mgr, c.Poller, c.info, c.Owner, c.cntr)
 	c.Guard.Set(ep)
