@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,4 +44,36 @@ func TestInjectRacingCloseIsCounted(t *testing.T) {
 	assert.Equal(t, netio.OK, <-sent)
 	require.NoError(t, <-closed)
 	assert.Equal(t, uint64(1), s.Stats().InjectsUnconfirmed, "the inject the provider held at the close")
+}
+
+// TestRefusedHandOffKeepsTheCount: a handed-off send the provider refuses
+// for good is reported Failed without ever being pending, so it must not
+// lower the count of regular sends pending: a regular send the provider
+// holds at Close is not taken for an unconfirmed inject afterwards. The
+// fault hook refuses the first post (EINVAL) and takes the second without
+// posting it (held: never counted sent, never completed).
+func TestRefusedHandOffKeepsTheCount(t *testing.T) {
+	r := newInjectRig(t)
+	s := r.dial(t, 4, HandOffSize)
+	post := s.c.PostFunc()
+	var calls atomic.Int32
+	s.c.SetPostFunc(func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+		switch calls.Add(1) {
+		case 1:
+			return fabric.EINVAL
+		case 2:
+			return 0
+		}
+		return post(ep, key, n)
+	})
+	require.Equal(t, netio.OK, r.send(s, 0, HandOffSize), "handed off")
+	require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.statuses[netio.Failed] == 1 },
+		10*time.Second, time.Millisecond, "the refused send reported Failed")
+	require.Equal(t, netio.OK, r.send(s, 1, HandOffSize))
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 10*time.Second, time.Millisecond, "the second posted")
+	require.NoError(t, s.Close())
+	assert.Zero(t, s.Stats().InjectsUnconfirmed, "the send held at Close is a regular one, reported Canceled")
+	r.mu.Lock()
+	assert.Equal(t, 1, r.statuses[netio.Canceled])
+	r.mu.Unlock()
 }

@@ -68,6 +68,16 @@ func (f *confirmer) tookSend(regular bool) {
 	f.posted.Add(1)
 }
 
+// refused counts a send the provider refused that is reported as a
+// failed completion (a hand-off post, drainHandOff): Complete counts it
+// completed, so it is counted pending first, or the count of regular sends
+// pending would drift below the truth by one per refusal.
+func (f *confirmer) refused() {
+	if f.cntr != nil {
+		f.regular.Add(1)
+	}
+}
+
 // completed counts the completion of a regular send.
 func (f *confirmer) completed() {
 	if f.cntr != nil {
