@@ -111,12 +111,12 @@ func (e *Endpoint) releaseCounter() {
 // InjectCounted sends b like Inject (copied before it returns, no
 // completion on an endpoint bound with BindSelective) with fi_sendmsg and
 // FI_INJECT, which a bound Counter counts once sent: tcp in libfabric 1.17
-// counts no fi_inject. b is at most the provider's InjectSize. ctx is the
+// counts no fi_inject. b is at most InjectSize, else EINVAL. ctx is the
 // context of the error completion tcp writes for it when it discards it
 // unsent (fi_close, a broken connection); tcp's own fi_inject writes none.
 func (e *Endpoint) InjectCounted(b []byte, ctx uint64) Errno {
-	if !e.open() {
-		return EBADF
+	if errno := e.injectable(b); errno != 0 {
+		return errno
 	}
 	return errnoOfSize(C.netio_inject_counted(e.c, firstByte(b), C.size_t(len(b)), C.uint64_t(ctx)))
 }

@@ -15,8 +15,9 @@ import (
 // selectively and are counted, InjectCounted writes no completion but is
 // counted once sent, SendCompletion writes its completion and is counted,
 // and the peer gets every message in order. A plain fi_inject is counted
-// on sockets but not on tcp (libfabric 1.17 leaves its cq_flags without
-// FI_SEND), which is why InjectCounted exists.
+// on sockets; tcp (libfabric 1.17) leaves its cq_flags without FI_SEND and
+// counts none, which is why InjectCounted exists (not run on tcp: a
+// libfabric built with asserts stops there).
 func TestCounterCountsCountedInjects(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
@@ -84,14 +85,15 @@ func TestCounterCountsCountedInjects(t *testing.T) {
 				assert.Equal(t, want, string(rbuf[c.Context*64:c.Context*64+c.Len]), "message %d", i)
 			}
 
+			if prov == "tcp" {
+				// A plain fi_inject on tcp with a counter bound: tcpx_inject
+				// leaves cq_flags 0, so tcpx_get_cntr counts nothing, and a
+				// libfabric built with asserts stops in its assert(0).
+				return
+			}
 			require.Zero(t, cep.Inject([]byte("plain")))
 			require.Eventually(t, func() bool { n, _, _ := srv.cq.Read(); return n == 1 }, 5*time.Second, time.Millisecond, "the plain inject arrived")
-			plainCounted := uint64(msgs + 1)
-			if prov == "tcp" {
-				plainCounted = msgs // tcpx_inject leaves cq_flags 0: no counter
-			}
-			assert.Eventually(t, func() bool { return cntr.Read() == plainCounted }, time.Second, time.Millisecond)
-			assert.Equal(t, plainCounted, cntr.Read())
+			assert.Eventually(t, func() bool { return cntr.Read() == msgs+1 }, time.Second, time.Millisecond, "sockets counts a plain inject")
 		})
 	}
 }

@@ -87,6 +87,25 @@ type Endpoint struct {
 	rcq  *CQ      // the queue bound for its receives (BindCQ with BindRecv), the only one QueueRecv takes them on
 	cqs  [2]*CQ   // the distinct queues bound (transmit, receive), counted in their bound until Close
 	cntr *Counter // the send counter bound (BindCounter), counted in its bound until Close
+	// injectSize is the info's inject_size: the injects refuse longer
+	// messages (EINVAL), which tcp would otherwise keep a pointer to.
+	injectSize int
+}
+
+// InjectSize returns the largest message Inject, InjectCounted and
+// InjectTo take: the inject_size of the Info the endpoint was opened with.
+func (e *Endpoint) InjectSize() int { return e.injectSize }
+
+// injectable checks an inject of b: EBADF on a closed endpoint, EINVAL
+// past the inject size.
+func (e *Endpoint) injectable(b []byte) Errno {
+	if !e.open() {
+		return EBADF
+	}
+	if len(b) > e.injectSize {
+		return EINVAL
+	}
+	return 0
 }
 
 // h passes the endpoint to the hot-path shim functions as an integer of
@@ -108,7 +127,7 @@ func (d *Domain) OpenEndpoint(info *Info, ctx uint64) (*Endpoint, error) {
 	if err := opErr("fi_endpoint", C.netio_ep_open(d.c, info.c, C.uint64_t(ctx), &e)); err != nil {
 		return nil, err
 	}
-	return &Endpoint{c: e}, nil
+	return &Endpoint{c: e, injectSize: info.InjectSize()}, nil
 }
 
 // BindEQ binds the event queue for connection events.
@@ -269,11 +288,11 @@ func (e *Endpoint) Sendv(iov []IOVec, desc []uintptr, ctx uint64) Errno {
 		(*C.uintptr_t)(unsafe.Pointer(&desc[0])), C.size_t(len(iov)), C.uint64_t(ctx)))
 }
 
-// Inject sends a small message (up to the provider's inject size) that is
+// Inject sends a small message (up to InjectSize, else EINVAL) that is
 // copied before the call returns; it generates no completion.
 func (e *Endpoint) Inject(b []byte) Errno {
-	if !e.open() {
-		return EBADF
+	if errno := e.injectable(b); errno != 0 {
+		return errno
 	}
 	return errnoOfSize(C.netio_inject(e.c, firstByte(b), C.size_t(len(b))))
 }
