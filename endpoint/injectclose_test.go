@@ -9,6 +9,7 @@ import (
 
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/stats"
 )
 
 // Every 48-byte message of the stalled pair is injected (SendConfig.Inject)
@@ -75,7 +76,8 @@ func TestInjectsHeldPastTheLingerAreCounted(t *testing.T) {
 // fi_inject). On a shared poller they are counted in cq.Stats.Unreported,
 // not in Dropped: before, each was a completion of no owner (21,602 after
 // one Close). Only the regular sends canceled at Close, whose flushed
-// completions come after their owner has gone, may still be dropped.
+// completions come after their owner has gone, may still be dropped. The
+// manager's stats (Prometheus) count the unconfirmed injects too.
 func TestFlushedInjectsAreNotDropped(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	shared, err := cq.Open(mgr, cq.Config{})
@@ -96,6 +98,14 @@ func TestFlushedInjectsAreNotDropped(t *testing.T) {
 	assert.LessOrEqual(t, after.Dropped-before.Dropped, st.Failed, "only canceled regular sends' completions dropped")
 	assert.GreaterOrEqual(t, after.Unreported, st.InjectsUnconfirmed)
 	assert.Equal(t, before.Errors, after.Errors, "not errors of an owner")
+	var buffered *stats.Kind
+	for _, k := range mgr.Snapshot().Kinds {
+		if k.Kind == stats.KindBuffered {
+			buffered = &k
+		}
+	}
+	require.NotNil(t, buffered, "no buffered senders' totals")
+	assert.Equal(t, st.InjectsUnconfirmed, buffered.InjectsUnconfirmed, "in the manager's stats (netio_injects_unconfirmed_total)")
 	p.release()
 	p.awaitEnd(t)
 }

@@ -307,8 +307,10 @@ func (c *Core) unregister() {
 	}
 }
 
-// fillStats is the endpoint's record: the core's counters and the kind's.
+// fillStats is the endpoint's record: the core's counters (the injects
+// it counted unconfirmed too, see ConfirmInjects) and the kind's.
 func (c *Core) fillStats(e *stats.Endpoint) {
 	c.Counters.Fill(e)
+	e.InjectsUnconfirmed = c.InjectsUnconfirmed()
 	c.kind.FillStats(e)
 }
