@@ -25,7 +25,7 @@ import (
 func TestCloseWaitsForInjects(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
-			p := stallPair(t, prov, endpoint.ListenConfig{}, endpoint.SendConfig{Inject: true, InjectLinger: 20 * time.Second})
+			p := stallPair(t, prov, endpoint.ListenConfig{}, endpoint.SendConfig{Inject: true, InjectLinger: time.Minute})
 			require.GreaterOrEqual(t, p.s.InjectSize(), stallSize, "the messages are injected")
 			closed := make(chan error, 1)
 			go func() { closed <- p.s.Close() }()
@@ -34,8 +34,8 @@ func TestCloseWaitsForInjects(t *testing.T) {
 			select {
 			case err := <-closed:
 				require.NoError(t, err)
-			case <-time.After(30 * time.Second):
-				t.Fatal("Close did not return within 30 s of the release")
+			case <-time.After(90 * time.Second):
+				t.Fatal("Close did not return within 90 s of the release")
 			}
 			p.awaitEnd(t)
 			rep := p.ledger.Report()
@@ -61,6 +61,12 @@ func TestInjectsHeldPastTheLingerAreCounted(t *testing.T) {
 			rep := p.ledger.Report()
 			st := p.s.Stats()
 			t.Logf("after the release: %v; %+v", rep, st)
+			if prov == "tcp" {
+				// It may count short by a regular send completed but not
+				// read at Close (docs/design.md), which the poller had read
+				// just before in every run so far.
+				assert.Equal(t, uint64(len(rep.Lost)), st.InjectsUnconfirmed, "every message reported OK and lost is counted unconfirmed, and no other")
+			}
 			assert.LessOrEqual(t, uint64(len(rep.Lost)), st.InjectsUnconfirmed, "every message reported OK and lost is counted unconfirmed")
 			assert.LessOrEqual(t, st.Completed-st.InjectsUnconfirmed, uint64(rep.Delivered), "the confirmed sends all arrived")
 			assert.Empty(t, rep.Unsent)
