@@ -86,9 +86,11 @@ type SendConfig struct {
 	// provider: the provider queues it while the peer's socket is full, and
 	// fi_close discards that queue. So the endpoint counts the injects the
 	// provider has sent (a send counter), and Close first waits, up to
-	// InjectLinger, until the provider holds none; what it still holds
+	// InjectLinger, until the provider holds no send: no inject, and no
+	// regular send either (one pending holds Close too, as the injects
+	// queued behind it do); the injects it still holds
 	// when the endpoint ends (the peer stalled past the linger, the
-	// connection broke, Close from a callback, which does not wait) is
+	// connection broke, Close from a callback, which does not wait) are
 	// logged and counted in SendStats.InjectsUnconfirmed: reported OK, and
 	// may not have arrived. On a provider without send counters
 	// (fi_cntr_open says ENOSYS or EOPNOTSUPP) the injects are not

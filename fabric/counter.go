@@ -15,7 +15,9 @@ import "sync"
 const BindSelective = uint64(C.FI_SELECTIVE_COMPLETION)
 
 // Counter is a completion counter (fi_cntr_open, FI_CNTR_EVENTS_COMP,
-// without a wait object). Bound to an endpoint's sends (BindCounter) it
+// asked for without a wait object; tcp in libfabric 1.17 gives it a
+// pollfd wait object all the same, tcpx_cntr_open, which the library
+// never waits on: it only reads). Bound to an endpoint's sends (BindCounter) it
 // counts every send that has left the provider, those without a
 // completion too (InjectCounted), and the failed ones apart (ReadErr).
 type Counter struct {
