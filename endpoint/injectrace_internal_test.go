@@ -10,6 +10,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
 )
 
 // TestInjectRacingCloseIsCounted: an inject the provider took while Close
@@ -76,4 +77,33 @@ func TestRefusedHandOffKeepsTheCount(t *testing.T) {
 	r.mu.Lock()
 	assert.Equal(t, 1, r.statuses[netio.Canceled])
 	r.mu.Unlock()
+}
+
+// TestFlushedRegularSendIsNotUnconfirmed: a regular send tcp flushed on a
+// broken connection completes FI_ECANCELED, and tcp never counts it in the
+// send counter; read before the teardown, it must not be taken for an
+// inject the provider still holds. The fault hook takes the send without
+// posting it, and the test delivers the flushed completion.
+func TestFlushedRegularSendIsNotUnconfirmed(t *testing.T) {
+	r := newInjectRig(t)
+	s := r.dial(t, 4, injectTestBuf)
+	post := s.c.PostFunc()
+	var held atomic.Int64
+	held.Store(-1)
+	s.c.SetPostFunc(func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
+		if held.CompareAndSwap(-1, int64(key)) {
+			return 0 // taken, never sent
+		}
+		return post(ep, key, n)
+	})
+	require.Equal(t, netio.OK, r.send(s, 0, injectTestBuf), "a regular send: past the inject size")
+	require.GreaterOrEqual(t, held.Load(), int64(0))
+	poll.Of(r.p).Do(func() {
+		(*bufferedKind)(s).HandleCompletion(uint32(held.Load()), poll.Result{Status: netio.Canceled, Errno: fabric.ECANCELED, Flags: fabric.FlagSend})
+	})
+	r.mu.Lock()
+	assert.Equal(t, 1, r.statuses[netio.Canceled], "reported Canceled")
+	r.mu.Unlock()
+	require.NoError(t, s.Close())
+	assert.Zero(t, s.Stats().InjectsUnconfirmed, "the flushed send is no inject held")
 }

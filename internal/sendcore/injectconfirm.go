@@ -34,8 +34,12 @@ type confirmer struct {
 	cntr   *fabric.Counter // nil: the kind does not confirm its injects
 	linger time.Duration
 
-	posted      atomic.Uint64 // sends the provider took: injects and regular
-	regular     atomic.Int64  // regular sends taken and not yet completed
+	posted  atomic.Uint64 // sends the provider took: injects and regular
+	regular atomic.Int64  // regular sends taken and not yet completed
+	// flushed counts the regular sends that completed FI_ECANCELED: tcp
+	// flushes its queues on a broken connection with such a completion
+	// for each, and counts none of them in the counter, not even as errors.
+	flushed     atomic.Uint64
 	unconfirmed atomic.Uint64 // injects reported OK the provider still held at the end
 }
 
@@ -78,18 +82,23 @@ func (f *confirmer) refused() {
 	}
 }
 
-// completed counts the completion of a regular send.
-func (f *confirmer) completed() {
-	if f.cntr != nil {
-		f.regular.Add(-1)
+// completed counts the completion of a regular send, with errno its
+// error: one the provider canceled (flushed) will never be counted sent.
+func (f *confirmer) completed(errno fabric.Errno) {
+	if f.cntr == nil {
+		return
+	}
+	f.regular.Add(-1)
+	if errno == fabric.ECANCELED {
+		f.flushed.Add(1)
 	}
 }
 
 // held returns how many of the sends the provider took it has not sent
-// yet; it reads the counter first, so that a send counted in posted after
+// yet, nor flushed with a completion; it reads the counter first, so that a send counted in posted after
 // the reading is held, never sent twice.
 func (f *confirmer) held() uint64 {
-	sent := f.cntr.Read() + f.cntr.ReadErr()
+	sent := f.cntr.Read() + f.cntr.ReadErr() + f.flushed.Load()
 	if posted := f.posted.Load(); posted > sent {
 		return posted - sent
 	}
