@@ -161,8 +161,8 @@ func connectPeer(b *testing.B, ep *rdm.Endpoint, addr string) rdm.Peer {
 // load of a two-core machine; this one needs a single core, so its
 // p50-ns/op (the median time from one OnData to the next, read with one
 // monotonic clock read per hop, which it includes) compares builds on a
-// busy machine (docs/performance.md, "shm 64 B latency: where a hop's time
-// goes"). Steady state allocates nothing.
+// busy machine (docs/performance.md, "shm 64 B latency: the same span on
+// both sides, and where a hop's time goes"). Steady state allocates nothing.
 func BenchmarkPingPongSelf(b *testing.B) {
 	s := &selfPinger{pinger: pinger{size: 64, limit: b.N, done: make(chan struct{}), failed: make(chan netio.Status, 1)},
 		base: time.Now(), spans: make([]time.Duration, 0, b.N)}

@@ -59,8 +59,9 @@
  * client's repost of its receive buffer (made before the next ping) inside
  * the span. Timed from just before each ping, as up to 2026-11-26, the span
  * left that repost and a clock read out: 0.025-0.05 us less one-way on shm
- * (docs/performance.md, "shm 64 B latency: the same span on both sides"). Ends after T seconds (but not before 10 timed round
- * trips) or N timed round trips (default 100000).
+ * (docs/performance.md, "shm 64 B latency: the same span on both sides").
+ * Ends after T seconds (but not before 10 timed round trips) or N timed
+ * round trips (default 100000).
  *
  * --endpoint rdm: the same two threads on FI_EP_RDM endpoints (FI_MSG, an
  * FI_AV_TABLE address vector each, no event queue) instead of
