@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -145,8 +146,13 @@ type SubscriberConfig struct {
 	// on the bus again. 0 selects DefaultResolveInterval.
 	ResolveInterval time.Duration
 	// Runtime names the data listener's poller (nil: its own, configured by
-	// PollerConfig, whose SpinBudget 0 selects DefaultSubscriberSpinBudget)
-	// and the logger.
+	// PollerConfig) and the logger. An own poller whose SpinBudget is 0
+	// spins DefaultSubscriberSpinBudget and, when it is Adaptive and
+	// GOMAXPROCS is above 1, runs on an OS thread of its own
+	// (cq.Config.LockOSThread: no runtime.Gosched between empty polls,
+	// which costs a subscriber two thread switches per gap in a stream);
+	// set SpinBudget (for example to DefaultSubscriberSpinBudget) to keep
+	// the thread unlocked.
 	cq.Runtime
 }
 
@@ -290,7 +296,7 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 		Params:             cfg.Receive,
 		OnData:             s.onData,
 		OnConnectionClosed: s.onConnClosed,
-		Runtime:            subscriberRuntime(cfg.Runtime),
+		Runtime:            subscriberRuntime(cfg.Runtime, runtime.GOMAXPROCS(0)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: data listener: %w", err)
@@ -302,12 +308,27 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 	return s, nil
 }
 
-// subscriberRuntime returns rt with DefaultSubscriberSpinBudget as the
-// spin budget of the subscriber's own poller, when rt names no poller and
-// leaves the budget 0.
-func subscriberRuntime(rt cq.Runtime) cq.Runtime {
-	if rt.Poller == nil && rt.PollerConfig.SpinBudget == 0 {
-		rt.PollerConfig.SpinBudget = DefaultSubscriberSpinBudget
+// subscriberRuntime returns rt set up for a subscriber's own poller (rt
+// names no poller) whose PollerConfig leaves SpinBudget 0: it spins
+// DefaultSubscriberSpinBudget, and when it is Adaptive and procs (the
+// process's GOMAXPROCS) is above 1, on an OS thread of its own
+// (cq.Config.LockOSThread).
+//
+// Why the thread: between empty polls an unlocked poller calls
+// runtime.Gosched, which wakes a thread for the process's idle P; that
+// thread takes the poller goroutine and the poller's own thread goes to
+// sleep, two futex calls and two context switches per yield. A subscriber
+// of a stream yields in every gap between buffers, and with four
+// subscribers and their publisher on two cores those switches were the
+// largest part of what a subscriber spends beside its messages. A locked
+// poller yields with sched_yield alone. With one P the locked poller's
+// spin would keep the process's other goroutines waiting, so it stays
+// unlocked there.
+func subscriberRuntime(rt cq.Runtime, procs int) cq.Runtime {
+	c := &rt.PollerConfig
+	if rt.Poller == nil && c.SpinBudget == 0 {
+		c.SpinBudget = DefaultSubscriberSpinBudget
+		c.LockOSThread = c.LockOSThread || c.Mode == cq.Adaptive && procs > 1
 	}
 	return rt
 }
