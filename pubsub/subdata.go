@@ -47,16 +47,17 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 				cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
 			}
 		}
+		m := Message{Tag: tag, Publisher: dc.pub} // a run's messages differ in Seq and Data
 		for d.NextPlain() {
 			if run == nil || s.tagsVer.Load() != ver {
 				if run, ver = s.start(dc, tag); run == nil {
 					continue
 				}
 			}
-			data := d.Data()
-			seq := run.take(data)
+			m.Data = d.Data()
+			m.Seq = run.take(m.Data)
 			if cb != nil {
-				cb(Message{Tag: tag, Seq: seq, Data: data, Publisher: dc.pub})
+				cb(m)
 			}
 		}
 	}
