@@ -50,6 +50,9 @@ func TestOnDataRuns(t *testing.T) {
 	for i, m := range got {
 		assert.Equal(t, []byte{byte(i)}, m.Data, "message %d in order", i)
 		assert.Equal(t, "p", m.Publisher)
+		if i != 5 {
+			assert.Zero(t, m.Status, "message %d carries no status", i)
+		}
 		seqs[m.Tag] = append(seqs[m.Tag], m.Seq)
 	}
 	assert.Equal(t, []uint64{0, 1, 2, 3, 4, 5, 6}, seqs[1])
