@@ -15,6 +15,9 @@
 #   (taskset), C peer included, so that each process keeps a core of its
 #   own as the spinning C peer does by itself (a Go process then runs with
 #   GOMAXPROCS 1: the runtime follows the affinity mask).
+#   RXM_AB_CROSS=1 adds two mixed pairs: this tree's netio-perf client into
+#   the C receiver ("nc") and the C sender into this tree's server ("cn"),
+#   to tell which side sets netio-go's rate against C's.
 #
 # Each round runs every contender once per size, in reversed order every
 # other round. It prints, per size and contender, the receiver's MB/s
@@ -22,8 +25,10 @@
 # median of the per-round ratios to the C peer, and the median CPU seconds
 # per GB of the receiving and the sending process (user+sys over each
 # process's life, start-up included; the C peer spins on its queue, so its
-# CPU is about a core per process whatever it moves). Every process is
-# bounded by --timeout; nothing is left running.
+# CPU is about a core per process whatever it moves), and the median
+# context switches (voluntary + involuntary, /usr/bin/time's %w + %c) per
+# 10,000 messages of each. Every process is bounded by --timeout; nothing
+# is left running.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
@@ -55,14 +60,15 @@ go build -o "${tmp}/np-this" ./cmd/netio-perf
 rxm="tcp;ofi_rxm"
 
 # pair SERVER... -- CLIENT...: the server prints "LISTENING ADDR" first;
-# the client gets --connect ADDR. Each process's user+sys seconds go to
-# ${tmp}/rcpu and ${tmp}/scpu.
+# the client gets --connect ADDR. Each process's user and sys seconds and
+# its involuntary and voluntary context switches go to ${tmp}/rcpu and
+# ${tmp}/scpu.
 pair() {
 	local srv=() addr="" i
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
 	: >"${tmp}/out"
-	/usr/bin/time -f '%U %S' -o "${tmp}/rcpu" "${pin_recv[@]}" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
+	/usr/bin/time -f '%U %S %c %w' -o "${tmp}/rcpu" "${pin_recv[@]}" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
 	spid=$!
 	for i in $(seq 200); do
 		addr=$(awk '/^LISTENING /{ print $2; exit }' "${tmp}/out")
@@ -70,18 +76,31 @@ pair() {
 		sleep 0.05
 	done
 	if [ -z "${addr}" ]; then return 1; fi
-	/usr/bin/time -f '%U %S' -o "${tmp}/scpu" "${pin_send[@]}" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
+	/usr/bin/time -f '%U %S %c %w' -o "${tmp}/scpu" "${pin_send[@]}" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
 	wait "${spid}" || return 1
 	spid=
 }
 
-# run CONTENDER SIZE COUNT: prints "MB/s recv-CPU-s/GB send-CPU-s/GB".
+# run CONTENDER SIZE COUNT: prints "MB/s recv-CPU-s/GB send-CPU-s/GB
+# recv-switches/10k send-switches/10k".
 run() {
 	local s=$2 n=$3 mbs
 	case "$1" in
 	cpeer)
 		pair "${tmp}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size "${s}" \
 			--count "${n}" --window 128 --timeout 60 -- \
+			"${tmp}/cpeer" send --endpoint rdm --provider "${rxm}" --size "${s}" --count "${n}" \
+			--window 64 --timeout 60 || return 1
+		;;
+	nc)
+		pair "${tmp}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size "${s}" \
+			--count "${n}" --window 128 --timeout 60 -- \
+			"${tmp}/np-this" client --endpoint rdm --provider "${rxm}" --size "${s}" --bufs 64 \
+			--count "${n}" --json --timeout 60s "${poll[@]}" || return 1
+		;;
+	cn)
+		pair "${tmp}/np-this" server --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --buf-size "${s}" \
+			--bufs 128 --count "${n}" --json --timeout 60s "${poll[@]}" -- \
 			"${tmp}/cpeer" send --endpoint rdm --provider "${rxm}" --size "${s}" --count "${n}" \
 			--window 64 --timeout 60 || return 1
 		;;
@@ -97,15 +116,20 @@ run() {
 	if [ -z "${mbs}" ]; then return 1; fi
 	awk -v mbs="${mbs}" -v gb="$(awk -v n="${n}" -v s="${s}" 'BEGIN { print n * s / 1e9 }')" \
 		-v r="$(awk '{ print $1 + $2 }' "${tmp}/rcpu")" -v c="$(awk '{ print $1 + $2 }' "${tmp}/scpu")" \
-		'BEGIN { printf "%.0f %.3f %.3f\n", mbs, r / gb, c / gb }'
+		-v rs="$(awk '{ print $3 + $4 }' "${tmp}/rcpu")" -v ss="$(awk '{ print $3 + $4 }' "${tmp}/scpu")" -v n="${n}" \
+		'BEGIN { printf "%.0f %.3f %.3f %.0f %.0f\n", mbs, r / gb, c / gb, rs * 1e4 / n, ss * 1e4 / n }'
 }
 
 contenders=(base this cpeer)
+if [ "${RXM_AB_CROSS:-0}" = 1 ]; then contenders+=(nc cn); fi
 echo "rxm-ab: ${rounds} rounds, base ${base} ($(git rev-parse --short "${base}")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')), poll ${RXM_AB_POLL:-default}, pinned ${RXM_AB_PIN:-0}, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 0; r < rounds; r++)); do
 	for sc in ${RXM_AB_SIZES:-65536:10000 1048576:1000}; do
 		order=("${contenders[@]}")
-		if ((r % 2)); then order=(cpeer this base); fi
+		if ((r % 2)); then
+			order=()
+			for ((i = ${#contenders[@]} - 1; i >= 0; i--)); do order+=("${contenders[i]}"); done
+		fi
 		line="round ${r} ${sc%%:*}:"
 		for v in "${order[@]}"; do
 			if ! res=$(run "${v}" "${sc%%:*}" "${sc##*:}"); then
@@ -124,7 +148,9 @@ import statistics as st, sys
 rows = [l.split() for l in open(sys.argv[1])]
 for size in sorted({int(r[1]) for r in rows}):
     c = {r[0]: float(r[3]) for r in rows if int(r[1]) == size and r[2] == "cpeer" and r[3] != "failed"}
-    for who in ("base", "this", "cpeer"):
+    for who in ("base", "this", "cpeer", "nc", "cn"):
+        if not any(r[2] == who for r in rows):
+            continue
         ok = [r for r in rows if int(r[1]) == size and r[2] == who and r[3] != "failed"]
         fails = sum(1 for r in rows if int(r[1]) == size and r[2] == who) - len(ok)
         if not ok:
@@ -134,6 +160,8 @@ for size in sorted({int(r[1]) for r in rows}):
         line = "%8d %-5s %6.0f MB/s (%.0f-%.0f), CPU s/GB receiver %.3f sender %.3f" % (
             size, who, st.median(mb), min(mb), max(mb),
             st.median(float(r[4]) for r in ok), st.median(float(r[5]) for r in ok))
+        line += ", switches/10k msgs receiver %.0f sender %.0f" % (
+            st.median(float(r[6]) for r in ok), st.median(float(r[7]) for r in ok))
         q = [float(r[3]) / c[r[0]] for r in ok if r[0] in c and c[r[0]] > 0]
         if who != "cpeer" and q:
             line += ", /C by round %.2f (%.2f-%.2f)" % (st.median(q), min(q), max(q))

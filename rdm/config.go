@@ -87,7 +87,20 @@ type Config struct {
 	// the poller longer to post than a sleeping goroutine takes to wake on
 	// a busy machine (about 0.2 ms measured): 256 on tcp;ofi_rxm, where an
 	// inject takes about 4 µs (netio-perf client --inject uses 256).
+	// The last inject to a slow peer holds a slot for up to half
+	// PeerTimeout (see Inject): with InjectQueue slow peers the queue is
+	// full.
 	InjectQueue int
+	// InjectLinger bounds how long Close waits for the provider to
+	// confirm sent the injects it took (see Inject); what is still
+	// unconfirmed then is counted in Stats.InjectsUnconfirmed. It stops
+	// sooner once nothing is queued and either every taken inject is
+	// confirmed and no tracked inject is in flight, or no send is pending
+	// (nothing could confirm the rest). Close called
+	// from a callback of another domain's endpoint blocks that poller
+	// meanwhile. 0 selects DefaultInjectLinger; a negative value closes
+	// without waiting.
+	InjectLinger time.Duration
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -125,6 +138,9 @@ func (c *Config) validate(mgr *domain.Manager) error {
 	}
 	if c.InjectQueue == 0 {
 		c.InjectQueue = DefaultInjectQueue
+	}
+	if c.InjectLinger == 0 {
+		c.InjectLinger = DefaultInjectLinger
 	}
 	if c.ZeroCopy != nil {
 		zc := *c.ZeroCopy // the caller's config stays as it was

@@ -132,7 +132,10 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 		return err
 	}
 	e.injectSize = e.info.InjectSize()
-	e.inj.init(e.cfg.InjectQueue, e.injectSize)
+	e.inj.init(e.cfg.InjectQueue, e.injectSize, e.cfg.MaxPeers)
+	if err = e.inj.ok.init(mgr, e.cfg.MaxPeers, e.bufs.Pool.Len()+e.zc.Len(), e.inj.len(), e.injectSize); err != nil {
+		return err
+	}
 	// Every send is queued for the poller once at most: room for all.
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
 	e.c.InitHandOff(sends, e.postSend)
@@ -238,8 +241,13 @@ func (e *Endpoint) onPoller(fn func() error) error {
 // decides (OK on tcp;ofi_rxm and sockets: TestRemovePeerInFlight), each
 // reported once; messages in its coalescing buffer that were not posted are
 // dropped, logged and counted (CoalesceStats.Dropped): Flush first and wait
-// for the completion to avoid that. A restarted peer needs
-// RemovePeer and AddPeer again. Unknown or removed peers are an error
+// for the completion to avoid that. The injects to it the provider took
+// and nothing confirmed sent (see Inject) are logged and counted in
+// Stats.InjectsUnconfirmed, but for those its tracked inject still in
+// flight will confirm: they count only if it fails or is canceled; that
+// inject holds its confirm slot until then (Stats.InjectConfirmsHeld),
+// while a peer added into p's slot goes on without it. A restarted peer
+// needs RemovePeer and AddPeer again. Unknown or removed peers are an error
 // matching netio.ErrInvalidArgument.
 func (e *Endpoint) RemovePeer(p Peer) error {
 	err := netio.ErrClosed
@@ -254,6 +262,7 @@ func (e *Endpoint) RemovePeer(p Peer) error {
 		e.cos.mu.Unlock()
 		e.c.Guard.Release()
 		if err == nil {
+			e.forgetPeer(p)
 			// Before a new peer takes the slot, and after the guard is
 			// released: the reports run callbacks, which may Close.
 			e.park.lanes[p.slot].unreachable = false
@@ -279,9 +288,16 @@ func (e *Endpoint) Peers() int { return e.peers.count() }
 // Close closes the endpoint: with Config.Coalesce every peer's buffer is
 // posted first (Flush), then every pending key is reported with Canceled,
 // every buffer goes back, the peers leave the address vector, and the
-// endpoint's own poller stops. It is idempotent and may be called from a
-// callback.
+// endpoint's own poller stops. Before all that it waits, up to
+// Config.InjectLinger, until nothing is queued and either the injects the
+// provider took are confirmed sent and no tracked inject is in flight (see
+// Inject), or no send is pending;
+// called from a callback of this endpoint's poller it does not wait, but
+// called from a callback of another domain's endpoint it blocks that
+// poller meanwhile (set InjectLinger negative there). It is idempotent and
+// may be called from a callback.
 func (e *Endpoint) Close() error {
+	e.lingerInjects()
 	return e.closer.Close(e.c.Poller, func() error {
 		e.flushAllOnClose()
 		return joinRelease(e.c.Close(), releasePoller(e.mgr))
@@ -291,6 +307,7 @@ func (e *Endpoint) Close() error {
 // closeEndpoint closes the libfabric endpoint, then frees its info.
 func (e *Endpoint) closeEndpoint() {
 	if ep := e.c.Guard.Endpoint(); ep != nil {
+		e.forgetOnClose()
 		if err := ep.Close(); err != nil {
 			e.c.Log.Error().Err(err).Msg("closing rdm endpoint")
 		}
@@ -307,6 +324,7 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 		h.e.receiveCompleted(key&^recvKey, r)
 		return
 	}
+	h.e.confirmed(key, r.Status == netio.OK)
 	h.e.c.Complete((*kind)(h.e), key, r)
 	h.e.c.AfterCompletion()
 	h.e.retryParked() // a completion may have made room for a parked send
@@ -319,9 +337,11 @@ func (handler) HandleEvent(ev fabric.Event) { ev.Info.Free() }
 // closed, so the provider holds none of them. Receive memory a running
 // OnData still reads goes when OnData returns.
 func (e *Endpoint) releaseResources() error {
-	var err error
+	err := e.inj.ok.closeConfirms()
 	if e.bufs.Pool != nil {
-		err = e.bufs.Close(e.holder)
+		if berr := e.bufs.Close(e.holder); err == nil {
+			err = berr
+		}
 	}
 	if zerr := e.zc.Release(); err == nil {
 		err = zerr

@@ -31,6 +31,12 @@ func SetPostDirect(e *Endpoint, on bool) {
 // OnPoller runs fn on e's poller goroutine and returns when it has run.
 func OnPoller(e *Endpoint, fn func()) { e.c.Poller.Do(fn) }
 
+// UntrackInjects makes every inject of e untracked (fi_inject, no
+// completion), so that only a buffered send's completion confirms them.
+func UntrackInjects(e *Endpoint) {
+	e.c.Poller.Do(func() { e.inj.ok.set = nil })
+}
+
 // FillReceiveQueue posts receives into e's first buffer until the provider
 // refuses one, and returns how many it took. Call it on e's poller
 // goroutine (from OnData). Their completions name a buffer past e's, which
@@ -47,4 +53,19 @@ func FillReceiveQueue(e *Endpoint) int {
 		n++
 	}
 	return n
+}
+
+// PeerSlot returns p's slot in the peer table, which a peer added after
+// p's removal may take again.
+func PeerSlot(p Peer) uint32 { return p.slot }
+
+// RefuseTrackedSends makes every tracked inject's fi_send of e return
+// errno without posting (errno 0 restores the real one).
+func RefuseTrackedSends(e *Endpoint, errno fabric.Errno) {
+	e.c.Poller.Do(func() {
+		e.inj.ok.sendTo = (*fabric.Endpoint).SendTo
+		if errno != 0 {
+			e.inj.ok.sendTo = func(*fabric.Endpoint, uintptr, int, uintptr, fabric.Addr, uint64) fabric.Errno { return errno }
+		}
+	})
 }

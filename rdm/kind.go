@@ -12,10 +12,11 @@ import (
 // mark in the upper bits of a key says which table the rest indexes. A
 // key without a mark is a send buffer's ID (below netio.MaxBufferCount).
 const (
-	recvKey   = 1 << 31 // a receive buffer
-	zcMark    = 1 << 30 // a header slot of a zero-copy send
-	injectKey = 1 << 29 // a slot of the inject queue
-	markBits  = recvKey | zcMark | injectKey
+	recvKey    = 1 << 31 // a receive buffer
+	zcMark     = 1 << 30 // a header slot of a zero-copy send
+	injectKey  = 1 << 29 // a slot of the inject queue
+	confirmKey = 1 << 28 // a confirm slot: a tracked inject (see confirms)
+	markBits   = recvKey | zcMark | injectKey | confirmKey
 )
 
 // errRemoved is the reason a queued send to a peer removed before the
@@ -34,6 +35,8 @@ func (k *kind) Claim(id uint32) (uint64, bool) {
 		return k.zc.Claim(id &^ zcMark)
 	case id&injectKey != 0:
 		return k.inj.claim(id &^ injectKey)
+	case id&confirmKey != 0:
+		return k.inj.ok.claimConfirm(id &^ confirmKey)
 	default:
 		return k.bufs.Set.Complete(id, k.holder)
 	}
@@ -43,7 +46,8 @@ func (k *kind) Claim(id uint32) (uint64, bool) {
 func (k *kind) Pending(dst []uint32) []uint32 {
 	dst = k.bufs.Set.Posted(dst, k.holder)
 	dst = k.zc.Pending(dst, zcMark)
-	return k.inj.pending(dst)
+	dst = k.inj.pending(dst)
+	return k.inj.ok.pendingConfirms(dst)
 }
 
 // ReportTo sends each table's keys to its own callback: zero-copy keys are
@@ -52,7 +56,7 @@ func (k *kind) ReportTo(id uint32) func(uint64, netio.Status) {
 	switch {
 	case id&zcMark != 0:
 		return k.cfg.ZeroCopy.onSendCompleted()
-	case id&injectKey != 0:
+	case id&(injectKey|confirmKey) != 0:
 		return nil
 	default:
 		return k.cfg.OnSendCompleted
@@ -73,6 +77,8 @@ func (k *kind) FillStats(s *stats.Endpoint) {
 	s.MessagesReceived, s.BytesReceived, s.ReceiveErrors = k.received.Load(), k.receivedBytes.Load(), k.receiveErrors.Load()
 	s.DecodedMessages = k.decoded.Load()
 	s.Peers = k.peers.count()
+	s.InjectsUnconfirmed = k.inj.ok.unconfirmed.Load()
+	s.InjectConfirmsHeld = int(k.inj.ok.held.Load())
 }
 
 // cancelPending ends coalescing first (a callback below finds it closed),
@@ -90,6 +96,8 @@ func (e *Endpoint) peerOfKey(key uint32) Peer {
 		return peerOf(e.zc.Dest(key &^ zcMark))
 	case key&injectKey != 0:
 		return e.inj.to[key&^injectKey]
+	case key&confirmKey != 0:
+		return e.inj.ok.to[key&^confirmKey]
 	}
 	return e.dests[key]
 }
@@ -105,10 +113,12 @@ func (e *Endpoint) postTo(ep *fabric.Endpoint, key uint32, n int, to Peer) fabri
 	}
 	switch {
 	case key&zcMark != 0:
+		e.inj.ok.posted(uint32(e.sendIndex(key)), to.slot)
 		return e.zc.PostTo(ep, key&^zcMark, n, dest, e.c.Owner.Context(key))
 	case key&injectKey != 0:
-		return e.postInject(ep, key&^injectKey, n, dest)
+		return e.postInject(ep, key&^injectKey, n, to, dest)
 	}
 	buf := e.bufs.Pool.Lookup(uint64(key))
+	e.inj.ok.posted(key, to.slot)
 	return ep.SendTo(buf.Addr(), n, buf.Desc(), dest, e.c.Owner.Context(key))
 }

@@ -117,21 +117,35 @@ func (e *Endpoint) BufferSize() int { return e.bufs.Pool.BufferSize() }
 
 // Stats counts what an endpoint did.
 type Stats struct {
-	Sent          uint64 // messages posted (or queued for the poller) and injected
-	Bytes         uint64 // bytes of them
-	Completed     uint64 // sends completed OK, injects included
-	Failed        uint64 // sends that completed with an error or were canceled
-	Received      uint64 // libfabric messages received: passed to OnData, or coalesced buffers decoded for OnMessage
-	ReceivedBytes uint64 // bytes of them
-	ReceiveErrors uint64 // receives that failed, buffers that could not be posted again, and malformed coalesced buffers (OnReceiveError)
-	Decoded       uint64 // messages decoded from coalesced buffers for OnMessage
-	Peers         int    // known peers now
+	Sent      uint64 // messages posted (or queued for the poller) and injected
+	Bytes     uint64 // bytes of them
+	Completed uint64 // sends completed OK, injects included
+	Failed    uint64 // sends that completed with an error or were canceled
+	// InjectsUnconfirmed counts injects the provider took (so counted in
+	// Completed) that no later send's completion to the same peer had
+	// confirmed sent when the endpoint closed or the peer was removed:
+	// the provider may have discarded them (see Inject).
+	InjectsUnconfirmed uint64
+	// InjectConfirmsHeld is the tracked injects in flight now, each in a
+	// confirm slot of its own until it completes or the endpoint closes,
+	// also after its peer was removed: a provider that does not complete a
+	// send to a removed dead peer (udp;ofi_rxd, for minutes if ever) keeps
+	// that slot, and once
+	// all min(MaxPeers+2, InjectQueue) are held no inject is tracked (see
+	// Inject).
+	InjectConfirmsHeld int
+	Received           uint64 // libfabric messages received: passed to OnData, or coalesced buffers decoded for OnMessage
+	ReceivedBytes      uint64 // bytes of them
+	ReceiveErrors      uint64 // receives that failed, buffers that could not be posted again, and malformed coalesced buffers (OnReceiveError)
+	Decoded            uint64 // messages decoded from coalesced buffers for OnMessage
+	Peers              int    // known peers now
 }
 
 // Stats returns the endpoint's counters.
 func (e *Endpoint) Stats() Stats {
 	s := e.c.Counters.Read()
-	return Stats{Sent: s.Sent, Bytes: s.Bytes, Completed: s.Completed, Failed: s.Failed + s.Canceled,
-		Received: e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(), Decoded: e.decoded.Load(),
+	return Stats{Sent: s.Sent, Bytes: s.Bytes, Completed: s.Completed, Failed: s.Failed + s.Canceled, InjectsUnconfirmed: e.inj.ok.unconfirmed.Load(),
+		InjectConfirmsHeld: int(e.inj.ok.held.Load()),
+		Received:           e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(), Decoded: e.decoded.Load(),
 		Peers: e.peers.count()}
 }

@@ -168,6 +168,9 @@ type Counters struct {
 	Connections       uint64 `json:"connections"`        // connections established (reconnecting)
 	Reconnects        uint64 `json:"reconnects"`         // connections established after the first (reconnecting)
 	DialErrors        uint64 `json:"dial_errors"`        // dials that failed (reconnecting)
+	// InjectsUnconfirmed: injects the provider took that nothing had
+	// confirmed sent when their endpoint closed or peer was removed (rdm).
+	InjectsUnconfirmed uint64 `json:"injects_unconfirmed"`
 }
 
 // Add sums o into c.
@@ -188,6 +191,7 @@ func (c *Counters) Add(o Counters) {
 	c.Connections += o.Connections
 	c.Reconnects += o.Reconnects
 	c.DialErrors += o.DialErrors
+	c.InjectsUnconfirmed += o.InjectsUnconfirmed
 }
 
 // Gauges are an endpoint's state now.
@@ -200,6 +204,9 @@ type Gauges struct {
 	MinFreeBuffers int `json:"min_free_buffers"`
 	Backlog        int `json:"backlog"` // messages waiting for a connection (reconnecting)
 	Peers          int `json:"peers"`   // known peers (rdm)
+	// InjectConfirmsHeld: tracked injects in flight, each holding a
+	// confirm slot until its completion or Close (rdm).
+	InjectConfirmsHeld int `json:"inject_confirms_held"`
 }
 
 // Kind sums the endpoints of one kind, live and closed.

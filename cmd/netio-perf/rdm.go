@@ -47,7 +47,7 @@ type endpointFlags struct {
 func (e *endpointFlags) registerEndpoint(fs *flag.FlagSet) {
 	fs.StringVar(&e.endpoint, "endpoint", endpointMsg, "endpoint kind: msg (connected, FI_EP_MSG) or rdm (connectionless, FI_EP_RDM: tcp;ofi_rxm (the default with rdm), udp;ofi_rxd, sockets, shm)")
 	if fs.Name() == "client" {
-		fs.BoolVar(&e.inject, "inject", false, "with --endpoint rdm: send each message with Inject (at most the provider's inject size; no buffers, no completions); with --endpoint msg: SendConfig.Inject (send buffers of at most the inject size go out with fi_inject)")
+		fs.BoolVar(&e.inject, "inject", false, "with --endpoint rdm: send each message with Inject (at most the provider's inject size; no buffers; the last inject queued to a peer and every 33rd in a row go out with a completion, see rdm.Endpoint.Inject); with --endpoint msg: SendConfig.Inject (send buffers of at most the inject size go out with fi_inject)")
 	}
 }
 
