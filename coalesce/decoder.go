@@ -19,8 +19,8 @@ import (
 // safe for concurrent use.
 type Decoder struct {
 	buf    []byte
-	off    int // offset of the next message's header word
-	count  int // messages returned so far
+	rest   []byte // the bytes from the next message's header word on
+	count  int    // messages returned so far
 	tag    uint64
 	status uint8
 	data   []byte
@@ -37,42 +37,59 @@ func NewDecoder(buf []byte) *Decoder {
 // Reset starts decoding buf from its start, forgetting the previous buffer
 // and its error.
 func (d *Decoder) Reset(buf []byte) {
-	*d = Decoder{buf: buf}
+	*d = Decoder{buf: buf, rest: buf}
 }
 
 // Next parses the next message and reports whether there is one. It returns
 // false at the end of the buffer and at the first malformed message; Err
 // tells the two apart.
-//
-// Most messages of a coalesced buffer carry neither a tag (the previous
-// message's goes on) nor a status: Next parses those itself, small enough
-// for the compiler to inline it into the caller's loop, and leaves every
-// other case, and every error, to next.
 func (d *Decoder) Next() bool {
-	// After an error d.off stays at the bad message, which this path
-	// cannot parse (it fails none of next's checks), so d.err needs no test.
-	rest := d.buf[d.off:]
-	if len(rest) >= HeaderWordLen && d.count > 0 {
-		size := binary.LittleEndian.Uint32(rest) // no flags: the word is the size
-		if size&^sizeMask == 0 && int(size) <= len(rest)-HeaderWordLen {
-			end := HeaderWordLen + int(size)
-			d.status, d.data = 0, rest[HeaderWordLen:end:end]
-			d.off += end
+	return d.NextPlain() || d.next()
+}
+
+// NextPlain parses the next message if it carries neither a tag nor a
+// status, that is if it goes on with the tag of the message before it
+// (most messages of a coalesced buffer do), and reports whether it did.
+// Otherwise (any other message, the end of the buffer, a malformed
+// message, or the buffer's first message) it changes nothing and returns
+// false: call Next, which parses every kind of message and tells the end
+// from an error.
+//
+// It is small enough for the compiler to inline into the caller's loop,
+// so that a receiver delivering a run of one tag's messages, as
+//
+//	for d.Next() {
+//		// a message of any kind: d.Tag(), d.Status(), d.Data()
+//		for d.NextPlain() {
+//			// the same tag, status 0: d.Data()
+//		}
+//	}
+//
+// pays no call per message. After an error the remaining bytes start at
+// the bad message, which this path never accepts (it fails none of the
+// checks Next makes), so it needs no test of Err.
+func (d *Decoder) NextPlain() bool {
+	r := d.rest
+	if len(r) >= HeaderWordLen && d.count != 0 {
+		// No flags: the word is the size.
+		if size := uint(binary.LittleEndian.Uint32(r)); size <= sizeMask && size <= uint(len(r)-HeaderWordLen) {
+			end := HeaderWordLen + size
+			d.status, d.data, d.rest = 0, r[HeaderWordLen:end:end], r[end:]
 			d.count++
 			return true
 		}
 	}
-	return d.next()
+	return false
 }
 
 // next parses the next message the general way: any header, and the
 // errors.
 func (d *Decoder) next() bool {
 	d.data = nil
-	if d.err != nil || d.off == len(d.buf) {
+	rest := d.rest
+	if d.err != nil || len(rest) == 0 {
 		return false
 	}
-	rest := d.buf[d.off:]
 	if len(rest) < HeaderWordLen {
 		return d.fail("truncated header word: %d of %d bytes", len(rest), HeaderWordLen)
 	}
@@ -102,8 +119,7 @@ func (d *Decoder) next() bool {
 		return d.fail("payload of %d bytes exceeds the %d bytes left", size, len(rest)-at)
 	}
 	end := at + size
-	d.tag, d.status, d.data = tag, status, rest[at:end:end]
-	d.off += end
+	d.tag, d.status, d.data, d.rest = tag, status, rest[at:end:end], rest[end:]
 	d.count++
 	return true
 }
@@ -111,7 +127,7 @@ func (d *Decoder) next() bool {
 // fail records a malformed message at the current offset and returns false,
 // for Next to return.
 func (d *Decoder) fail(format string, args ...any) bool {
-	d.err = &MalformedError{Offset: d.off, Index: d.count, Reason: fmt.Sprintf(format, args...)}
+	d.err = &MalformedError{Offset: len(d.buf) - len(d.rest), Index: d.count, Reason: fmt.Sprintf(format, args...)}
 	return false
 }
 

@@ -157,3 +157,71 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, in, got)
 }
+
+// decodeRuns decodes buf as a receiver that delivers runs does: Next, then
+// NextPlain while it parses. A message NextPlain returns must carry the
+// tag of the one before and status 0, and NextPlain returning false must
+// leave the decoder as it was.
+func decodeRuns(t *testing.T, buf []byte) ([]msg, error) {
+	t.Helper()
+	var d Decoder
+	d.Reset(buf)
+	if d.NextPlain() {
+		t.Fatalf("NextPlain parsed the first message of % x", buf)
+	}
+	var got []msg
+	for d.Next() {
+		got = append(got, msg{d.Tag(), d.Status(), string(d.Data())})
+		for d.NextPlain() {
+			m := msg{d.Tag(), d.Status(), string(d.Data())}
+			if prev := got[len(got)-1]; m.Tag != prev.Tag || m.Status != 0 || len(m.Data) != cap(d.Data()) {
+				t.Fatalf("NextPlain gave %v (cap %d) after %v", m, cap(d.Data()), prev)
+			}
+			got = append(got, m)
+		}
+		if before := d; d.NextPlain() || d.count != before.count || len(d.rest) != len(before.rest) {
+			t.Fatalf("NextPlain after it returned false: count %d -> %d, rest %d -> %d",
+				before.count, d.count, len(before.rest), len(d.rest))
+		}
+	}
+	if d.NextPlain() {
+		t.Fatalf("NextPlain parsed a message after Next returned false (err %v)", d.Err())
+	}
+	return got, d.Err()
+}
+
+func TestNextPlainTakesOnlyTheRunsMessages(t *testing.T) {
+	buf := concat(validOne,
+		[]byte{1, 0, 0, 0, 'a'},                            // plain: tag 1 goes on
+		[]byte{1, 0, 0, 0x40, 7, 'b'},                      // a status: not plain
+		[]byte{1, 0, 0, 0, 'c'},                            // plain again
+		[]byte{1, 0, 0, 0x80, 2, 0, 0, 0, 0, 0, 0, 0, 'd'}, // a new tag: not plain
+		[]byte{5, 0, 0, 0, 'e'})                            // plain, but 5 bytes of payload are not there
+	d := NewDecoder(buf)
+	assert.False(t, d.NextPlain(), "the first message carries a tag")
+	require.True(t, d.Next())
+	require.True(t, d.NextPlain())
+	assert.Equal(t, msg{1, 0, "a"}, msg{d.Tag(), d.Status(), string(d.Data())})
+	assert.False(t, d.NextPlain(), "a message with a status")
+	assert.Equal(t, 2, d.Count(), "a refused message is not counted")
+	require.True(t, d.Next())
+	assert.Equal(t, msg{1, 7, "b"}, msg{d.Tag(), d.Status(), string(d.Data())})
+	require.True(t, d.NextPlain())
+	assert.Equal(t, msg{1, 0, "c"}, msg{d.Tag(), d.Status(), string(d.Data())}, "the status does not carry over")
+	assert.False(t, d.NextPlain(), "a message with a tag")
+	require.True(t, d.Next())
+	assert.Equal(t, msg{2, 0, "d"}, msg{d.Tag(), d.Status(), string(d.Data())})
+	assert.False(t, d.NextPlain(), "a payload past the end")
+	assert.NoError(t, d.Err(), "NextPlain reports no error")
+	assert.False(t, d.Next())
+	var me *MalformedError
+	require.ErrorAs(t, d.Err(), &me)
+	assert.Equal(t, len(buf)-5, me.Offset, "the error's offset is the bad message's")
+	assert.Equal(t, 5, me.Index)
+	assert.False(t, d.NextPlain(), "nothing after an error")
+
+	got, err := decodeRuns(t, buf)
+	want, wantErr := decodeAll(buf)
+	assert.Equal(t, want, got)
+	assert.True(t, sameError(wantErr, err))
+}

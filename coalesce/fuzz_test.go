@@ -6,7 +6,8 @@ import (
 )
 
 // FuzzDecode feeds arbitrary bytes to the decoder. It must never panic, must
-// deliver exactly the valid prefix, must agree with Validate, and what it
+// deliver exactly the valid prefix, must agree with Validate and with a
+// decoding of runs through NextPlain (decodeRuns), and what it
 // delivers must re-encode canonically into no more bytes than it consumed and
 // decode back to the same messages. The seed corpus is in
 // testdata/fuzz/FuzzDecode.
@@ -33,6 +34,10 @@ func FuzzDecode(f *testing.F) {
 		n, verr := Validate(buf)
 		if n != len(got) || !sameError(verr, err) {
 			t.Fatalf("Validate = %d, %v; Decode delivered %d, %v", n, verr, len(got), err)
+		}
+		runs, rerr := decodeRuns(t, buf)
+		if !equalMsgs(runs, got) || !sameError(rerr, err) {
+			t.Fatalf("runs through NextPlain: %v, %v; Decode: %v, %v", runs, rerr, got, err)
 		}
 		checkCanonical(t, got, consumed)
 	})

@@ -61,7 +61,12 @@
 // reply to catch, and where publishers and subscribers share the cores a
 // spinning subscriber takes the CPU they need. Messages that come further
 // apart pay a wake-up, tens of µs; SubscriberConfig.PollerConfig.SpinBudget
-// sets another budget.
+// sets another budget. That poller runs on an OS thread of its own, and
+// yields between empty polls with sched_yield alone, while this leaves a
+// P to the process's other goroutines (GOMAXPROCS exceeds the pollers of
+// the process's Subscribers so locked by more than one): an unlocked
+// poller's runtime.Gosched hands it to another thread and back, two
+// context switches in every gap of a stream.
 //
 // # Modes
 //

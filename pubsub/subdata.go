@@ -8,10 +8,11 @@ import (
 // goroutine, one buffer at a time.
 
 // onData decodes one received buffer: control records, then messages of
-// subscribed tags, in order. A message of the tag the one before had,
-// with no change to the subscribed tags since (a run, as coalescing
-// makes them), goes straight to delivery: the checks of start hold for
-// the whole run.
+// subscribed tags, in order. A message that goes on with the tag of the
+// one before, without a status (a run, as coalescing makes them), is
+// parsed by the decoder's inlined NextPlain and, while the subscribed tags
+// have not changed, goes straight to delivery: the checks of start hold
+// for the whole run.
 func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 	s.st.buffers.Add(1)
 	dc := s.lastConn
@@ -20,39 +21,44 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		s.lastEP, s.lastConn = ep, dc
 	}
 	cb := s.cfg.OnMessage
-	var run *recvTag // the tag of the last message delivered, while its run goes on
-	var ver uint64   // the version of the tags run was looked up in
 	d := &s.dec
 	d.Reset(buf)
 	for d.Next() {
 		tag := d.Tag()
-		if run == nil || tag != run.tag || s.tagsVer.Load() != ver {
-			run = nil
-			if tag == ControlTag {
-				if dc = s.record(ep, dc, d.Data()); dc == nil {
-					s.flushCounts()
-					return // not a publisher of ours: closed
+		if tag == ControlTag {
+			if dc = s.record(ep, dc, d.Data()); dc == nil {
+				s.flushCounts()
+				return // not a publisher of ours: closed
+			}
+			continue
+		}
+		if dc == nil {
+			s.strayConn(ep)
+			return
+		}
+		run, ver := s.start(dc, tag) // ver: the version of the tags run was looked up in
+		if run != nil {
+			data, status := d.Data(), d.Status()
+			seq := run.take(data)
+			if status != 0 {
+				run.flag(status)
+			}
+			if cb != nil {
+				cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
+			}
+		}
+		m := Message{Tag: tag, Publisher: dc.pub} // a run's messages differ in Seq and Data
+		for d.NextPlain() {
+			if run == nil || s.tagsVer.Load() != ver {
+				if run, ver = s.start(dc, tag); run == nil {
+					continue
 				}
-				continue
 			}
-			if dc == nil {
-				s.strayConn(ep)
-				return
+			m.Data = d.Data()
+			m.Seq = run.take(m.Data)
+			if cb != nil {
+				cb(m)
 			}
-			if run, ver = s.start(dc, tag); run == nil {
-				continue
-			}
-		}
-		data, status := d.Data(), d.Status()
-		seq := run.next
-		run.next++
-		run.pendMsgs++
-		run.pendBytes += uint64(len(data))
-		if status != 0 {
-			run.flag(status)
-		}
-		if cb != nil {
-			cb(Message{Tag: tag, Seq: seq, Status: status, Data: data, Publisher: dc.pub})
 		}
 	}
 	s.flushCounts()
@@ -67,6 +73,16 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 	if dc != nil && s.cfg.OnBuffer != nil {
 		s.cfg.OnBuffer(dc.pub, buf)
 	}
+}
+
+// take numbers and counts a message of rt carrying data, in plain fields
+// that flushCounts publishes, and returns its sequence number.
+func (rt *recvTag) take(data []byte) uint64 {
+	seq := rt.next
+	rt.next++
+	rt.pendMsgs++
+	rt.pendBytes += uint64(len(data))
+	return seq
 }
 
 // lookup returns the receive state of tag, or nil, and the version of the

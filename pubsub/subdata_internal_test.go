@@ -12,7 +12,7 @@ import (
 
 // runsBuffer encodes a SYNC record of tags 1 and 2 at 0, then five
 // messages of tag 1, a status-flagged one of tag 2 and two of tag 1 again.
-func runsBuffer(t *testing.T) []byte {
+func runsBuffer(t testing.TB) []byte {
 	enc := coalesce.NewEncoder(make([]byte, 4096))
 	for _, tag := range []uint64{1, 2} {
 		rec, err := enc.Reserve(ControlTag, 0, RecordLen)
@@ -50,6 +50,9 @@ func TestOnDataRuns(t *testing.T) {
 	for i, m := range got {
 		assert.Equal(t, []byte{byte(i)}, m.Data, "message %d in order", i)
 		assert.Equal(t, "p", m.Publisher)
+		if i != 5 {
+			assert.Zero(t, m.Status, "message %d carries no status", i)
+		}
 		seqs[m.Tag] = append(seqs[m.Tag], m.Seq)
 	}
 	assert.Equal(t, []uint64{0, 1, 2, 3, 4, 5, 6}, seqs[1])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -145,8 +146,14 @@ type SubscriberConfig struct {
 	// on the bus again. 0 selects DefaultResolveInterval.
 	ResolveInterval time.Duration
 	// Runtime names the data listener's poller (nil: its own, configured by
-	// PollerConfig, whose SpinBudget 0 selects DefaultSubscriberSpinBudget)
-	// and the logger.
+	// PollerConfig) and the logger. An own poller whose SpinBudget is 0
+	// spins DefaultSubscriberSpinBudget and, when it is Adaptive and
+	// GOMAXPROCS exceeds the number of such locked pollers of the
+	// process's other Subscribers by more than 1, runs on an OS thread of
+	// its own (cq.Config.LockOSThread: no runtime.Gosched between empty
+	// polls, which costs a subscriber two thread switches per gap in a
+	// stream); set SpinBudget (for example to DefaultSubscriberSpinBudget)
+	// to keep the thread unlocked.
 	cq.Runtime
 }
 
@@ -187,6 +194,8 @@ type Subscriber struct {
 	lastVer  uint64
 	dirty    *recvTag // counted messages not yet in its counters (flushCounts)
 	dec      coalesce.Decoder
+
+	lockedPoller bool // counted in lockedPollers
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -286,13 +295,19 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 		tokens: map[uint64]tokenInfo{}, streams: map[string]uint64{}, conns: map[*endpoint.ReceiveEndpoint]*dataConn{}, stop: make(chan struct{})}
 	empty := map[uint64]*recvTag{}
 	s.tags.Store(&empty)
+	rt, locked := subscriberRuntime(cfg.Runtime, runtime.GOMAXPROCS(0)-int(lockedPollers.Load()))
+	if locked {
+		lockedPollers.Add(1)
+		s.lockedPoller = true
+	}
 	ln, err := endpoint.Listen(mgr, net.JoinHostPort(cfg.Address, "0"), endpoint.ListenConfig{
 		Params:             cfg.Receive,
 		OnData:             s.onData,
 		OnConnectionClosed: s.onConnClosed,
-		Runtime:            subscriberRuntime(cfg.Runtime),
+		Runtime:            rt,
 	})
 	if err != nil {
+		s.releasePoller()
 		return nil, fmt.Errorf("pubsub: data listener: %w", err)
 	}
 	s.ln, s.dataAddr = ln, ln.Addr()
@@ -302,14 +317,36 @@ func NewSubscriber(mgr *domain.Manager, cfg SubscriberConfig) (*Subscriber, erro
 	return s, nil
 }
 
-// subscriberRuntime returns rt with DefaultSubscriberSpinBudget as the
-// spin budget of the subscriber's own poller, when rt names no poller and
-// leaves the budget 0.
-func subscriberRuntime(rt cq.Runtime) cq.Runtime {
-	if rt.Poller == nil && rt.PollerConfig.SpinBudget == 0 {
-		rt.PollerConfig.SpinBudget = DefaultSubscriberSpinBudget
+// lockedPollers counts the Subscribers of this process whose own poller
+// subscriberRuntime locked to its thread, and that are not closed yet.
+var lockedPollers atomic.Int32
+
+// subscriberRuntime returns rt set up for a subscriber's own poller (rt
+// names no poller) whose PollerConfig leaves SpinBudget 0: it spins
+// DefaultSubscriberSpinBudget, and when it is Adaptive and free (the
+// process's GOMAXPROCS less the subscriber pollers already locked) is
+// above 1, on an OS thread of its own (cq.Config.LockOSThread); locked
+// says whether it locked it.
+//
+// Why the thread: between empty polls an unlocked poller calls
+// runtime.Gosched, which wakes a thread for the process's idle P; that
+// thread takes the poller goroutine and the poller's own thread goes to
+// sleep, two futex calls and two context switches per yield. A subscriber
+// of a stream yields in every gap between buffers, and with four
+// subscribers and their publisher on two cores those switches were the
+// largest part of what a subscriber spends beside its messages. A locked
+// poller yields with sched_yield alone. A locked poller does not hand its
+// P to the process's other goroutines while it spins, so one P is always
+// left to them: with one P free the poller stays unlocked.
+func subscriberRuntime(rt cq.Runtime, free int) (_ cq.Runtime, locked bool) {
+	c := &rt.PollerConfig
+	if rt.Poller == nil && c.SpinBudget == 0 {
+		c.SpinBudget = DefaultSubscriberSpinBudget
+		if locked = !c.LockOSThread && c.Mode == cq.Adaptive && free > 1; locked {
+			c.LockOSThread = true
+		}
 	}
-	return rt
+	return rt, locked
 }
 
 // DataAddr returns the address publishers dial for data, "ip:port".
@@ -470,9 +507,19 @@ func (s *Subscriber) Close() error {
 		}
 		s.wg.Wait()
 		s.closeErr = s.ln.Close()
+		s.releasePoller()
 		s.entry.Remove(nil)
 	})
 	return s.closeErr
+}
+
+// releasePoller takes the subscriber's own poller off lockedPollers, if
+// subscriberRuntime locked it.
+func (s *Subscriber) releasePoller() {
+	if s.lockedPoller {
+		s.lockedPoller = false
+		lockedPollers.Add(-1)
+	}
 }
 
 // TagStats counts what a subscriber received of one tag.
