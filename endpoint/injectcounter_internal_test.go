@@ -44,7 +44,10 @@ func TestInjectWithoutCounters(t *testing.T) {
 			}
 			r.allReceived(t, sends)
 			r.settled(t, s, sends)
-			assert.Equal(t, int64(sends-sends/10), r.injects.Load(), "the small ones injected")
+			// A small one goes the regular way too while the report queue
+			// is full (a poller descheduled under load).
+			assert.Positive(t, r.injects.Load(), "the small ones injected")
+			assert.LessOrEqual(t, r.injects.Load(), int64(sends-sends/10), "only the small ones injected")
 			require.NoError(t, s.Close())
 			assert.Zero(t, s.Stats().InjectsUnconfirmed)
 			assert.Equal(t, uint64(sends), s.Stats().Completed)
