@@ -176,16 +176,16 @@ type Stats struct {
 	Errors      uint64 // error completions delivered
 	Events      uint64 // connection events delivered
 	Dropped     uint64 // completions or events whose endpoint was gone
+	Sleeps      uint64 // times the poller blocked on its file descriptors
+	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
+	WakeUps     uint64 // blocks ended by a ready descriptor (traffic, or work handed over)
+	Timeouts    uint64 // blocks ended by MaxBlock
 	// Unreported counts the error completions of injects a connected
 	// endpoint with SendConfig.Inject posted and the provider discarded
 	// unsent (tcp writes one for each at Close or on a broken connection):
 	// they are counted in the endpoint's SendStats.InjectsUnconfirmed, not
 	// in Errors or Dropped.
 	Unreported uint64
-	Sleeps     uint64 // times the poller blocked on its file descriptors
-	EmptyPolls uint64 // rounds that found nothing to do: the CPU spent spinning
-	WakeUps    uint64 // blocks ended by a ready descriptor (traffic, or work handed over)
-	Timeouts   uint64 // blocks ended by MaxBlock
 }
 
 // Poller is a completion poller that endpoints of one domain can share:
