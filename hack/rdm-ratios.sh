@@ -11,8 +11,10 @@
 #   - shm 64 KiB and 1 MiB: netio-perf server and client on shm against
 #     cbaseline memcpy of the same size (target >= 0.5); for reference, the
 #     C RDM peer on shm (two processes: what libfabric's shm itself
-#     reaches), and netio-perf with FI_SHM_DISABLE_CMA=1 (shm's bounce
-#     buffers instead of process_vm_readv);
+#     reaches), netio-perf with FI_SHM_DISABLE_CMA=1 (shm's bounce
+#     buffers instead of process_vm_readv), and cbaseline memcpy --cma
+#     (the same copies made with process_vm_readv from another process,
+#     no libfabric: the ceiling of shm's CMA protocol on this machine);
 #   - shm 64 B one-way latency: the netio-perf rdm sweep's ping-pong (two
 #     endpoints in two domains of one process, a poller thread each)
 #     against cbaseline pingpong --endpoint rdm (two threads of one
@@ -159,6 +161,8 @@ for round in $(seq "${rounds}"); do
 			"${nclient[@]}" --provider shm --size "${size}" --count "${count}"
 		one "shm${size}.memcpy" mb_per_s "${dir}/cbaseline" memcpy --size "${size}" --window 64 --rx-depth 128 \
 			--seconds 1 --timeout 60
+		one "shm${size}.cma" mb_per_s "${dir}/cbaseline" memcpy --cma --size "${size}" --window 64 --rx-depth 128 \
+			--seconds 1 --timeout 60
 		pair "shm${size}.cpeer" mb_per_s "${dir}/cpeer" recv --endpoint rdm --provider shm \
 			--listen "rdmratios$$-${round}-${size}" --size "${size}" --count "${count}" --window 128 --timeout 60 -- \
 			"${dir}/cpeer" send --endpoint rdm --provider shm --size "${size}" --count "${count}" --window 64 --timeout 60
@@ -219,6 +223,9 @@ for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
     p, _ = stat("shm%d.cpeer" % size, unit=" MB/s")
     print("    C peer two processes %s: netio/C %s, C/memcpy %s"
           % (p, ratios("shm%d.netio" % size, "shm%d.cpeer" % size), ratios("shm%d.cpeer" % size, "shm%d.memcpy" % size)))
+    k, _ = stat("shm%d.cma" % size, unit=" MB/s")
+    print("    process_vm_readv alone (CMA's ceiling) %s: /memcpy %s, netio/it %s"
+          % (k, ratios("shm%d.cma" % size, "shm%d.memcpy" % size), ratios("shm%d.netio" % size, "shm%d.cma" % size)))
     k, _ = stat("shm%d.nocma" % size, unit=" MB/s")
     print("    netio with FI_SHM_DISABLE_CMA=1 %s: /memcpy %s, /netio with CMA %s"
           % (k, ratios("shm%d.nocma" % size, "shm%d.memcpy" % size), ratios("shm%d.nocma" % size, "shm%d.netio" % size)))
