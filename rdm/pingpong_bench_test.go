@@ -1,6 +1,7 @@
 package rdm_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -149,4 +150,56 @@ func connectPeer(b *testing.B, ep *rdm.Endpoint, addr string) rdm.Peer {
 		time.Sleep(time.Millisecond)
 	}
 	return peer
+}
+
+// BenchmarkPingPongSelf bounces one 64-byte message between a shm endpoint
+// and itself: its OnData sends the next message to its own address with
+// GetBuffer and SendBuffer, so that a whole hop (the read that returns the
+// message, OnData, the send, the send's completion, the repost) runs on one
+// poller goroutine and never waits for another thread. BenchmarkPingPong
+// hides this CPU path behind the wait for the peer and swings with the
+// load of a two-core machine; this one needs a single core, so its
+// p50-ns/op (the median time from one OnData to the next, read with one
+// monotonic clock read per hop, which it includes) compares builds on a
+// busy machine (docs/performance.md, "shm 64 B latency: the same span on
+// both sides, and where a hop's time goes"). Steady state allocates nothing.
+func BenchmarkPingPongSelf(b *testing.B) {
+	s := &selfPinger{pinger: pinger{size: 64, limit: b.N, done: make(chan struct{}), failed: make(chan netio.Status, 1)},
+		base: time.Now(), spans: make([]time.Duration, 0, b.N)}
+	s.ep = pingPongSide(b, "shm", cq.Config{}, s.onData)
+	s.to = connectPeer(b, s.ep, s.ep.Addr())
+	time.Sleep(10 * time.Millisecond) // the empty message is in
+	b.ReportAllocs()
+	b.ResetTimer()
+	s.send()
+	select {
+	case <-s.done:
+	case st := <-s.failed:
+		b.Fatalf("send: %v", st)
+	case <-time.After(time.Minute):
+		b.Fatalf("no outcome after a minute: a message was lost?")
+	}
+	b.StopTimer()
+	if len(s.spans) > 0 {
+		slices.Sort(s.spans)
+		b.ReportMetric(float64(s.spans[len(s.spans)/2]), "p50-ns/op")
+	}
+}
+
+// selfPinger is a pinger that keeps the time between its OnData calls.
+type selfPinger struct {
+	pinger
+	base  time.Time
+	last  time.Duration
+	spans []time.Duration // preallocated: appending never allocates
+}
+
+func (s *selfPinger) onData(ep *rdm.Endpoint, from rdm.Peer, data []byte) {
+	if now := time.Since(s.base); len(data) > 0 {
+		if s.last != 0 && len(s.spans) < cap(s.spans) {
+			s.spans = append(s.spans, now-s.last)
+		}
+		s.last = now
+	}
+	s.pinger.onData(ep, from, data)
 }

@@ -53,8 +53,15 @@
  * messages get an acknowledgement packet of their own: 3.5 TCP segments per
  * round trip instead of 2, see docs/performance.md.)
  * The first 10 round trips are left out; one-way latency is half the round
- * trip (p50 and p99). Ends after T seconds (but not before 10 timed round
- * trips) or N timed round trips (default 100000).
+ * trip (p50 and p99). A round trip is timed from the previous pong's
+ * completion to this pong's (the first from just before its ping), as
+ * netio-perf's ping-pong times it: one clock read per round trip, and the
+ * client's repost of its receive buffer (made before the next ping) inside
+ * the span. Timed from just before each ping, as up to 2026-11-26, the span
+ * left that repost and a clock read out: 0.025-0.05 us less one-way on shm
+ * (docs/performance.md, "shm 64 B latency: the same span on both sides").
+ * Ends after T seconds (but not before 10 timed round trips) or N timed
+ * round trips (default 100000).
  *
  * --endpoint rdm: the same two threads on FI_EP_RDM endpoints (FI_MSG, an
  * FI_AV_TABLE address vector each, no event queue) instead of
@@ -1250,8 +1257,8 @@ static void run_pingpong(void)
 	else
 		server = start(pp_server, 2, FI_SEND | FI_RECV);
 	deadline = now_sec() + o.seconds;
+	t = now_sec();
 	for (;;) {
-		t = now_sec();
 		while (!try_send(&cli, PP_SEND_SLOT, o.size))
 			;
 		back = pp_await();
@@ -1263,6 +1270,7 @@ static void run_pingpong(void)
 		}
 		if (n >= o.max_count || (back > deadline && n >= MIN_TIMED))
 			break;
+		t = back; /* the next round trip starts where this one ended */
 	}
 	atomic_store(&client_done, 1);
 	if (!two_proc())
