@@ -61,7 +61,8 @@ END {
 		sortv(v, m)
 		k = 0; for (r = 1; r <= R; r++) if (p50[i, r] != "NaN") w[++k] = p50[i, r]
 		sortv(w, k)
-		printf "%s: ns/op min %.1f q1 %.1f median %.1f max %.1f; p50-ns/op min %.0f q1 %.0f median %.0f", nm[i], v[1], q(v, m, 0.25), q(v, m, 0.5), v[m], w[1], q(w, k, 0.25), q(w, k, 0.5)
+		printf "%s: ns/op min %.1f q1 %.1f median %.1f max %.1f", nm[i], v[1], q(v, m, 0.25), q(v, m, 0.5), v[m]
+		if (k > 0) printf "; p50-ns/op min %.0f q1 %.0f median %.0f", w[1], q(w, k, 0.25), q(w, k, 0.5)
 		c = 0; for (r = 1; r <= R; r++) if (cpu[i, r] != "NaN") u[++c] = cpu[i, r]
 		sortv(u, c)
 		printf "; cpu-ns/op min %.1f q1 %.1f median %.1f (%d rounds)\n", u[1], q(u, c, 0.25), q(u, c, 0.5), m
@@ -71,7 +72,7 @@ END {
 			printf "  %s / %s by round: ns/op median %.3f (%.3f-%.3f)", nm[i], nm[1], q(v, m, 0.5), v[1], v[m]
 			m = 0; for (r = 1; r <= R; r++) if (p50[i, r] != "NaN" && p50[1, r] != "NaN") v[++m] = p50[i, r] / p50[1, r]
 			sortv(v, m)
-			printf "; p50-ns/op median %.3f (%.3f-%.3f)", q(v, m, 0.5), v[1], v[m]
+			if (m > 0) printf "; p50-ns/op median %.3f (%.3f-%.3f)", q(v, m, 0.5), v[1], v[m]
 			m = 0; for (r = 1; r <= R; r++) if (cpu[i, r] != "NaN" && cpu[1, r] != "NaN") v[++m] = cpu[i, r] / cpu[1, r]
 			sortv(v, m)
 			printf "; cpu-ns/op median %.3f (%.3f-%.3f)\n", q(v, m, 0.5), v[1], v[m]
