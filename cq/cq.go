@@ -180,6 +180,12 @@ type Stats struct {
 	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
 	WakeUps     uint64 // blocks ended by a ready descriptor (traffic, or work handed over)
 	Timeouts    uint64 // blocks ended by MaxBlock
+	// Unreported counts the error completions of injects a connected
+	// endpoint with SendConfig.Inject posted and the provider discarded
+	// unsent (tcp writes one for each at Close or on a broken connection):
+	// they are counted in the endpoint's SendStats.InjectsUnconfirmed, not
+	// in Errors or Dropped.
+	Unreported uint64
 }
 
 // Poller is a completion poller that endpoints of one domain can share:
@@ -289,7 +295,7 @@ func (p *Poller) Stats() Stats {
 	}
 	s := p.p.Stats()
 	return Stats{Completions: s.Completions, Errors: s.Errors, Events: s.Events,
-		Dropped: s.Dropped, Sleeps: s.Sleeps, EmptyPolls: s.EmptyPolls, WakeUps: s.WakeUps, Timeouts: s.Timeouts}
+		Dropped: s.Dropped, Unreported: s.Unreported, Sleeps: s.Sleeps, EmptyPolls: s.EmptyPolls, WakeUps: s.WakeUps, Timeouts: s.Timeouts}
 }
 
 // Close stops the poller goroutine and closes the queues. Close the

@@ -28,6 +28,14 @@ func infoFor(mgr *domain.Manager, host, port string, source bool, caps uint64) (
 // to the poller's queues and enables it. A non-nil endpoint comes back even
 // with an error, for the caller to close.
 func openEndpoint(mgr *domain.Manager, p *poll.Poller, info *fabric.Info, owner poll.Owner) (*fabric.Endpoint, error) {
+	return openCounted(mgr, p, info, owner, nil)
+}
+
+// openCounted is openEndpoint with the sends counted by cntr, when it is
+// not nil: its sends then complete only when they ask to
+// (fabric.BindSelective), and cntr counts every one the provider has sent
+// (see sendcore.Core.ConfirmInjects).
+func openCounted(mgr *domain.Manager, p *poll.Poller, info *fabric.Info, owner poll.Owner, cntr *fabric.Counter) (*fabric.Endpoint, error) {
 	ep, err := mgr.Domain().OpenEndpoint(info, owner.EndpointContext())
 	if err != nil {
 		return nil, err
@@ -35,7 +43,14 @@ func openEndpoint(mgr *domain.Manager, p *poll.Poller, info *fabric.Info, owner 
 	if err = ep.BindEQ(p.EQ()); err != nil {
 		return ep, err
 	}
-	if err = ep.BindCQ(p.CQ(), fabric.BindTransmit|fabric.BindRecv); err != nil {
+	if cntr == nil {
+		err = ep.BindCQ(p.CQ(), fabric.BindTransmit|fabric.BindRecv)
+	} else if err = ep.BindCQ(p.CQ(), fabric.BindTransmit|fabric.BindSelective); err == nil {
+		if err = ep.BindCQ(p.CQ(), fabric.BindRecv); err == nil {
+			err = ep.BindCounter(cntr)
+		}
+	}
+	if err != nil {
 		return ep, err
 	}
 	return ep, ep.Enable()

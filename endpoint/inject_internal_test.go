@@ -411,12 +411,14 @@ func TestInjectOff(t *testing.T) {
 	assert.Nil(t, plain.c.InjectFunc(), "Inject off: no inject post")
 }
 
-// Inject and DeliveryComplete exclude each other, and Dial says so before
-// it connects.
+// Inject and DeliveryComplete exclude each other, InjectLinger is not
+// negative, and Dial says so before it connects.
 func TestInjectRefusesDeliveryComplete(t *testing.T) {
 	r := newInjectRig(t)
 	_, err := Dial(context.Background(), r.mgr, r.l.Addr(), SendConfig{Inject: true, DeliveryComplete: true})
 	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	_, err = Dial(context.Background(), r.mgr, r.l.Addr(), SendConfig{Inject: true, InjectLinger: -time.Second})
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument, "a negative InjectLinger")
 }
 
 // Injects whose reports still wait when the endpoint ends are reported OK

@@ -83,13 +83,31 @@ type SendConfig struct {
 	// endpoint reports its key OK on the poller goroutine at once. That saves the provider's
 	// completion and, on tcp, a syscall per message (docs/performance.md).
 	// OK then means the provider holds a copy, not that it has left the
-	// provider: a message still queued in the provider when the connection
-	// breaks or Close runs is lost although reported OK, as every send is on
-	// sockets (see Close). Off by default for that reason; it excludes
-	// DeliveryComplete. ProgressTimeout sees only sends posted with a
-	// completion: injects to a stalled peer are reported OK, and the
-	// stall shows as NoResources from SendBuffer. See inject.go.
+	// provider: the provider queues it while the peer's socket is full, and
+	// fi_close discards that queue. So the endpoint counts the injects the
+	// provider has sent (a send counter), and Close first waits, up to
+	// InjectLinger, until the provider holds no send: no inject, and no
+	// regular send either (one pending holds Close too, as the injects
+	// queued behind it do); the injects it still holds
+	// when the endpoint ends (the peer stalled past the linger, the
+	// connection broke, Close from a callback, which does not wait) are
+	// logged and counted in SendStats.InjectsUnconfirmed: reported OK, and
+	// may not have arrived. On a provider without send counters
+	// (fi_cntr_open says ENOSYS or EOPNOTSUPP) the injects are not
+	// confirmed: Close does not wait for them, InjectsUnconfirmed stays 0
+	// although some may be lost, and the first such endpoint logs a
+	// warning. It excludes DeliveryComplete. ProgressTimeout
+	// sees only sends posted with a completion: injects to a stalled peer
+	// are reported OK, and the stall shows as NoResources from SendBuffer.
+	// See inject.go.
 	Inject bool
+	// InjectLinger bounds how long Close waits for the provider to send
+	// the injects it took (Inject); 0 means 1 s. Negative is an error.
+	// Close waits only while the provider holds sends, injects or regular
+	// ones queued before them (a receiver that keeps up ends it at once); called from
+	// a callback of this endpoint's poller it does not wait, from one of
+	// another poller it holds that poller meanwhile.
+	InjectLinger time.Duration
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -121,7 +139,7 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 func (c *SendConfig) options() connOptions {
 	return connOptions{Options: sendcore.Options{Poller: c.Poller, PollerConfig: c.PollerConfig, Log: c.Logger,
 		OnClosed: c.OnConnectionClosed, OnSendCompleted: c.OnSendCompleted, Inject: c.Inject},
-		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout}
+		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout, injectLinger: c.InjectLinger}
 }
 
 // SendStats counts what a send endpoint did.
@@ -130,6 +148,10 @@ type SendStats struct {
 	Bytes     uint64 // bytes posted
 	Completed uint64 // sends completed OK
 	Failed    uint64 // sends that completed with an error or were canceled
+	// InjectsUnconfirmed counts injects reported OK (in Completed) that the
+	// provider still held when the endpoint ended: they may not have
+	// reached the peer (SendConfig.Inject). Always 0 without Inject.
+	InjectsUnconfirmed uint64
 
 	// What the peer sent back (SendConfig.Replies); zero without it.
 	Received      uint64 // replies passed to OnReply
@@ -299,6 +321,9 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key ui
 // goroutine, or on the poller goroutine for a queued send.
 func (s *SendEndpointBuffered) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno {
 	buf := s.pool.Lookup(uint64(key))
+	if s.c.injectCounted() { // completions are selective (openCounted): ask for one
+		return ep.SendCompletion(buf.Addr(), n, buf.Desc(), s.c.Owner.Context(key))
+	}
 	return ep.Send(buf.Addr(), n, buf.Desc(), s.c.Owner.Context(key))
 }
 
@@ -336,7 +361,9 @@ func (s *SendEndpointBuffered) RemoteAddr() string { return s.c.addr }
 
 // Stats returns the endpoint's counters.
 func (s *SendEndpointBuffered) Stats() SendStats {
-	return s.replyStats(sendStats(s.c.Counters.Read()))
+	st := s.replyStats(sendStats(s.c.Counters.Read()))
+	st.InjectsUnconfirmed = s.c.InjectsUnconfirmed()
+	return st
 }
 
 // Close ends the connection: the peer sees it closed, every pending key is
@@ -358,7 +385,10 @@ func (s *SendEndpointBuffered) Stats() SendStats {
 // DeliveryComplete, or have the receiver acknowledge. With Replies, a
 // Close while replies still arrive resets the connection, and the kernel
 // discards what it held of the sends reported OK (docs/providers.md):
-// read the peer's last reply first, or use DeliveryComplete.
+// read the peer's last reply first, or use DeliveryComplete. With
+// SendConfig.Inject, Close first waits (InjectLinger) until the provider
+// has sent the injects it took, unless called from a callback; what it
+// still holds then is counted in SendStats.InjectsUnconfirmed.
 //
 // On a coalescing endpoint Close first posts the current buffer, as Flush
 // would; like every send still pending it is then reported through

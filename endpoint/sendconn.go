@@ -29,7 +29,8 @@ const (
 type sendConn struct {
 	sendcore.Core
 	addr string
-	info *fabric.Info // freed after the endpoint is closed: sockets keeps pointers into it
+	info *fabric.Info    // freed after the endpoint is closed: sockets keeps pointers into it
+	cntr *fabric.Counter // counts the sends with SendConfig.Inject (confirmInjects); closed after the endpoint
 
 	state     atomic.Uint32 // stateConnecting, stateConnected, stateClosed
 	connected chan error    // the dial's outcome, written once by handleEvent
@@ -45,6 +46,7 @@ type connOptions struct {
 	sendcore.Options
 	deliveryComplete bool          // sends complete when placed at the peer
 	progressTimeout  time.Duration // 0: no watchdog
+	injectLinger     time.Duration // how long Close waits for injects to be sent (SendConfig.InjectLinger)
 
 	// rma asks for the domain's RMA caps (DialRMA). Without it the endpoint
 	// asks for fabric.CapMsg only: on sockets a listener that did not ask
@@ -114,7 +116,12 @@ func (c *sendConn) open(mgr *domain.Manager, kind sendcore.Kind, host, port stri
 			return err
 		}
 	}
-	ep, err := openEndpoint(mgr, c.Poller, c.info, c.Owner)
+	if o.Inject {
+		if err = c.confirmInjects(mgr, o.injectLinger); err != nil {
+			return err
+		}
+	}
+	ep, err := openCounted(mgr, c.Poller, c.info, c.Owner, c.cntr)
 	c.Guard.Set(ep)
 	if err != nil {
 		return err
@@ -213,6 +220,9 @@ func (c *sendConn) closeEndpoint() {
 		if err := ep.Close(); err != nil {
 			c.Log.Error().Err(err).Msg("closing endpoint")
 		}
+	}
+	if err := c.cntr.Close(); err != nil { // refused while the endpoint is open
+		c.Log.Error().Err(err).Msg("closing the send counter")
 	}
 	c.info.Free()
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/testpattern"
+	"github.com/netio-go/netio/sendbuf"
 )
 
 // Shape of the stalled-receiver tests.
@@ -28,6 +30,14 @@ const (
 	stallSize     = 48
 	stallMessages = 1 << 20         // bound: the receiver's socket fills long before
 	stallQuiet    = 1 * time.Second // no completion for this long with every buffer in flight: stalled
+	// stallInjects bounds the messages of a sender with Inject, whose
+	// buffers are free again at once: tcp took 6k to 107k injects past what
+	// the sockets held (about 66,500 messages here, 4.2 MB on the wire)
+	// before it refused one, and a receiver draining that many under -race
+	// and load could outlast a test's linger. At the bound the sender
+	// counts as stalled; twice what the sockets held here, it leaves
+	// tcp holding some 64k at the most.
+	stallInjects = 1 << 17
 )
 
 // stalledPair is a listener whose first OnData stalls until release, and
@@ -40,11 +50,19 @@ type stalledPair struct {
 	release  func()                    // lets the receiver go on, once
 }
 
-// stallPair sets the pair up on mgr with lcfg and scfg, whose Params,
-// OnData, OnConnectionClosed and OnSendCompleted it sets.
-func stallPair(t *testing.T, lcfg endpoint.ListenConfig, scfg endpoint.SendConfig) *stalledPair {
+// stallPair sets the pair up on a domain of prov with lcfg and scfg, whose
+// Params, OnData, OnConnectionClosed and OnSendCompleted it sets. A send
+// refused with NoResources (an inject the provider has no room for) counts
+// as stalled, and its buffer is sent again on the next try.
+func stallPair(t *testing.T, prov string, lcfg endpoint.ListenConfig, scfg endpoint.SendConfig) *stalledPair {
 	t.Helper()
-	mgr := openDomain(t, "tcp")
+	return stallPairOn(t, openDomain(t, prov), lcfg, scfg)
+}
+
+// stallPairOn is stallPair on mgr, for a test that shares a poller with
+// the sender (scfg.Runtime).
+func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, scfg endpoint.SendConfig) *stalledPair {
+	t.Helper()
 	pattern := testpattern.New(stallSize, testpattern.WithHeader())
 	p := &stalledPair{ledger: testpattern.NewLedger(pattern, 0), ended: make(chan error, 1)}
 	gate := make(chan struct{})
@@ -76,17 +94,32 @@ func stallPair(t *testing.T, lcfg endpoint.ListenConfig, scfg endpoint.SendConfi
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.s.Close()) })
 
+	var refused *sendbuf.NetworkBuffer // filled and recorded, refused with NoResources
 	sentAll := p.ledger.SendUntilStalled(stallMessages, stallQuiet, func(seq uint64) bool {
-		buf := p.s.GetBuffer()
+		if scfg.Inject && seq >= stallInjects {
+			return false // as stalled: waits stallQuiet for the reports
+		}
+		buf := refused
 		if buf == nil {
+			if buf = p.s.GetBuffer(); buf == nil {
+				return false
+			}
+			pattern.Fill(buf.Bytes()[:stallSize], 0, seq)
+			p.ledger.Sent(buf.ID(), seq)
+		}
+		st := p.s.SendBuffer(buf, stallSize)
+		if refused = nil; st == netio.NoResources {
+			refused = buf
 			return false
 		}
-		pattern.Fill(buf.Bytes()[:stallSize], 0, seq)
-		p.ledger.Sent(buf.ID(), seq)
-		require.Equal(t, netio.OK, p.s.SendBuffer(buf, stallSize), "send %d", seq)
+		require.Equal(t, netio.OK, st, "send %d", seq)
 		return true
 	})
 	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
+	if refused != nil {
+		_, st := p.s.ReleaseBuffer(refused.ID()) // recorded as sent, never reported: not in the count
+		require.Equal(t, netio.OK, st)
+	}
 	p.receiver = <-stalled
 	return p
 }
@@ -100,13 +133,10 @@ func (p *stalledPair) closeThenRelease(t *testing.T) {
 	atClose := p.ledger.Report()
 	t.Logf("%s=%q; at Close: %d sends reported OK, %d not", fabric.TCPStagingEnv, fabric.TCPStaging(), atClose.OK, atClose.NotOK)
 	require.NotZero(t, atClose.NotOK, "sends still pending at Close (canceled): the sender was stalled")
+	assert.Equal(t, uint64(atClose.OK), p.s.Stats().Completed, "Stats.Completed counts the sends reported OK")
 
 	p.release()
-	select {
-	case <-p.ended:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the receiving connection did not end within 30 s of the release")
-	}
+	p.awaitEnd(t)
 	rep := p.ledger.Report()
 	t.Logf("after the release: %v", rep)
 	assert.NoError(t, rep.Err())
@@ -123,7 +153,7 @@ func (p *stalledPair) closeThenRelease(t *testing.T) {
 // full, and fi_close discarded them: 140 messages reported OK never
 // arrived. The library turns the staging off (fabric.TCPStagingEnv).
 func TestCloseKeepsSendsReportedOK(t *testing.T) {
-	stallPair(t, endpoint.ListenConfig{}, endpoint.SendConfig{}).closeThenRelease(t)
+	stallPair(t, "tcp", endpoint.ListenConfig{}, endpoint.SendConfig{}).closeThenRelease(t)
 }
 
 // TestCloseWhileRepliesArriveDeliveryComplete: a sender with replies that
@@ -134,7 +164,7 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 // messages lost, in every run; docs/providers.md). With DeliveryComplete a
 // send is OK only once placed at the peer, and nothing reported OK is lost.
 func TestCloseWhileRepliesArriveDeliveryComplete(t *testing.T) {
-	p := stallPair(t,
+	p := stallPair(t, "tcp",
 		endpoint.ListenConfig{Replies: &endpoint.ListenReplies{Params: netio.BufferedSendParams{BufferSize: 4096, BufferCount: 64}}},
 		endpoint.SendConfig{DeliveryComplete: true, Replies: &endpoint.DialReplies{
 			Params:  netio.ReceiveParams{BufferSize: 4096, BufferCount: 2},
@@ -148,4 +178,14 @@ func TestCloseWhileRepliesArriveDeliveryComplete(t *testing.T) {
 	}
 	require.Equal(t, 16, sent, "replies sent as the sender closes")
 	p.closeThenRelease(t)
+}
+
+// awaitEnd waits for the receiving connection to end.
+func (p *stalledPair) awaitEnd(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the receiving connection did not end within 30 s of the release")
+	}
 }

@@ -198,18 +198,14 @@ func (e *Endpoint) SendvTo(iov []IOVec, desc []uintptr, dest Addr, ctx uint64) E
 		(*C.uintptr_t)(unsafe.Pointer(&desc[0])), C.size_t(len(iov)), C.uint64_t(dest), C.uint64_t(ctx)))
 }
 
-// InjectTo is Inject to dest, on a connectionless endpoint: b (at most the
-// provider's inject size) is copied before the call returns and no
+// InjectTo is Inject to dest, on a connectionless endpoint: b (at most
+// InjectSize, else EINVAL) is copied before the call returns and no
 // completion is generated.
 func (e *Endpoint) InjectTo(b []byte, dest Addr) Errno {
-	if !e.open() {
-		return EBADF
+	if errno := e.injectable(b); errno != 0 {
+		return errno
 	}
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	return errnoOfSize(C.netio_injectto(e.c, p, C.size_t(len(b)), C.uint64_t(dest)))
+	return errnoOfSize(C.netio_injectto(e.c, firstByte(b), C.size_t(len(b)), C.uint64_t(dest)))
 }
 
 // String names the address for logs.

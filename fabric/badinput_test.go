@@ -20,6 +20,7 @@ type closedObjects struct {
 	cq   *fabric.CQ
 	pep  *fabric.PassiveEndpoint
 	ep   *fabric.Endpoint
+	cntr *fabric.Counter
 }
 
 func openAndClose(t *testing.T, s *stack) closedObjects {
@@ -40,7 +41,9 @@ func openAndClose(t *testing.T, s *stack) closedObjects {
 	require.NoError(t, err)
 	c.ep, err = c.dom.OpenEndpoint(c.info, 2)
 	require.NoError(t, err)
-	for _, o := range []interface{ Close() error }{c.ep, c.pep, c.cq, c.eq, c.dom, c.fab} {
+	c.cntr, err = c.dom.OpenCounter()
+	require.NoError(t, err)
+	for _, o := range []interface{ Close() error }{c.ep, c.cntr, c.pep, c.cq, c.eq, c.dom, c.fab} {
 		require.NoError(t, o.Close())
 		require.NoError(t, o.Close(), "a second Close is a no-op")
 	}
@@ -60,6 +63,7 @@ func TestBadInputObjectsNotOpen(t *testing.T) {
 			var nilInfo *fabric.Info
 			var nilEQ *fabric.EQ
 			var nilCQ *fabric.CQ
+			var nilCntr *fabric.Counter
 			calls := map[string]func() error{
 				"OpenFabric(freed info)":          func() error { _, err := fabric.OpenFabric(c.info); return err },
 				"OpenFabric(nil)":                 func() error { _, err := fabric.OpenFabric(nilInfo); return err },
@@ -100,6 +104,11 @@ func TestBadInputObjectsNotOpen(t *testing.T) {
 				"nil eq Read":                     func() error { _, _, err := nilEQ.Read(); return err },
 				"nil cq WaitFD":                   func() error { _, err := nilCQ.WaitFD(); return err },
 				"closed fabric OpenDomain(freed)": func() error { _, err := c.fab.OpenDomain(c.info); return err },
+				"closed domain OpenCounter":       func() error { _, err := c.dom.OpenCounter(); return err },
+				"nil domain OpenCounter":          func() error { _, err := (*fabric.Domain)(nil).OpenCounter(); return err },
+				"closed ep BindCounter":           func() error { return c.ep.BindCounter(c.cntr) },
+				"open ep BindCounter(nil)":        func() error { return openEP(t, s).BindCounter(nilCntr) },
+				"open ep BindCounter(closed)":     func() error { return openEP(t, s).BindCounter(c.cntr) },
 			}
 			for name, call := range calls {
 				var err error
@@ -140,10 +149,12 @@ func TestBadInputQueuesNotOpen(t *testing.T) {
 	buf := mmap(t, 64)
 	a := addr(buf)
 	for name, errno := range map[string]fabric.Errno{
-		"Send":   c.ep.Send(a, 64, 0, 1),
-		"Sendv":  c.ep.Sendv([]fabric.IOVec{{Base: a, Len: 64}}, []uintptr{0}, 1),
-		"Inject": c.ep.Inject(buf),
-		"Recv":   c.ep.Recv(a, 64, 0, 1),
+		"Send":           c.ep.Send(a, 64, 0, 1),
+		"Sendv":          c.ep.Sendv([]fabric.IOVec{{Base: a, Len: 64}}, []uintptr{0}, 1),
+		"Inject":         c.ep.Inject(buf),
+		"InjectCounted":  c.ep.InjectCounted(buf, 0),
+		"SendCompletion": c.ep.SendCompletion(a, 64, 0, 1),
+		"Recv":           c.ep.Recv(a, 64, 0, 1),
 		"RecvBatch": func() fabric.Errno {
 			n, errno := c.ep.RecvBatch([]uintptr{a}, []uint64{64}, []uintptr{0}, []uint64{1})
 			assert.Zero(t, n)
@@ -168,6 +179,10 @@ func TestBadInputQueuesNotOpen(t *testing.T) {
 	}
 	_, ok := c.cq.ReadError()
 	assert.False(t, ok, "a closed CQ has no error entry")
+	assert.Zero(t, c.cntr.Read(), "a closed counter counts nothing")
+	assert.Zero(t, c.cntr.ReadErr())
+	assert.Zero(t, (*fabric.Counter)(nil).Read())
+	assert.NoError(t, (*fabric.Counter)(nil).Close())
 	assert.Equal(t, fabric.Completion{}, c.cq.Entry(0))
 	assert.False(t, s.fab.TryWait(c.cq, nil), "a closed queue must be read, not waited on")
 	assert.False(t, s.fab.TryWait(s.cq, c.eq))

@@ -83,9 +83,29 @@ func getName(fid *C.struct_fid) (string, error) {
 
 // Endpoint is an active, connection-oriented endpoint (fi_endpoint).
 type Endpoint struct {
-	c   *C.struct_fid_ep
-	rcq *CQ    // the queue bound for its receives (BindCQ with BindRecv), the only one QueueRecv takes them on
-	cqs [2]*CQ // the distinct queues bound (transmit, receive), counted in their bound until Close
+	c    *C.struct_fid_ep
+	rcq  *CQ      // the queue bound for its receives (BindCQ with BindRecv), the only one QueueRecv takes them on
+	cqs  [2]*CQ   // the distinct queues bound (transmit, receive), counted in their bound until Close
+	cntr *Counter // the send counter bound (BindCounter), counted in its bound until Close
+	// injectSize is the info's inject_size: the injects refuse longer
+	// messages (EINVAL), which tcp would otherwise keep a pointer to.
+	injectSize int
+}
+
+// InjectSize returns the largest message Inject, InjectCounted and
+// InjectTo take: the inject_size of the Info the endpoint was opened with.
+func (e *Endpoint) InjectSize() int { return e.injectSize }
+
+// injectable checks an inject of b: EBADF on a closed endpoint, EINVAL
+// past the inject size.
+func (e *Endpoint) injectable(b []byte) Errno {
+	if !e.open() {
+		return EBADF
+	}
+	if len(b) > e.injectSize {
+		return EINVAL
+	}
+	return 0
 }
 
 // h passes the endpoint to the hot-path shim functions as an integer of
@@ -107,7 +127,7 @@ func (d *Domain) OpenEndpoint(info *Info, ctx uint64) (*Endpoint, error) {
 	if err := opErr("fi_endpoint", C.netio_ep_open(d.c, info.c, C.uint64_t(ctx), &e)); err != nil {
 		return nil, err
 	}
-	return &Endpoint{c: e}, nil
+	return &Endpoint{c: e, injectSize: info.InjectSize()}, nil
 }
 
 // BindEQ binds the event queue for connection events.
@@ -233,6 +253,7 @@ func (e *Endpoint) Close() error {
 		return err // still open: close what uses it first, then retry
 	}
 	e.releaseBindings(q)
+	e.releaseCounter()
 	e.c, e.rcq = nil, nil
 	return nil
 }
@@ -267,17 +288,13 @@ func (e *Endpoint) Sendv(iov []IOVec, desc []uintptr, ctx uint64) Errno {
 		(*C.uintptr_t)(unsafe.Pointer(&desc[0])), C.size_t(len(iov)), C.uint64_t(ctx)))
 }
 
-// Inject sends a small message (up to the provider's inject size) that is
+// Inject sends a small message (up to InjectSize, else EINVAL) that is
 // copied before the call returns; it generates no completion.
 func (e *Endpoint) Inject(b []byte) Errno {
-	if !e.open() {
-		return EBADF
+	if errno := e.injectable(b); errno != 0 {
+		return errno
 	}
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	return errnoOfSize(C.netio_inject(e.c, p, C.size_t(len(b))))
+	return errnoOfSize(C.netio_inject(e.c, firstByte(b), C.size_t(len(b))))
 }
 
 // Recv posts one receive buffer of length bytes at addr.
@@ -345,4 +362,12 @@ func (e *Endpoint) check(length int) Errno {
 		return EINVAL
 	}
 	return 0
+}
+
+// firstByte returns b's first byte for a call into C, nil when b is empty.
+func firstByte(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&b[0])
 }

@@ -33,6 +33,7 @@ const (
 	EHOSTUNREACH = Errno(C.FI_EHOSTUNREACH)
 	EMSGSIZE     = Errno(C.FI_EMSGSIZE)
 	ENOSYS       = Errno(C.FI_ENOSYS)
+	EOPNOTSUPP   = Errno(C.FI_EOPNOTSUPP)
 	EAVAIL       = Errno(C.FI_EAVAIL)
 	ETRUNC       = Errno(C.FI_ETRUNC)
 	ENOKEY       = Errno(C.FI_ENOKEY)

@@ -304,6 +304,13 @@ func TestReadSpin(t *testing.T) {
 // are closed at the end of the test; the client's is returned.
 func connectPair(t testing.TB, srv, cli *stack, beforeAccept func(*fabric.Endpoint)) *fabric.Endpoint {
 	t.Helper()
+	return connectPairWith(t, srv, cli, func(dest *fabric.Info) *fabric.Endpoint { return openBound(t, cli, dest, 2) }, beforeAccept)
+}
+
+// connectPairWith is connectPair with the client's endpoint opened, bound
+// and enabled by openClient (closed at the end of the test too).
+func connectPairWith(t testing.TB, srv, cli *stack, openClient func(dest *fabric.Info) *fabric.Endpoint, beforeAccept func(*fabric.Endpoint)) *fabric.Endpoint {
+	t.Helper()
 	pep, err := srv.fab.OpenPassiveEndpoint(srv.info, 1)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, pep.Close()) })
@@ -316,7 +323,7 @@ func connectPair(t testing.TB, srv, cli *stack, beforeAccept func(*fabric.Endpoi
 	dest, err := fabric.GetInfo(fabric.Hints{Provider: cli.info.Provider(), Node: host, Service: port, Fabric: cli.info.FabricName(), Domain: cli.info.DomainName()})
 	require.NoError(t, err)
 	defer dest.Free()
-	cep := openBound(t, cli, dest, 2)
+	cep := openClient(dest)
 	require.NoError(t, cep.Connect(dest))
 	clientEvent := make(chan fabric.Event, 1)
 	go func() { clientEvent <- waitEventNoFail(cli, 5*time.Second) }()

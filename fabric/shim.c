@@ -330,6 +330,45 @@ ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len)
 	return fi_inject(ep, buf, len, 0);
 }
 
+/* fi_sendmsg with FI_INJECT and without FI_COMPLETION: copied before it
+ * returns like fi_inject, no completion on an endpoint whose transmit CQ
+ * is bound with FI_SELECTIVE_COMPLETION, but counted by a bound send
+ * counter once sent (tcp in libfabric 1.17 counts no fi_inject: it leaves
+ * the transfer's cq_flags without FI_SEND). FI_INJECT_COMPLETE keeps
+ * sockets from adding FI_TRANSMIT_COMPLETE (an acknowledgement per
+ * inject); tcp ignores it. ctx is the context of the error completion tcp
+ * writes when it flushes the inject (fi_close, a broken connection): its
+ * own fi_inject writes none, a message sent with fi_sendmsg does. */
+ssize_t netio_inject_counted(struct fid_ep *ep, const void *buf, size_t len, uint64_t ctx)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct fi_msg msg = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC,
+			     .context = (void *)(uintptr_t)ctx};
+	return fi_sendmsg(ep, &msg, FI_INJECT | FI_INJECT_COMPLETE);
+}
+
+/* fi_sendmsg with FI_COMPLETION: a send that completes on an endpoint
+ * bound with FI_SELECTIVE_COMPLETION. */
+ssize_t netio_send_completion(netio_ep_h eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
+{
+	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	void *d = (void *)desc;
+	struct fi_msg msg = {.msg_iov = &iov, .desc = &d, .iov_count = 1, .addr = FI_ADDR_UNSPEC,
+			     .context = (void *)(uintptr_t)ctx};
+	return fi_sendmsg(ep, &msg, FI_COMPLETION);
+}
+
+int netio_cntr_open(struct fid_domain *dom, struct fid_cntr **cntr)
+{
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE};
+	return fi_cntr_open(dom, &attr, cntr, NULL);
+}
+
+uint64_t netio_cntr_read(struct fid_cntr *cntr) { return fi_cntr_read(cntr); }
+
+uint64_t netio_cntr_readerr(struct fid_cntr *cntr) { return fi_cntr_readerr(cntr); }
+
 ssize_t netio_recv(netio_ep_h eph, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx)
 {
 	struct fid_ep *ep = NETIO_H(struct fid_ep *, eph);

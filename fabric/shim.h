@@ -115,6 +115,11 @@ int netio_shutdown(struct fid_ep *ep);
 ssize_t netio_send(netio_ep_h ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx);
 ssize_t netio_sendv(struct fid_ep *ep, const struct iovec *iov, const uintptr_t *desc, size_t count, uint64_t ctx);
 ssize_t netio_inject(struct fid_ep *ep, const void *buf, size_t len);
+ssize_t netio_inject_counted(struct fid_ep *ep, const void *buf, size_t len, uint64_t ctx);
+ssize_t netio_send_completion(netio_ep_h ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx);
+int netio_cntr_open(struct fid_domain *dom, struct fid_cntr **cntr);
+uint64_t netio_cntr_read(struct fid_cntr *cntr);
+uint64_t netio_cntr_readerr(struct fid_cntr *cntr);
 ssize_t netio_recv(netio_ep_h ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t ctx);
 ssize_t netio_recv_batch(struct fid_ep *ep, const uintptr_t *bufs, const uint64_t *lens,
                          const uintptr_t *descs, const uint64_t *ctxs, size_t n);

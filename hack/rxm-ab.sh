@@ -18,6 +18,13 @@
 #   RXM_AB_CROSS=1 adds two mixed pairs: this tree's netio-perf client into
 #   the C receiver ("nc") and the C sender into this tree's server ("cn"),
 #   to tell which side sets netio-go's rate against C's.
+#   RXM_AB_SYSCALLS=1 runs each process under perf stat and adds, per
+#   contender, the median system calls per message of the receiver and of
+#   the sender: read, write, recvfrom, sendmsg, poll, futex (start-up
+#   included: about 0.2 read per message at 50,000 x 4 KiB is libfabric's
+#   start-up). On tcp;ofi_rxm a 1-byte write is the tcp CQ's internal
+#   signal set and a 1-byte read its reset (docs/performance.md, "the 4 KiB
+#   receiver's signal writes").
 #
 # Each round runs every contender once per size, in reversed order every
 # other round. It prints, per size and contender, the receiver's MB/s
@@ -51,6 +58,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+sc_recv=()
+sc_send=()
+sc_calls="read write recvfrom sendmsg poll futex"
+rsc="${tmp}/rsc"
+ssc="${tmp}/ssc"
+if [ "${RXM_AB_SYSCALLS:-0}" = 1 ]; then
+	# shellcheck disable=SC2086 # one event per word of sc_calls
+	ev=$(printf 'syscalls:sys_enter_%s,' ${sc_calls})
+	sc_recv=(perf stat -x, -e "${ev%,}" -o "${rsc}")
+	sc_send=(perf stat -x, -e "${ev%,}" -o "${ssc}")
+fi
+
 mkdir -p "${tmp}/base"
 git archive "${base}" | tar -x -C "${tmp}/base"
 (cd "${tmp}/base" && go build -o "${tmp}/np-base" ./cmd/netio-perf)
@@ -68,7 +87,7 @@ pair() {
 	while [ "$1" != -- ]; do srv+=("$1"); shift; done
 	shift
 	: >"${tmp}/out"
-	/usr/bin/time -f '%U %S %c %w' -o "${tmp}/rcpu" "${pin_recv[@]}" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
+	/usr/bin/time -f '%U %S %c %w' -o "${tmp}/rcpu" "${pin_recv[@]}" "${sc_recv[@]}" timeout 90 "${srv[@]}" >"${tmp}/out" 2>"${tmp}/err" &
 	spid=$!
 	for i in $(seq 200); do
 		addr=$(awk '/^LISTENING /{ print $2; exit }' "${tmp}/out")
@@ -76,13 +95,23 @@ pair() {
 		sleep 0.05
 	done
 	if [ -z "${addr}" ]; then return 1; fi
-	/usr/bin/time -f '%U %S %c %w' -o "${tmp}/scpu" "${pin_send[@]}" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
+	/usr/bin/time -f '%U %S %c %w' -o "${tmp}/scpu" "${pin_send[@]}" "${sc_send[@]}" timeout 90 "$@" --connect "${addr}" >/dev/null 2>>"${tmp}/err" || return 1
 	wait "${spid}" || return 1
 	spid=
 }
 
+# percall FILE COUNT: the system calls of sc_calls per message, in that
+# order, from perf stat's output FILE (nothing without RXM_AB_SYSCALLS).
+percall() {
+	if [ "${#sc_recv[@]}" = 0 ]; then return; fi
+	awk -F, -v n="$2" -v calls="${sc_calls}" '
+		{ sub(/^syscalls:sys_enter_/, "", $3); c[$3] = $1 }
+		END { k = split(calls, a, " "); for (i = 1; i <= k; i++) printf " %.3f", c[a[i]] / n }' "$1"
+}
+
 # run CONTENDER SIZE COUNT: prints "MB/s recv-CPU-s/GB send-CPU-s/GB
-# recv-switches/10k send-switches/10k".
+# recv-switches/10k send-switches/10k", then with RXM_AB_SYSCALLS the
+# receiver's and the sender's system calls per message (percall).
 run() {
 	local s=$2 n=$3 mbs
 	case "$1" in
@@ -117,7 +146,8 @@ run() {
 	awk -v mbs="${mbs}" -v gb="$(awk -v n="${n}" -v s="${s}" 'BEGIN { print n * s / 1e9 }')" \
 		-v r="$(awk '{ print $1 + $2 }' "${tmp}/rcpu")" -v c="$(awk '{ print $1 + $2 }' "${tmp}/scpu")" \
 		-v rs="$(awk '{ print $3 + $4 }' "${tmp}/rcpu")" -v ss="$(awk '{ print $3 + $4 }' "${tmp}/scpu")" -v n="${n}" \
-		'BEGIN { printf "%.0f %.3f %.3f %.0f %.0f\n", mbs, r / gb, c / gb, rs * 1e4 / n, ss * 1e4 / n }'
+		'BEGIN { printf "%.0f %.3f %.3f %.0f %.0f", mbs, r / gb, c / gb, rs * 1e4 / n, ss * 1e4 / n }'
+	echo "$(percall "${rsc}" "${n}")$(percall "${ssc}" "${n}")"
 }
 
 contenders=(base this cpeer)
@@ -143,7 +173,7 @@ for ((r = 0; r < rounds; r++)); do
 	done
 done
 echo "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "${tmp}/results" <<'EOF'
+python3 - "${tmp}/results" "${sc_calls}" <<'EOF'
 import statistics as st, sys
 rows = [l.split() for l in open(sys.argv[1])]
 for size in sorted({int(r[1]) for r in rows}):
@@ -167,5 +197,10 @@ for size in sorted({int(r[1]) for r in rows}):
             line += ", /C by round %.2f (%.2f-%.2f)" % (st.median(q), min(q), max(q))
         if fails:
             line += ", %d failed" % fails
+        if len(ok[0]) > 8:
+            calls = sys.argv[2].split()
+            for side, at in (("receiver", 8), ("sender", 8 + len(calls))):
+                line += "\n%16s syscalls per message: %s" % (side, ", ".join(
+                    "%s %.3f" % (c, st.median(float(r[at + i]) for r in ok)) for i, c in enumerate(calls)))
         print(line)
 EOF

@@ -2,6 +2,7 @@ package rdm
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -33,6 +34,7 @@ type peerEntry struct {
 	addr fabric.Addr
 	gen  uint32
 	name string // the address it was added by, or learned from the provider
+	raw  string // the raw name inserted into the address vector (byRaw's key)
 	live bool
 	co   *coalescer.Coalescer // its coalescing buffer, when Config.Coalesce is set
 }
@@ -43,6 +45,30 @@ type peerEntry struct {
 type peerTable struct {
 	entries []peerEntry // by slot; entries[0] unused
 	byAddr  map[fabric.Addr]uint32
+	// byRaw finds a live peer by the raw name it was inserted as, so that
+	// adding an address again never inserts it again: sockets' fi_av_insert
+	// gives a duplicate a new entry (sock_av.c keeps no index of names),
+	// and the utility providers' count the insert, so that one
+	// fi_av_remove no longer takes the entry out.
+	byRaw map[string]uint32
+}
+
+// emptyTable is a table without peers.
+func emptyTable() *peerTable {
+	return &peerTable{entries: make([]peerEntry, 1), byAddr: map[fabric.Addr]uint32{}, byRaw: map[string]uint32{}}
+}
+
+// clone copies t for a change.
+func (t *peerTable) clone() *peerTable {
+	c := &peerTable{entries: append([]peerEntry(nil), t.entries...),
+		byAddr: make(map[fabric.Addr]uint32, len(t.byAddr)+1), byRaw: make(map[string]uint32, len(t.byRaw)+1)}
+	for k, v := range t.byAddr {
+		c.byAddr[k] = v
+	}
+	for k, v := range t.byRaw {
+		c.byRaw[k] = v
+	}
+	return c
 }
 
 // peers is an endpoint's peer table and the address vector behind it.
@@ -62,7 +88,7 @@ type peers struct {
 func (ps *peers) init(av *fabric.AV, provider string, max int) {
 	ps.av, ps.prov, ps.max = av, provider, max
 	ps.noSources = quirks.For(provider).NoSources
-	ps.table.Store(&peerTable{entries: make([]peerEntry, 1), byAddr: map[fabric.Addr]uint32{}})
+	ps.table.Store(emptyTable())
 }
 
 // lookup returns the address of a live peer.
@@ -89,22 +115,24 @@ func (ps *peers) from(src fabric.Addr) Peer {
 	return Peer{}
 }
 
-// insert adds addr ("HOST:PORT", or a name for named-address providers) to
-// the address vector, as the raw name the peer's endpoint has: a sockaddr
-// for the IP providers (udp;ofi_rxd has no fi_av_insertsvc), the string
-// itself for the others.
-func (ps *peers) insert(addr string) (fabric.Addr, error) {
+// rawName returns addr ("HOST:PORT", or a name for named-address
+// providers) as the raw name the peer's endpoint has, which the address
+// vector takes: a sockaddr for the IP providers (udp;ofi_rxd has no
+// fi_av_insertsvc), the string itself for the others.
+func (ps *peers) rawName(addr string) ([]byte, error) {
 	if quirks.For(ps.prov).NamedAddresses {
 		if addr == "" {
-			return 0, fmt.Errorf("%w: rdm: empty peer name", netio.ErrBadAddress)
+			return nil, fmt.Errorf("%w: rdm: empty peer name", netio.ErrBadAddress)
 		}
-		return ps.av.Insert([]byte(addr))
+		if strings.IndexByte(addr, 0) >= 0 {
+			// shm reads a name up to its NUL: the name would be another
+			// peer's under other bytes, and taking it out again (smr_av_remove)
+			// would unmap that peer's region.
+			return nil, fmt.Errorf("%w: rdm: peer name %q holds a NUL byte", netio.ErrBadAddress, addr)
+		}
+		return []byte(addr), nil
 	}
-	raw, err := sockaddr(addr)
-	if err != nil {
-		return 0, err
-	}
-	return ps.av.Insert(raw)
+	return sockaddr(addr)
 }
 
 // reserveZero inserts the endpoint's own name first, so that address 0,
@@ -131,27 +159,36 @@ func (ps *peers) add(addr string) (Peer, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	old := ps.table.Load()
+	raw, err := ps.rawName(addr)
+	if err != nil {
+		return Peer{}, fmt.Errorf("rdm: add peer %q: %w", addr, err)
+	}
+	if slot, dup := old.byRaw[string(raw)]; dup { // the same peer, added again: held already, even at MaxPeers
+		return Peer{slot: slot, gen: old.entries[slot].gen}, nil
+	}
 	if live := len(old.byAddr); live >= ps.max {
 		return Peer{}, fmt.Errorf("%w: rdm: %d peers, the most MaxPeers allows", netio.ErrNoResources, live)
 	}
-	fa, err := ps.insert(addr)
+	fa, err := ps.av.Insert(raw)
 	if err != nil {
 		return Peer{}, fmt.Errorf("rdm: add peer %q: %w", addr, err)
 	}
 	if slot, dup := old.byAddr[fa]; dup {
-		// The provider gave back an address it already holds: the same
-		// peer, added twice. Keep one entry.
+		// The provider took another name for the same address (the name's
+		// bytes differ, the endpoint is one): keep one entry, and give
+		// back the count this insert added.
+		if err := ps.av.Remove(fa); err != nil {
+			return Peer{}, fmt.Errorf("rdm: add peer %q: giving back a second insert of a held address: %w", addr, err)
+		}
 		return Peer{slot: slot, gen: old.entries[slot].gen}, nil
 	}
-	return ps.store(old, fa, addr), nil
+	return ps.store(old, fa, addr, string(raw)), nil
 }
 
-// store puts a new peer with address fa into a copy of old. mu is held.
-func (ps *peers) store(old *peerTable, fa fabric.Addr, name string) Peer {
-	t := &peerTable{entries: append([]peerEntry(nil), old.entries...), byAddr: make(map[fabric.Addr]uint32, len(old.byAddr)+1)}
-	for k, v := range old.byAddr {
-		t.byAddr[k] = v
-	}
+// store puts a new peer with address fa, added as name and inserted as
+// raw, into a copy of old. mu is held.
+func (ps *peers) store(old *peerTable, fa fabric.Addr, name, raw string) Peer {
+	t := old.clone()
 	slot := uint32(0)
 	for i := 1; i < len(t.entries); i++ {
 		if !t.entries[i].live {
@@ -164,12 +201,12 @@ func (ps *peers) store(old *peerTable, fa fabric.Addr, name string) Peer {
 		slot = uint32(len(t.entries) - 1)
 	}
 	e := &t.entries[slot]
-	*e = peerEntry{addr: fa, gen: e.gen + 1, name: name, live: true}
+	*e = peerEntry{addr: fa, gen: e.gen + 1, name: name, raw: raw, live: true}
 	p := Peer{slot: slot, gen: e.gen}
 	if ps.newCo != nil {
 		e.co = ps.newCo(p, name)
 	}
-	t.byAddr[fa] = slot
+	t.byAddr[fa], t.byRaw[raw] = slot, slot
 	ps.table.Store(t)
 	return p
 }
@@ -209,12 +246,9 @@ func (ps *peers) remove(p Peer) (*coalescer.Coalescer, error) {
 	if err := ps.av.Remove(fa); err != nil {
 		return nil, fmt.Errorf("rdm: remove peer: %w", err)
 	}
-	t := &peerTable{entries: append([]peerEntry(nil), old.entries...), byAddr: make(map[fabric.Addr]uint32, len(old.byAddr))}
-	for k, v := range old.byAddr {
-		if k != fa {
-			t.byAddr[k] = v
-		}
-	}
+	t := old.clone()
+	delete(t.byAddr, fa)
+	delete(t.byRaw, old.entries[p.slot].raw)
 	t.entries[p.slot].live, t.entries[p.slot].co = false, nil
 	ps.table.Store(t)
 	return co, nil
@@ -253,5 +287,5 @@ func (ps *peers) removeAll() {
 		_ = ps.av.Remove(fa)
 	}
 	ps.reserved = nil
-	ps.table.Store(&peerTable{entries: make([]peerEntry, 1), byAddr: map[fabric.Addr]uint32{}})
+	ps.table.Store(emptyTable())
 }

@@ -209,18 +209,16 @@ func (p *Poller) dispatchError() {
 	if !ok {
 		return
 	}
-	h, found := (*p.owners.Load())[uint32(ce.Context>>32)]
-	if !found {
-		p.dropped.Add(1)
+	if uint32(ce.Context) == UnreportedKey {
+		p.unreported.Add(1)
 		return
 	}
 	st := netio.Failed
 	if ce.Errno == fabric.ECANCELED {
 		st = netio.Canceled
 	}
-	p.errs.Add(1)
 	p.lastOfBatch = true // read alone; a repost waits for the next read, which comes before any block
-	h.HandleCompletion(uint32(ce.Context), Result{Status: st, Errno: ce.Errno, Flags: ce.Flags, Len: int(ce.Len)})
+	p.handTo(ce.Context, Result{Status: st, Errno: ce.Errno, Flags: ce.Flags, Len: int(ce.Len)}, &p.errs)
 	p.lastOfBatch = false
 }
 

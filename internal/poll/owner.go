@@ -2,6 +2,7 @@ package poll
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
@@ -41,6 +42,14 @@ type Owner struct {
 // Context returns the operation context for key: the owner's ID in the
 // upper 32 bits and key in the lower.
 func (o Owner) Context(key uint32) uint64 { return uint64(o.id)<<32 | uint64(key) }
+
+// UnreportedKey is the key of operations posted without a report of their
+// own (Owner.Context(UnreportedKey)): counted injects, which a send
+// counter confirms. Their handler never sees them: an error completion of
+// one (tcp writes one for each it flushes at fi_close or on a broken
+// connection, often after its owner has unregistered) is counted in
+// Stats.Unreported, not in Errors or Dropped. No owner's keys reach it.
+const UnreportedKey = ^uint32(0)
 
 // EndpointContext returns the context to open endpoints with, so that their
 // connection events reach the owner.
@@ -91,6 +100,25 @@ func (p *Poller) Unregister(o Owner) {
 		}
 	}
 	p.owners.Store(&next)
+}
+
+// handTo passes r to the handler of the owner named by ctx's upper half,
+// under ctx's lower half (the owner's key), after adding one to counted
+// when that is not nil; a completion of no registered owner is counted in
+// dropped instead, and counted is left alone. Poller goroutine only: the
+// paths read one completion at a time (error completions and the reposts
+// a read refused), not the batch loop, which looks its owners up once per
+// batch.
+func (p *Poller) handTo(ctx uint64, r Result, counted *atomic.Uint64) {
+	h, found := (*p.owners.Load())[uint32(ctx>>32)]
+	if !found {
+		p.dropped.Add(1)
+		return
+	}
+	if counted != nil {
+		counted.Add(1)
+	}
+	h.HandleCompletion(uint32(ctx), r)
 }
 
 // Owners returns the number of registered handlers.

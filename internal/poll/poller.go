@@ -42,6 +42,7 @@ type Stats struct {
 	Errors      uint64 // error completions delivered
 	Events      uint64 // connection events delivered
 	Dropped     uint64 // completions or events whose owner was gone
+	Unreported  uint64 // error completions of operations posted under UnreportedKey
 	Sleeps      uint64 // times the poller blocked on its file descriptors
 	EmptyPolls  uint64 // rounds that found nothing to do: the CPU spent spinning
 	WakeUps     uint64 // blocks ended by a ready descriptor (traffic, or work handed over)
@@ -89,6 +90,7 @@ type Poller struct {
 	closeErr  error
 
 	completions, errs, events, dropped, sleeps, empty atomic.Uint64
+	unreported                                        atomic.Uint64 // see UnreportedKey
 	wakeups, timeouts                                 atomic.Uint64
 	callbacks                                         histogram
 	batches                                           uint32 // poller goroutine only: batches delivered, for sampling
@@ -210,6 +212,7 @@ func (p *Poller) Stats() Stats {
 		Errors:      p.errs.Load(),
 		Events:      p.events.Load(),
 		Dropped:     p.dropped.Load(),
+		Unreported:  p.unreported.Load(),
 		Sleeps:      p.sleeps.Load(),
 		EmptyPolls:  p.empty.Load(),
 		WakeUps:     p.wakeups.Load(),

@@ -45,11 +45,6 @@ func (p *Poller) unposted() {
 		if !ok {
 			return
 		}
-		h, found := (*p.owners.Load())[uint32(ctx>>32)]
-		if !found {
-			p.dropped.Add(1)
-			continue
-		}
-		h.HandleCompletion(uint32(ctx), Result{Status: netio.Failed, Errno: errno, Flags: fabric.FlagRecv, Unposted: true})
+		p.handTo(ctx, Result{Status: netio.Failed, Errno: errno, Flags: fabric.FlagRecv, Unposted: true}, nil)
 	}
 }

@@ -28,11 +28,16 @@ type reposter struct {
 	errno  []fabric.Errno // Repost's own refusals
 	fill   bool           // fill the provider's receive queue before each repost
 	rxSize int            // the provider's receive queue depth
+	// errsAt is the poller's Stats.Errors as each failed result arrived.
+	errsAt []uint64
 }
 
 func (r *reposter) HandleCompletion(key uint32, res poll.Result) {
 	r.mu.Lock()
 	r.got = append(r.got, res)
+	if res.Status != netio.OK {
+		r.errsAt = append(r.errsAt, r.p.Stats().Errors)
+	}
 	r.mu.Unlock()
 	if res.Status != netio.OK {
 		return
@@ -218,6 +223,29 @@ func TestRepostRefusedReachesTheOwner(t *testing.T) {
 	r.mu.Lock()
 	assert.Empty(t, r.errno, "Repost queued the receive")
 	r.mu.Unlock()
+}
+
+// TestErrorCompletionCountedBeforeItsOwnerRuns: an error completion (a
+// 100-byte message into the reposter's 64-byte buffer: tcp reports
+// FI_ETRUNC) reaches its owner as Failed with the provider's error, and is
+// in Stats.Errors already while the owner handles it; nothing is dropped.
+func TestErrorCompletionCountedBeforeItsOwnerRuns(t *testing.T) {
+	m := openManager(t)
+	p := openPoller(t, m, poll.Config{})
+	t.Cleanup(func() { assert.NoError(t, p.Close()) }) // after the endpoints
+	rp := connectReposter(t, m, p)
+	r := rp.r
+	require.Zero(t, rp.cep.Send(rp.smem.Addr(), 100, rp.smem.Desc(), rp.co.Context(1)))
+	eventually(t, func() bool { return len(r.results()) == 1 }, "the truncated receive")
+	res := r.results()[0]
+	assert.Equal(t, netio.Failed, res.Status)
+	assert.Equal(t, fabric.ETRUNC, res.Errno)
+	assert.False(t, res.Unposted)
+	r.mu.Lock()
+	assert.Equal(t, []uint64{1}, r.errsAt, "counted in Stats.Errors before the owner ran")
+	r.mu.Unlock()
+	assert.Equal(t, uint64(1), p.Stats().Errors)
+	assert.Zero(t, p.Stats().Dropped)
 }
 
 // TestRepostQueuesOnlyTheLastOfABatch: with 16 receive buffers and the

@@ -113,6 +113,7 @@ type Core struct {
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
 	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
 	inj          injector    // the inject path (Options.Inject)
+	conf         confirmer   // what the provider still holds of the injects (ConfirmInjects)
 }
 
 // Attach attaches the core to its poller (the shared one, or one of its
@@ -216,15 +217,24 @@ func (c *Core) free() error {
 
 // CloseEndpoint closes the libfabric endpoint, once, after posts in
 // progress have finished. It runs on the poller goroutine, so that no
-// queue read races with the close.
+// queue read races with the close. The injects the provider still holds
+// are counted in the same exclusive section (countUnconfirmed), so that
+// every send the provider took is in the count: none is in progress, and
+// none comes after.
 func (c *Core) CloseEndpoint() {
-	c.Guard.Close(c.closeEP)
+	c.Guard.Close(func() {
+		c.countUnconfirmed()
+		c.closeEP()
+	})
 }
 
 // Close is the endpoints' Close: Teardown on the poller goroutine, then
-// Release. It is idempotent and may be called from a callback.
+// Release. It is idempotent and may be called from a callback. With
+// ConfirmInjects it first waits (up to the linger, and not from a
+// callback) until the provider has sent every inject it took.
 func (c *Core) Close() error {
 	return c.closer.Close(c.Poller, func() error {
+		c.waitSent()
 		if c.Poller != nil {
 			c.Poller.Do(func() { c.Teardown(netio.ErrClosed) })
 		}
@@ -297,8 +307,10 @@ func (c *Core) unregister() {
 	}
 }
 
-// fillStats is the endpoint's record: the core's counters and the kind's.
+// fillStats is the endpoint's record: the core's counters (the injects
+// it counted unconfirmed too, see ConfirmInjects) and the kind's.
 func (c *Core) fillStats(e *stats.Endpoint) {
 	c.Counters.Fill(e)
+	e.InjectsUnconfirmed = c.InjectsUnconfirmed()
 	c.kind.FillStats(e)
 }

@@ -233,6 +233,7 @@ func (c *Core) drainHandOff() {
 		}
 		c.hand.pop()
 		if errno != 0 {
+			c.conf.refused()
 			c.kind.HandleCompletion(q.key, poll.Result{Status: netio.Failed, Errno: errno})
 		}
 	}

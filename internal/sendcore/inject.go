@@ -137,12 +137,17 @@ func (c *Core) InjectSize() int {
 // queued send, on the poller goroutine, holding the post guard.
 func (c *Core) post(ep *fabric.Endpoint, id uint32, n int) fabric.Errno {
 	if n > c.InjectSize() || c.inj.post == nil || !c.inj.done.reserve() {
-		return c.postSend(ep, id, n)
+		errno := c.postSend(ep, id, n)
+		if errno == 0 {
+			c.conf.tookSend(true)
+		}
+		return errno
 	}
 	if errno := c.inj.post(ep, id, n); errno != 0 {
 		c.inj.done.unreserve()
 		return errno
 	}
+	c.conf.tookSend(false)
 	key, ok := c.inj.table.Claim(id)
 	if !ok { // cannot happen: the kind marked it posted, and nothing else claims it
 		c.inj.done.unreserve()

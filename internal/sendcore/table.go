@@ -43,6 +43,7 @@ func (c *Core) Complete(t Table, id uint32, r poll.Result) {
 	if !ok {
 		return
 	}
+	c.conf.completed(r.Errno)
 	c.Counters.Finished(r.Status, 1)
 	if r.Status != netio.OK {
 		c.Log.Warn().Uint64("key", key).Stringer("status", r.Status).Err(r.Errno).Msg("send failed")
