@@ -250,6 +250,7 @@ func (p *Poller) stopped() {
 func (p *Poller) fillStats(s *stats.Poller) {
 	st := p.p.Stats()
 	s.Completions, s.Errors, s.Events, s.Dropped = st.Completions, st.Errors, st.Events, st.Dropped
+	s.Unreported = st.Unreported
 	s.Spins, s.Blocks, s.WakeUps, s.Timeouts = st.EmptyPolls, st.Sleeps, st.WakeUps, st.Timeouts
 	h := st.CallbackTime
 	s.Callbacks = stats.Histogram{Bounds: callbackBounds, Counts: h.Counts[:], Count: h.Count, SumSeconds: h.Sum.Seconds()}

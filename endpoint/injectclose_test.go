@@ -112,6 +112,11 @@ func TestFlushedInjectsAreNotDropped(t *testing.T) {
 	}
 	require.NotNil(t, buffered, "no buffered senders' totals")
 	assert.Equal(t, st.InjectsUnconfirmed, buffered.InjectsUnconfirmed, "in the manager's stats (netio_injects_unconfirmed_total)")
+	var polled uint64
+	for _, pl := range mgr.Snapshot().Pollers {
+		polled += pl.Unreported
+	}
+	assert.Equal(t, shared.Stats().Unreported, polled, "in the manager's stats (netio_poller_unreported_total)")
 	p.release()
 	p.awaitEnd(t)
 }

@@ -11,8 +11,10 @@
 #   - shm 64 KiB and 1 MiB: netio-perf server and client on shm against
 #     cbaseline memcpy of the same size (target >= 0.5); for reference, the
 #     C RDM peer on shm (two processes: what libfabric's shm itself
-#     reaches), and netio-perf with FI_SHM_DISABLE_CMA=1 (shm's bounce
-#     buffers instead of process_vm_readv);
+#     reaches), netio-perf with FI_SHM_DISABLE_CMA=1 (shm's bounce
+#     buffers instead of process_vm_readv), and cbaseline memcpy --cma
+#     (the same copies made with process_vm_readv from another process,
+#     no libfabric: the ceiling of shm's CMA protocol on this machine);
 #   - shm 64 B one-way latency: the netio-perf rdm sweep's ping-pong (two
 #     endpoints in two domains of one process, a poller thread each)
 #     against cbaseline pingpong --endpoint rdm (two threads of one
@@ -29,6 +31,7 @@
 # Every process has a --timeout; a case that fails prints "fail".
 # Usage: hack/rdm-ratios.sh [rounds]   (default 3)
 # RDM_RATIOS_SMALL=1 runs the 64 B cases only (latency and inject);
+# RDM_RATIOS_SHM=1 the shm 64 KiB and 1 MiB cases only;
 # RDM_RATIOS_B=PATH also runs them with another netio-perf binary (say
 # main's) in the same rounds, printed as "B" with this build's ratio to it.
 set -euo pipefail
@@ -143,7 +146,7 @@ small64() {
 
 for round in $(seq "${rounds}"); do
 	echo "round ${round} of ${rounds} ..." >&2
-	[[ -n ${RDM_RATIOS_SMALL:-} ]] || for size_count in 4096:50000 65536:10000 1048576:1000; do
+	[[ -n ${RDM_RATIOS_SMALL:-}${RDM_RATIOS_SHM:-} ]] || for size_count in 4096:50000 65536:10000 1048576:1000; do
 		size=${size_count%%:*} count=${size_count##*:}
 		pair "rxm${size}.netio" mb_per_s "${nserver[@]}" --provider "${rxm}" --listen 127.0.0.1:0 \
 			--buf-size "${size}" --count "${count}" -- "${nclient[@]}" --provider "${rxm}" --size "${size}" --count "${count}"
@@ -159,12 +162,15 @@ for round in $(seq "${rounds}"); do
 			"${nclient[@]}" --provider shm --size "${size}" --count "${count}"
 		one "shm${size}.memcpy" mb_per_s "${dir}/cbaseline" memcpy --size "${size}" --window 64 --rx-depth 128 \
 			--seconds 1 --timeout 60
+		one "shm${size}.cma" mb_per_s "${dir}/cbaseline" memcpy --cma --size "${size}" --window 64 --rx-depth 128 \
+			--seconds 1 --timeout 60
 		pair "shm${size}.cpeer" mb_per_s "${dir}/cpeer" recv --endpoint rdm --provider shm \
 			--listen "rdmratios$$-${round}-${size}" --size "${size}" --count "${count}" --window 128 --timeout 60 -- \
 			"${dir}/cpeer" send --endpoint rdm --provider shm --size "${size}" --count "${count}" --window 64 --timeout 60
 		pair "shm${size}.nocma" mb_per_s env FI_SHM_DISABLE_CMA=1 "${nserver[@]}" --provider shm --buf-size "${size}" \
 			--count "${count}" -- env FI_SHM_DISABLE_CMA=1 "${nclient[@]}" --provider shm --size "${size}" --count "${count}"
 	done
+	[[ -z ${RDM_RATIOS_SHM:-} ]] || continue
 	small64 "" "${np}"
 	[[ -z ${RDM_RATIOS_B:-} ]] || small64 .b "${RDM_RATIOS_B}"
 	one shmlat.cbaseline latency_p50_us "${dir}/cbaseline" pingpong --endpoint rdm --provider shm --size 64 \
@@ -199,7 +205,7 @@ def ratios(a, b):
         return "fail"
     return "%.2fx (%.2f-%.2f)" % (statistics.median(rs), min(rs), max(rs))
 
-print("rdm ratios, %d rounds interleaved; medians (min-max); MB = 10^6 bytes" % len(vals.get("shmlat.netio", [])))
+print("rdm ratios, %d rounds interleaved; medians (min-max); MB = 10^6 bytes" % max(len(v) for v in vals.values()))
 for size, name in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
     if "rxm%d.netio" % size not in vals:
         continue
@@ -219,9 +225,14 @@ for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
     p, _ = stat("shm%d.cpeer" % size, unit=" MB/s")
     print("    C peer two processes %s: netio/C %s, C/memcpy %s"
           % (p, ratios("shm%d.netio" % size, "shm%d.cpeer" % size), ratios("shm%d.cpeer" % size, "shm%d.memcpy" % size)))
+    k, _ = stat("shm%d.cma" % size, unit=" MB/s")
+    print("    process_vm_readv alone (CMA's ceiling) %s: /memcpy %s, netio/it %s"
+          % (k, ratios("shm%d.cma" % size, "shm%d.memcpy" % size), ratios("shm%d.netio" % size, "shm%d.cma" % size)))
     k, _ = stat("shm%d.nocma" % size, unit=" MB/s")
     print("    netio with FI_SHM_DISABLE_CMA=1 %s: /memcpy %s, /netio with CMA %s"
           % (k, ratios("shm%d.nocma" % size, "shm%d.memcpy" % size), ratios("shm%d.nocma" % size, "shm%d.netio" % size)))
+if "shmlat.netio" not in vals:
+    sys.exit(0)
 n, _ = stat("shmlat.netio", unit=" us")
 c, _ = stat("shmlat.cbaseline", unit=" us")
 print("shm 64 B one-way p50: netio %s | C %s: %s (target <= 1.15)" % (n, c, ratios("shmlat.netio", "shmlat.cbaseline")))

@@ -15,6 +15,8 @@
 #   (taskset), C peer included, so that each process keeps a core of its
 #   own as the spinning C peer does by itself (a Go process then runs with
 #   GOMAXPROCS 1: the runtime follows the affinity mask).
+#   RXM_AB_PROVIDER=shm runs the same pairs on shm (each receiver listens
+#   on a name of its own) instead of tcp;ofi_rxm.
 #   RXM_AB_CROSS=1 adds two mixed pairs: this tree's netio-perf client into
 #   the C receiver ("nc") and the C sender into this tree's server ("cn"),
 #   to tell which side sets netio-go's rate against C's.
@@ -76,7 +78,8 @@ git archive "${base}" | tar -x -C "${tmp}/base"
 go build -o "${tmp}/np-this" ./cmd/netio-perf
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 "${CC:-cc}" -O2 -Wall -o "${tmp}/cpeer" tests/cpeer/cpeer.c $(pkg-config --cflags --libs libfabric)
-rxm="tcp;ofi_rxm"
+rxm="${RXM_AB_PROVIDER:-tcp;ofi_rxm}"
+pairs=0
 
 # pair SERVER... -- CLIENT...: the server prints "LISTENING ADDR" first;
 # the client gets --connect ADDR. Each process's user and sys seconds and
@@ -113,29 +116,31 @@ percall() {
 # recv-switches/10k send-switches/10k", then with RXM_AB_SYSCALLS the
 # receiver's and the sender's system calls per message (percall).
 run() {
-	local s=$2 n=$3 mbs
+	local s=$2 n=$3 mbs l=127.0.0.1:0
+	pairs=$((pairs + 1))
+	if [ "${rxm}" = shm ]; then l="rxmab$$-${pairs}"; fi
 	case "$1" in
 	cpeer)
-		pair "${tmp}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size "${s}" \
+		pair "${tmp}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen "${l}" --size "${s}" \
 			--count "${n}" --window 128 --timeout 60 -- \
 			"${tmp}/cpeer" send --endpoint rdm --provider "${rxm}" --size "${s}" --count "${n}" \
 			--window 64 --timeout 60 || return 1
 		;;
 	nc)
-		pair "${tmp}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size "${s}" \
+		pair "${tmp}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen "${l}" --size "${s}" \
 			--count "${n}" --window 128 --timeout 60 -- \
 			"${tmp}/np-this" client --endpoint rdm --provider "${rxm}" --size "${s}" --bufs 64 \
 			--count "${n}" --json --timeout 60s "${poll[@]}" || return 1
 		;;
 	cn)
-		pair "${tmp}/np-this" server --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --buf-size "${s}" \
+		pair "${tmp}/np-this" server --endpoint rdm --provider "${rxm}" --listen "${l}" --buf-size "${s}" \
 			--bufs 128 --count "${n}" --json --timeout 60s "${poll[@]}" -- \
 			"${tmp}/cpeer" send --endpoint rdm --provider "${rxm}" --size "${s}" --count "${n}" \
 			--window 64 --timeout 60 || return 1
 		;;
 	base | this)
 		local np="${tmp}/np-$1"
-		pair "${np}" server --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --buf-size "${s}" \
+		pair "${np}" server --endpoint rdm --provider "${rxm}" --listen "${l}" --buf-size "${s}" \
 			--bufs 128 --count "${n}" --json --timeout 60s "${poll[@]}" -- \
 			"${np}" client --endpoint rdm --provider "${rxm}" --size "${s}" --bufs 64 \
 			--count "${n}" --json --timeout 60s "${poll[@]}" || return 1
@@ -152,7 +157,7 @@ run() {
 
 contenders=(base this cpeer)
 if [ "${RXM_AB_CROSS:-0}" = 1 ]; then contenders+=(nc cn); fi
-echo "rxm-ab: ${rounds} rounds, base ${base} ($(git rev-parse --short "${base}")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')), poll ${RXM_AB_POLL:-default}, pinned ${RXM_AB_PIN:-0}, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "rxm-ab: ${rxm}, ${rounds} rounds, base ${base} ($(git rev-parse --short "${base}")) against this tree ($(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')), poll ${RXM_AB_POLL:-default}, pinned ${RXM_AB_PIN:-0}, $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 0; r < rounds; r++)); do
 	for sc in ${RXM_AB_SIZES:-65536:10000 1048576:1000}; do
 		order=("${contenders[@]}")

@@ -190,6 +190,7 @@ func (p *Poller) addCounters(o Poller) {
 	p.Errors += o.Errors
 	p.Events += o.Events
 	p.Dropped += o.Dropped
+	p.Unreported += o.Unreported
 	p.Spins += o.Spins
 	p.Blocks += o.Blocks
 	p.WakeUps += o.WakeUps

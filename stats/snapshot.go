@@ -96,6 +96,7 @@ type Poller struct {
 	Errors      uint64    `json:"errors"`       // count: error completions delivered
 	Events      uint64    `json:"events"`       // count: connection events delivered
 	Dropped     uint64    `json:"dropped"`      // count: completions or events whose owner was gone
+	Unreported  uint64    `json:"unreported"`   // count: error completions of counted injects (cq.Stats.Unreported)
 	Spins       uint64    `json:"spins"`        // count: rounds that found nothing to do
 	Blocks      uint64    `json:"blocks"`       // count: waits on the queues' descriptors
 	WakeUps     uint64    `json:"wake_ups"`     // count: waits ended by a ready descriptor

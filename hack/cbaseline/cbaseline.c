@@ -16,7 +16,7 @@
  *                      [--max-count N] [--yield] [--noise-us N]
  *                      [--timeout SEC]
  *   cbaseline memcpy   --size S [--window W] [--rx-depth R] [--seconds T]
- *                      [--max-count N] [--timeout SEC]
+ *                      [--max-count N] [--cma] [--timeout SEC]
  *
  * bw and pingpong take --endpoint msg|rdm (default msg, all of the above);
  * inject is always rdm. With rdm, --source asks for FI_SOURCE and reads
@@ -86,6 +86,12 @@
  * thread, for T seconds or N copies; what shm's copy between two processes
  * is compared with.
  *
+ * memcpy --cma makes the same copies with process_vm_readv(2) from a child
+ * process that holds the source slots (its own pages, written after the
+ * fork), one call per copy: the kernel copy shm's CMA protocol makes for
+ * a message above its inject size, without libfabric, so the ceiling that
+ * protocol can reach on the machine ("mode":"memcpy","cma":true).
+ *
  * --noise-us N starts a third thread that sleeps N microseconds in a loop,
  * doing nothing else: the wake-ups the Go runtime's monitor thread makes
  * (every 20 us while goroutines sit in long cgo calls), so that what they
@@ -129,6 +135,7 @@
  *       $(pkg-config --cflags --libs libfabric)
  */
 #define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* process_vm_readv (memcpy --cma) */
 
 #include <arpa/inet.h>
 #include <err.h>
@@ -141,7 +148,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -194,6 +205,7 @@ struct opts {
 	int yield;
 	int one_buffer; /* bw: every slot's bytes at the region's start */
 	int batch;      /* bw: whole windows, as fi_msg_bw moves them */
+	int cma;        /* memcpy: process_vm_readv from a child process */
 	unsigned noise_us; /* 0: no noise thread */
 	unsigned timeout;
 	const char *listen;  /* two processes: the server side, on HOST:PORT */
@@ -267,7 +279,7 @@ static void usage(void)
 		"[--seconds T] [--max-count N] [--yield] [--noise-us N] "
 		"[--timeout SEC]\n"
 		"  cbaseline memcpy   --size S [--window W] [--rx-depth R] "
-		"[--seconds T] [--max-count N] [--timeout SEC]\n"
+		"[--seconds T] [--max-count N] [--cma] [--timeout SEC]\n"
 		"bw and pingpong take --endpoint msg|rdm (default msg; rdm: "
 		"[--source]), or\n"
 		"--listen HOST:PORT | --connect HOST:PORT with --max-count N "
@@ -335,6 +347,12 @@ static void parse_args(int argc, char **argv)
 			if (o.mode != MODE_BW)
 				errx(1, "--one-buffer: bw only");
 			o.one_buffer = 1;
+			continue;
+		}
+		if (!strcmp(a, "--cma")) {
+			if (o.mode != MODE_MEMCPY)
+				errx(1, "--cma: memcpy only");
+			o.cma = 1;
 			continue;
 		}
 		if (!strcmp(a, "--source")) {
@@ -1066,31 +1084,87 @@ static void run_inject(void)
  * destination slots in turn, as bw's messages go from the client's slots
  * into the server's, until the time or the count is used up.
  */
+/*
+ * memcpy --cma: forks a child that writes its own copy of the src_len
+ * bytes at src (so that the pages it holds are its own, not shared with
+ * this process), says so on a pipe and waits to be killed; it dies with
+ * this process too (PR_SET_PDEATHSIG). Returns its pid.
+ */
+static pid_t start_source_owner(char *src, size_t src_len)
+{
+	int fds[2];
+	char c = 0;
+	pid_t pid, parent = getpid();
+
+	if (pipe(fds))
+		err(1, "pipe");
+	pid = fork();
+	if (pid < 0)
+		err(1, "fork");
+	if (pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(1);
+		memset(src, 0x5a, src_len);
+		if (write(fds[1], &c, 1) != 1)
+			_exit(1);
+		for (;;)
+			pause(); /* the parent's SIGKILL, or the watchdog's alarm */
+	}
+	close(fds[1]);
+	if (read(fds[0], &c, 1) != 1)
+		errx(1, "--cma: the source process did not start");
+	close(fds[0]);
+	return pid;
+}
+
+/* One o.size-byte copy from address src of process pid into dst. */
+static void cma_copy(pid_t pid, char *dst, char *src)
+{
+	struct iovec local = {.iov_base = dst, .iov_len = o.size};
+	struct iovec remote = {.iov_base = src, .iov_len = o.size};
+
+	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)o.size)
+		err(1, "process_vm_readv");
+}
+
 static void run_memcpy(void)
 {
 	size_t src_len = o.window * o.size, dst_len = o.rx_depth * o.size;
 	char *src, *dst;
 	uint64_t n = 0;
 	double t0, t1, deadline, cpu0;
+	pid_t owner = 0;
 
 	if (posix_memalign((void **)&src, 4096, src_len) ||
 	    posix_memalign((void **)&dst, 4096, dst_len))
 		errx(1, "posix_memalign: out of memory");
 	memset(src, 0x5a, src_len); /* touch every page before the clock */
 	memset(dst, 0, dst_len);
+	if (o.cma)
+		owner = start_source_owner(src, src_len);
 	cpu0 = cpu_sec();
 	t0 = now_sec();
 	deadline = t0 + o.seconds;
 	do {
-		memcpy(dst + (n % o.rx_depth) * o.size,
-		       src + (n % o.window) * o.size, o.size);
+		char *d = dst + (n % o.rx_depth) * o.size;
+		char *s = src + (n % o.window) * o.size;
+
+		if (owner)
+			cma_copy(owner, d, s);
+		else
+			memcpy(d, s, o.size);
 		/* The copy is used: the compiler may not drop it. */
 		__asm__ __volatile__("" : : "r"(dst) : "memory");
 		n++;
 	} while (n < o.max_count &&
 		 (n % TIME_CHECK_EVERY != 0 || now_sec() <= deadline));
 	t1 = now_sec();
-	print_bw("memcpy", "", o.window, n, t1 - t0, cpu_sec() - cpu0);
+	print_bw("memcpy", o.cma ? ",\"cma\":true" : "", o.window, n,
+		 t1 - t0, cpu_sec() - cpu0);
+	if (owner) {
+		kill(owner, SIGKILL);
+		waitpid(owner, NULL, 0);
+	}
 	free(src);
 	free(dst);
 }
