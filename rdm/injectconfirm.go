@@ -47,7 +47,17 @@ const trackEvery = 32
 // a removed dead peer (udp;ofi_rxd) keeps it (Stats.InjectConfirmsHeld).
 // Everything but the atomics runs on the poller goroutine; nothing here
 // allocates after init.
+//
+// An endpoint that never had an untracked inject taken (any false) has
+// nothing to confirm: every taken count is 0, so every mark would be 0
+// and no completion could confirm anything or leave covered other than 0.
+// Its sends and their completions skip the bookkeeping (posted, confirmed)
+// for one byte read; once any is set it stays set. It is read and written
+// on the poller goroutine only (took, posted, confirmed: postTo and
+// HandleCompletion), so it needs no atomic.
 type confirms struct {
+	any bool // an untracked inject was taken: the marks and confirms are kept from then on
+
 	taken, done []uint64 // by peer slot: untracked injects taken, and confirmed
 	run         []uint32 // by peer slot: untracked injects since the last tracked one
 	mark        []uint64 // by send index (buffers, then header slots): its peer's taken when it was posted
@@ -132,6 +142,7 @@ func (c *confirms) took(slot uint32) {
 	if int(slot) >= len(c.taken) {
 		return
 	}
+	c.any = true
 	c.taken[slot]++
 	c.run[slot]++
 	c.open.Add(1)
@@ -139,7 +150,12 @@ func (c *confirms) took(slot uint32) {
 
 // posted remembers, for the send with index id (a buffer's ID, or a
 // header slot's sendIndex) posted to the peer in slot, how many injects
-// were taken for that peer before it.
+// were taken for that peer before it. postTo calls it only once an
+// untracked inject was taken (any: until then the mark would be 0, as it
+// still is, and completions skip confirmed), and after the post
+// succeeded, on the poller goroutine, which is also the one that reads
+// the send's completion and the only one that counts injects taken: the
+// completion cannot be read, nor taken change, between the post and this.
 func (c *confirms) posted(id, slot uint32) {
 	if int(id) < len(c.mark) && int(slot) < len(c.taken) {
 		c.mark[id] = c.taken[slot]
@@ -180,8 +196,17 @@ func (c *confirms) forget(slot uint32, covering Peer) uint64 {
 
 // confirmed handles a send's completion before the send core frees it
 // (poller goroutine): an OK one confirms the injects to its peer before
-// it, if that peer is still the one it was posted to.
+// it, if that peer is still the one it was posted to. Inlined into the
+// completion path, it costs an endpoint that never had an untracked
+// inject taken one byte read (see confirms.any).
 func (e *Endpoint) confirmed(key uint32, ok bool) {
+	if e.inj.ok.any {
+		e.confirmSend(key, ok)
+	}
+}
+
+// confirmSend is confirmed's work once an untracked inject was taken.
+func (e *Endpoint) confirmSend(key uint32, ok bool) {
 	var to Peer
 	var upTo uint64
 	c := &e.inj.ok
