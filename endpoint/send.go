@@ -78,8 +78,10 @@ type SendConfig struct {
 	// DialReplies. Nil keeps the connection one-way.
 	Replies *DialReplies
 	// Inject posts a message of at most the provider's inject_size bytes
-	// (InjectSize; 128 on a tcp connection here, 255 on sockets) with
-	// fi_inject: the provider copies it and writes no completion, and the
+	// (InjectSize; 128 on a tcp connection here, 255 on sockets) as an
+	// inject (fi_sendmsg with FI_INJECT, counted by a send counter; plain
+	// fi_inject without counters, below): the provider copies it and
+	// writes no completion, and the
 	// endpoint reports its key OK on the poller goroutine at once. That saves the provider's
 	// completion and, on tcp, a syscall per message (docs/performance.md).
 	// OK then means the provider holds a copy, not that it has left the

@@ -20,7 +20,7 @@ type Stats struct {
 	MappedBytes     int64       // bytes mapped from the Allocator now (page-rounded)
 	Budget          int64       // cap on RegisteredBytes (0: none)
 	Waiters         int         // Gets queued waiting for a buffer
-	Closed          bool
+	Closed          bool        // the pool is closed
 }
 
 // InUse returns the number of leased buffers, over every tier.

@@ -202,9 +202,10 @@ func localAddr(ep *fabric.Endpoint, provider string) (string, error) {
 func (e *Endpoint) Addr() string { return e.addr }
 
 // AddPeer makes the peer at addr ("HOST:PORT", or a name for shm) known
-// and returns its handle. Adding a peer twice returns the same handle. An
-// address that does not parse for the provider is an error matching
-// netio.ErrBadAddress; more than Config.MaxPeers peers, one matching
+// and returns its handle. Adding a peer twice returns the same handle,
+// also when Config.MaxPeers peers are held. An address that does not parse
+// for the provider, or a peer name holding a NUL byte, is an error matching
+// netio.ErrBadAddress; a new peer past Config.MaxPeers, one matching
 // netio.ErrNoResources; after Close, netio.ErrClosed.
 func (e *Endpoint) AddPeer(addr string) (Peer, error) {
 	var p Peer

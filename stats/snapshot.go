@@ -170,7 +170,8 @@ type Counters struct {
 	Reconnects        uint64 `json:"reconnects"`         // connections established after the first (reconnecting)
 	DialErrors        uint64 `json:"dial_errors"`        // dials that failed (reconnecting)
 	// InjectsUnconfirmed: injects the provider took that nothing had
-	// confirmed sent when their endpoint closed or peer was removed (rdm).
+	// confirmed sent when their endpoint closed or peer was removed (rdm),
+	// or that a connected sender with Inject still held when it ended.
 	InjectsUnconfirmed uint64 `json:"injects_unconfirmed"`
 }
 

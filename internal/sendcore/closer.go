@@ -18,6 +18,8 @@ type Closer struct {
 	err     error
 }
 
+// Close runs fn if no call has before, and returns its error; see Closer
+// for who waits. p is the poller whose callbacks must not wait (may be nil).
 func (c *Closer) Close(p *poll.Poller, fn func() error) error {
 	c.once.Do(func() { c.done = make(chan struct{}) })
 	if c.started.CompareAndSwap(false, true) {

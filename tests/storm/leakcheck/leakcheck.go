@@ -52,6 +52,7 @@ func openFDs() int {
 	return len(entries)
 }
 
+// String returns the snapshot's counts on one line, for a test's log.
 func (s Snapshot) String() string {
 	return fmt.Sprintf("fds=%d goroutines=%d registrations=%d registered_bytes=%d mapped_bytes=%d",
 		s.FDs, s.Goroutines, s.Registrations, s.RegisteredBytes, s.MappedBytes)
