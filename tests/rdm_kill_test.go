@@ -76,15 +76,22 @@ func testKilledReceiver(t *testing.T, bin, prov, listen string) {
 	k := newKillSender(t, prov, addrs)
 	defer func() { assert.NoError(t, k.ep.Close()) }()
 	const victim = 5
-	k.run(t, ctx, victim, func() { assert.NoError(t, procs[victim].cmd.Process.Kill()) })
+	// The sends go on only once the victim has exited (its sockets closed):
+	// a victim the loaded machine leaves unscheduled for a while after
+	// SIGKILL keeps its sockets open, and the kernel's socket buffers take
+	// the rest of its stream (about 4 MB), every send reported OK (seen
+	// once in CI under two busy loops: 2000 of 2000 OK).
+	k.run(t, ctx, victim, func() {
+		assert.NoError(t, procs[victim].cmd.Process.Kill())
+		assert.NotZero(t, procs[victim].wait(t, ctx), "the killed receiver")
+	})
 	k.awaitCompletions(t, ctx)
 
 	for i, p := range procs {
-		code := p.wait(t, ctx)
 		if i == victim {
-			assert.NotZero(t, code, "the killed receiver")
 			continue
 		}
+		code := p.wait(t, ctx)
 		require.Zero(t, code, "receiver %d: %s; stdout %q", i, p.stderrText(), p.stdoutLines())
 		r := p.report(t)
 		assert.Equal(t, uint64(killCount), r.Messages, "receiver %d", i)
