@@ -91,6 +91,10 @@ else:
             if vs:
                 cols.append("%s %.5g (%.5g-%.5g)" % (name, statistics.median(vs), min(vs), max(vs)))
         print("%-5s %s" % (key, " | ".join(cols)))
+    for key in ("netio", "block", "cpeer"):
+        rs = [a[0] / b[0] for a, b in zip(rows.get(key, []), rows.get("C", [])) if b[0]]
+        if rs:
+            print("rate %s/C by round: %.2fx (%.2f-%.2f)" % (key, statistics.median(rs), min(rs), max(rs)))
 EOF
 }
 
