@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where the 64 B rdm inject rate on tcp;ofi_rxm goes (issue 18 item 7;
 # docs/performance.md, "rdm 64 B inject: the sender's sendto and TCP's
-# segments"). Rounds interleaved, each running three cases:
+# segments"). Rounds interleaved, each running four cases:
 #   netio: netio-perf client --endpoint rdm --inject into netio-perf server
 #          (the pair hack/rdm-ratios.sh measures);
 #   block: the same with the server's pollers sleeping at once when idle
@@ -11,7 +11,7 @@
 #   C:     cbaseline inject (one process, a client and a server thread).
 # For each: the rate at the receiver (k msg/s); for the two-process cases,
 # the sender's CPU (task-clock) and sendto(2) calls per message and the
-# receiver's recvfrom(2) calls per message (perf stat); for all three the
+# receiver's recvfrom(2) calls per message (perf stat); for all four the
 # sender socket's bytes per TCP data segment (ss -ti, the last sample taken
 # every 0.1 s while it runs; a message is about 144 bytes on the wire, so
 # 144 means one message a segment). Bounded: COUNT messages (C: 1 s) and a
@@ -130,7 +130,7 @@ pair() {
 		--connect "${addr}" >"${dir}/send.out" 2>"${dir}/send.err" || echo "${key}: client failed" >&2
 	wait "${watch}" || echo "${key}: receiver failed" >&2
 	wait "${s}"
-	report pair "${key}" "${count}" >>"${dir}/results"
+	report pair "${key}" "${count}" >>"${dir}/results" || echo "${key}: no figures (see above)" >&2
 }
 
 for round in $(seq "${rounds}"); do
@@ -148,7 +148,7 @@ for round in $(seq "${rounds}"); do
 	s=$!
 	wait "${watch}" || echo "C: cbaseline failed" >&2
 	wait "${s}"
-	report c C "${watch}" >>"${dir}/results"
+	report c C "${watch}" >>"${dir}/results" || echo "C: no figures" >&2
 done
 report summary "${dir}/results"
 echo "(machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
