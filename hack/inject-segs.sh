@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Where the 64 B rdm inject rate on tcp;ofi_rxm goes (issue 18 item 7;
+# docs/performance.md, "rdm 64 B inject: the sender's sendto and TCP's
+# segments"). Rounds interleaved, each running four cases:
+#   netio: netio-perf client --endpoint rdm --inject into netio-perf server
+#          (the pair hack/rdm-ratios.sh measures);
+#   block: the same with the server's pollers sleeping at once when idle
+#          (--poll block) instead of spinning first (the default, adaptive);
+#   cpeer: the same client into the plain C RDM receiver (tests/cpeer recv,
+#          which busy-polls a CQ without a wait object);
+#   C:     cbaseline inject (one process, a client and a server thread).
+# For each: the rate at the receiver (k msg/s); for the two-process cases,
+# the sender's CPU (task-clock) and sendto(2) calls per message and the
+# receiver's recvfrom(2) calls per message (perf stat); for all four the
+# sender socket's bytes per TCP data segment (ss -ti, the last sample taken
+# every 0.1 s while it runs; a message is about 144 bytes on the wire, so
+# 144 means one message a segment). Bounded: COUNT messages (C: 1 s) and a
+# 60 s timeout per process; loopback only, ephemeral ports.
+# Usage: hack/inject-segs.sh [rounds] [count]   (default 3 rounds, 300000)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PATH="${PATH}:/usr/local/go/bin"
+export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}" # as netio-go and hack/rdm-ratios.sh
+rounds=${1:-3} count=${2:-300000}
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "${dir}"
+}
+trap cleanup EXIT
+go build -o "${dir}/netio-perf" ./cmd/netio-perf
+fi_flags=$(pkg-config --cflags --libs libfabric)
+# shellcheck disable=SC2086 # fi_flags is a list of compiler flags
+cc -O2 -Wall -pthread -o "${dir}/cbaseline" hack/cbaseline/cbaseline.c ${fi_flags}
+# shellcheck disable=SC2086
+cc -O2 -Wall -o "${dir}/cpeer" tests/cpeer/cpeer.c ${fi_flags}
+rxm="tcp;ofi_rxm"
+events=task-clock,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom
+
+# report MODE ARGS...: one result line from the files of a case (MODE pair:
+# KEY COUNT; MODE c: KEY PID), or the summary of the result lines (MODE
+# summary), as medians with min-max.
+report() {
+	python3 - "$@" "${dir}" <<'EOF'
+import json, re, statistics, sys
+
+mode, d = sys.argv[1], sys.argv[-1]
+
+def perf(path, n):
+    vals = {}
+    for line in open(path):
+        f = line.strip().split(",")
+        if len(f) > 3 and not line.startswith("#") and f[0] and f[0][0].isdigit():
+            vals[f[2].split("_")[-1]] = float(f[0])
+    return vals.get("task-clock", 0) * 1e3 / n, vals.get("sendto", 0) / n, vals.get("recvfrom", 0) / n
+
+def segment(pid=None):
+    best = None
+    for blk in re.split(r"\n(?=ESTAB)", open(d + "/ss").read()):
+        if pid and "pid=%s," % pid not in blk:
+            continue
+        m = dict(re.findall(r"\b(bytes_sent|data_segs_out):(\d+)", blk))
+        if "data_segs_out" in m and int(m["data_segs_out"]) and (best is None or int(m["bytes_sent"]) > int(best["bytes_sent"])):
+            best = m
+    return int(best["bytes_sent"]) / int(best["data_segs_out"]) if best else float("nan")
+
+def last(path):
+    return json.loads(open(path).read().strip().splitlines()[-1])
+
+if mode == "pair":
+    key, n = sys.argv[2], int(sys.argv[3])
+    rate = last(d + "/recv.out")["msgs_per_s"] / 1e3
+    cpu, sendto, _ = perf(d + "/send.perf", n)
+    _, _, recvfrom = perf(d + "/recv.perf", n)
+    print(key, rate, cpu, sendto, recvfrom, segment())
+elif mode == "c":
+    nan = float("nan")
+    print(sys.argv[2], last(d + "/c.out")["msgs_per_s"] / 1e3, nan, nan, nan, segment(sys.argv[3]))
+else:
+    rows = {}
+    for line in open(sys.argv[2]):
+        f = line.split()
+        rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
+    names = ("k msg/s", "sender CPU us/msg", "sendto/msg", "receiver recvfrom/msg", "bytes/segment")
+    print("64 B inject on tcp;ofi_rxm, %d rounds interleaved; medians (min-max)" % max(len(v) for v in rows.values()))
+    for key in ("netio", "block", "cpeer", "C"):
+        cols = []
+        for i, name in enumerate(names):
+            vs = [r[i] for r in rows.get(key, []) if r[i] == r[i]]
+            if vs:
+                cols.append("%s %.5g (%.5g-%.5g)" % (name, statistics.median(vs), min(vs), max(vs)))
+        print("%-5s %s" % (key, " | ".join(cols)))
+    for key in ("netio", "block", "cpeer"):
+        rs = [a[0] / b[0] for a, b in zip(rows.get(key, []), rows.get("C", [])) if b[0]]
+        if rs:
+            print("rate %s/C by round: %.2fx (%.2f-%.2f)" % (key, statistics.median(rs), min(rs), max(rs)))
+EOF
+}
+
+# sample FILTER...: until the process $watch ends, keeps ss's last view of
+# the sockets FILTER selects in ${dir}/ss.
+sample() {
+	: >"${dir}/ss"
+	while kill -0 "${watch}" 2>/dev/null; do
+		ss -tinpH "$@" >"${dir}/ss.tmp" 2>/dev/null || true
+		[[ -s ${dir}/ss.tmp ]] && cp "${dir}/ss.tmp" "${dir}/ss"
+		sleep 0.1
+	done
+}
+
+# pair KEY RECEIVER...: RECEIVER under perf stat, then the netio-perf
+# inject client under perf stat, the client's socket sampled.
+pair() {
+	local key=$1 addr=""
+	shift
+	: >"${dir}/recv.out"
+	perf stat -x, -e "${events}" -o "${dir}/recv.perf" "$@" >"${dir}/recv.out" 2>"${dir}/recv.err" &
+	watch=$!
+	pids+=("${watch}")
+	for _ in $(seq 200); do
+		addr=$(sed -n 's/^LISTENING //p' "${dir}/recv.out" | head -n 1)
+		[[ -n ${addr} ]] && break
+		sleep 0.05
+	done
+	sample "dport = :${addr##*:}" &
+	local s=$!
+	perf stat -x, -e "${events}" -o "${dir}/send.perf" "${dir}/netio-perf" client --endpoint rdm --json \
+		--timeout 60s --bufs 64 --provider "${rxm}" --inject --size 64 --count "${count}" \
+		--connect "${addr}" >"${dir}/send.out" 2>"${dir}/send.err" || echo "${key}: client failed" >&2
+	wait "${watch}" || echo "${key}: receiver failed" >&2
+	wait "${s}"
+	report pair "${key}" "${count}" >>"${dir}/results" || echo "${key}: no figures (see above)" >&2
+}
+
+for round in $(seq "${rounds}"); do
+	echo "round ${round} of ${rounds} (load $(cut -d' ' -f1 /proc/loadavg)) ..." >&2
+	pair netio "${dir}/netio-perf" server --endpoint rdm --json --timeout 60s --bufs 128 --provider "${rxm}" \
+		--listen 127.0.0.1:0 --buf-size 64 --count "${count}"
+	pair block "${dir}/netio-perf" server --endpoint rdm --json --timeout 60s --bufs 128 --provider "${rxm}" \
+		--listen 127.0.0.1:0 --buf-size 64 --count "${count}" --poll block
+	pair cpeer "${dir}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size 64 \
+		--count "${count}" --window 128 --timeout 60
+	"${dir}/cbaseline" inject --provider "${rxm}" --size 64 --seconds 1 --timeout 60 >"${dir}/c.out" 2>"${dir}/c.err" &
+	watch=$!
+	pids+=("${watch}")
+	sample &
+	s=$!
+	wait "${watch}" || echo "C: cbaseline failed" >&2
+	wait "${s}"
+	report c C "${watch}" >>"${dir}/results" || echo "C: no figures" >&2
+done
+report summary "${dir}/results"
+echo "(machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
