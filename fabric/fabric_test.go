@@ -364,22 +364,34 @@ func postSend(t *testing.T, s *stack, ep *fabric.Endpoint, msg string, ctx uint6
 	require.Zero(t, ep.Send(addr(buf), len(msg), mr.Desc(), ctx))
 }
 
-// preset is the staging size the environment named before the package
-// applied its default (package variables are set before any test runs).
-var preset, presetSet = os.LookupEnv(fabric.TCPStagingEnv)
+// preset and presetCPP are what the environment named before the package
+// applied its defaults (package variables are set before any test runs).
+var (
+	preset, presetSet       = os.LookupEnv(fabric.TCPStagingEnv)
+	presetCPP, presetCPPSet = os.LookupEnv(fabric.RxMCompPerProgressEnv)
+)
 
-// TestTCPStagingOffByDefault: the package's default reaches the C
-// environment libfabric reads (os.Setenv calls C's setenv in a cgo
-// program), and a value the environment named before is kept.
-func TestTCPStagingOffByDefault(t *testing.T) {
-	got := fabric.TCPStaging()
-	want, set := os.LookupEnv(fabric.TCPStagingEnv)
-	require.True(t, set, "the Go environment names the staging size once the default is applied")
-	assert.Equal(t, want, got, "C's environ agrees with Go's")
-	if !presetSet {
-		assert.Equal(t, "0", got, "staging off unless the environment named a size")
-	} else {
-		assert.Equal(t, preset, got, "a size the environment named is kept")
+// TestProviderDefaults: the package's defaults reach the C environment
+// libfabric reads (os.Setenv calls C's setenv in a cgo program), and a
+// value the environment named before is kept.
+func TestProviderDefaults(t *testing.T) {
+	for _, c := range []struct {
+		name, def, preset string
+		presetSet         bool
+		get               func() string
+	}{
+		{fabric.TCPStagingEnv, "0", preset, presetSet, fabric.TCPStaging},
+		{fabric.RxMCompPerProgressEnv, "64", presetCPP, presetCPPSet, fabric.RxMCompPerProgress},
+	} {
+		got := c.get()
+		want, set := os.LookupEnv(c.name)
+		require.True(t, set, "%s: the Go environment names it once the default is applied", c.name)
+		assert.Equal(t, want, got, "%s: C's environ agrees with Go's", c.name)
+		if !c.presetSet {
+			assert.Equal(t, c.def, got, "%s: the package's default unless the environment named one", c.name)
+		} else {
+			assert.Equal(t, c.preset, got, "%s: a value the environment named is kept", c.name)
+		}
 	}
 }
 

@@ -72,10 +72,10 @@ type Info struct {
 }
 
 // GetInfo calls fi_getinfo and returns the first matching entry. The
-// first call in a process turns tcp's send staging off unless the
-// environment says otherwise (TCPStagingEnv).
+// first call in a process applies the package's provider settings unless
+// the environment names them (TCPStagingEnv, RxMCompPerProgressEnv).
 func GetInfo(h Hints) (*Info, error) {
-	defaultTCPStaging()
+	applyProviderDefaults()
 	var ch C.struct_netio_hints
 	var toFree []unsafe.Pointer
 	cstr := func(s string) *C.char {

@@ -21,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
 export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}" # as netio-go and hack/rdm-ratios.sh
+export FI_OFI_RXM_COMP_PER_PROGRESS="${FI_OFI_RXM_COMP_PER_PROGRESS:-64}" # likewise
 rounds=${1:-3} count=${2:-300000}
 dir=$(mktemp -d)
 pids=()

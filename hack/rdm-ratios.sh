@@ -43,6 +43,8 @@ export PATH="${PATH}:/usr/local/go/bin"
 # so the same shape means the same setting in the C processes. Set
 # FI_TCP_STAGING_SBUF_SIZE yourself to run both sides with another size.
 export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}"
+# Likewise ofi_rxm's completions per progress call (fabric.RxMCompPerProgressEnv).
+export FI_OFI_RXM_COMP_PER_PROGRESS="${FI_OFI_RXM_COMP_PER_PROGRESS:-64}"
 rounds=${1:-3}
 
 dir=$(mktemp -d)
