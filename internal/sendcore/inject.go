@@ -9,8 +9,10 @@ import (
 )
 
 // injector is the core's inject path (Options.Inject): a send of at most
-// the provider's inject_size bytes is posted with fi_inject, which copies
-// it before it returns and writes no completion. The send's table entry
+// the provider's inject_size bytes is posted as an inject (the kind's
+// post: fi_inject, or fi_sendmsg with FI_INJECT when a send counter
+// confirms it, see ConfirmInjects), which copies it before it returns and
+// writes no completion. The send's table entry
 // is claimed at once, so its buffer is free again when the send returns,
 // and its key waits in a report queue until the poller goroutine reports
 // it (OnSendCompleted runs there, as for every completion, never on the
@@ -23,7 +25,7 @@ import (
 // measurements.
 type injector struct {
 	size  int      // largest message injected: the provider's inject_size
-	post  PostFunc // the kind's fi_inject of key's first n bytes; nil: off
+	post  PostFunc // the kind's inject of key's first n bytes; nil: off
 	table Table    // the kind's table of sends in flight
 	done  reports  // claimed keys the poller goroutine reports
 	// batch is the reports being made and next the first not yet made;
