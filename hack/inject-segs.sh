@@ -20,22 +20,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
-export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}" # as netio-go and hack/rdm-ratios.sh
-export FI_OFI_RXM_COMP_PER_PROGRESS="${FI_OFI_RXM_COMP_PER_PROGRESS:-64}" # likewise
+# shellcheck source=hack/peers.sh
+. hack/peers.sh
+provider_env
 rounds=${1:-3} count=${2:-300000}
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	rm -rf "${dir}"
-}
-trap cleanup EXIT
-go build -o "${dir}/netio-perf" ./cmd/netio-perf
-fi_flags=$(pkg-config --cflags --libs libfabric)
-# shellcheck disable=SC2086 # fi_flags is a list of compiler flags
-cc -O2 -Wall -pthread -o "${dir}/cbaseline" hack/cbaseline/cbaseline.c ${fi_flags}
-# shellcheck disable=SC2086
-cc -O2 -Wall -o "${dir}/cpeer" tests/cpeer/cpeer.c ${fi_flags}
+scratch_dir
+build_peers
 rxm="tcp;ofi_rxm"
 events=task-clock,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom
 

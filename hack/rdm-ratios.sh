@@ -37,29 +37,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
-# The C baselines run libfabric as netio-go configures it: fabric turns tcp's
-# send staging off unless the environment names a size (a send reported
-# complete from the staging buffer is lost by fi_close; docs/providers.md),
-# so the same shape means the same setting in the C processes. Set
-# FI_TCP_STAGING_SBUF_SIZE yourself to run both sides with another size.
-export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}"
-# Likewise ofi_rxm's completions per progress call (fabric.RxMCompPerProgressEnv).
-export FI_OFI_RXM_COMP_PER_PROGRESS="${FI_OFI_RXM_COMP_PER_PROGRESS:-64}"
+# The C baselines run libfabric as netio-go configures it (provider_env:
+# tcp's staging off, a send reported complete from it being lost by
+# fi_close; ofi_rxm's 64 completions per progress call), so the same shape
+# means the same setting in the C processes.
+# shellcheck source=hack/peers.sh
+. hack/peers.sh
+provider_env
 rounds=${1:-3}
 
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	rm -rf "${dir}"
-}
-trap cleanup EXIT
-go build -o "${dir}/netio-perf" ./cmd/netio-perf
-fi_flags=$(pkg-config --cflags --libs libfabric)
-# shellcheck disable=SC2086 # fi_flags is a list of compiler flags
-cc -O2 -Wall -pthread -o "${dir}/cbaseline" hack/cbaseline/cbaseline.c ${fi_flags}
-# shellcheck disable=SC2086
-cc -O2 -Wall -o "${dir}/cpeer" tests/cpeer/cpeer.c ${fi_flags}
+scratch_dir
+build_peers
 np="${dir}/netio-perf"
 
 # field FILE NAME: NAME of the JSON object on the last line of FILE.

@@ -40,10 +40,10 @@
 # is left running.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# The C peer runs libfabric as netio-go configures it (fabric's provider
-# defaults): tcp's staging off, ofi_rxm's 64 completions per progress call.
-export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}"
-export FI_OFI_RXM_COMP_PER_PROGRESS="${FI_OFI_RXM_COMP_PER_PROGRESS:-64}"
+# The C peer runs libfabric as netio-go configures it (provider_env).
+# shellcheck source=hack/peers.sh
+. hack/peers.sh
+provider_env
 export PATH="${PATH}:/usr/local/go/bin"
 rounds=${1:-5}
 base=${2:-main}

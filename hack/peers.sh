@@ -1,0 +1,36 @@
+# hack/peers.sh: what the scripts that run netio-perf against the C peers
+# share. Source it from the repository's root; it only defines functions.
+
+# provider_env exports the libfabric settings netio-go applies before its
+# first fi_getinfo (fabric/staging.go, providerDefaults), unless the
+# environment names them, so that the C peers run the provider as netio-go
+# does and a ratio compares one provider configuration. Set them yourself
+# to run both sides with other values.
+provider_env() {
+	export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}"
+	export FI_OFI_RXM_COMP_PER_PROGRESS="${FI_OFI_RXM_COMP_PER_PROGRESS:-64}"
+}
+
+# scratch_dir makes the scratch directory ${dir} and the list ${pids} of
+# background processes, both cleaned up when the script exits.
+scratch_dir() {
+	dir=$(mktemp -d)
+	pids=()
+	trap scratch_cleanup EXIT
+}
+
+scratch_cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "${dir}"
+}
+
+# build_peers builds netio-perf, hack/cbaseline and tests/cpeer into ${dir}.
+build_peers() {
+	go build -o "${dir}/netio-perf" ./cmd/netio-perf
+	local fi_flags
+	fi_flags=$(pkg-config --cflags --libs libfabric)
+	# shellcheck disable=SC2086 # fi_flags is a list of compiler flags
+	cc -O2 -Wall -pthread -o "${dir}/cbaseline" hack/cbaseline/cbaseline.c ${fi_flags}
+	# shellcheck disable=SC2086
+	cc -O2 -Wall -o "${dir}/cpeer" tests/cpeer/cpeer.c ${fi_flags}
+}
