@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Where the 64 B rdm inject rate on tcp;ofi_rxm goes (issue 18 item 7;
 # docs/performance.md, "rdm 64 B inject: the sender's sendto and TCP's
-# segments"). Rounds interleaved, each running four cases:
+# segments"). Rounds interleaved, each running five cases:
 #   netio: netio-perf client --endpoint rdm --inject into netio-perf server
 #          (the pair hack/rdm-ratios.sh measures);
 #   block: the same with the server's pollers sleeping at once when idle
 #          (--poll block) instead of spinning first (the default, adaptive);
 #   cpeer: the same client into the plain C RDM receiver (tests/cpeer recv,
 #          which busy-polls a CQ without a wait object);
+#   cpair: the plain C RDM sender's injects (cpeer send --inject) into the
+#          same C receiver: the two-process C pair hack/rdm-ratios.sh
+#          compares netio with;
 #   C:     cbaseline inject (one process, a client and a server thread).
 # For each: the rate at the receiver (k msg/s); for the two-process cases,
 # the sender's CPU (task-clock) and sendto(2) calls per message and the
@@ -75,17 +78,18 @@ else:
         rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
     names = ("k msg/s", "sender CPU us/msg", "sendto/msg", "receiver recvfrom/msg", "bytes/segment")
     print("64 B inject on tcp;ofi_rxm, %d rounds interleaved; medians (min-max)" % max(len(v) for v in rows.values()))
-    for key in ("netio", "block", "cpeer", "C"):
+    for key in ("netio", "block", "cpeer", "cpair", "C"):
         cols = []
         for i, name in enumerate(names):
             vs = [r[i] for r in rows.get(key, []) if r[i] == r[i]]
             if vs:
                 cols.append("%s %.5g (%.5g-%.5g)" % (name, statistics.median(vs), min(vs), max(vs)))
         print("%-5s %s" % (key, " | ".join(cols)))
-    for key in ("netio", "block", "cpeer"):
-        rs = [a[0] / b[0] for a, b in zip(rows.get(key, []), rows.get("C", [])) if b[0]]
+    for key, base in (("netio", "C"), ("block", "C"), ("cpeer", "C"), ("cpair", "C"), ("netio", "cpair"),
+                      ("block", "cpair")):
+        rs = [a[0] / b[0] for a, b in zip(rows.get(key, []), rows.get(base, [])) if b[0]]
         if rs:
-            print("rate %s/C by round: %.2fx (%.2f-%.2f)" % (key, statistics.median(rs), min(rs), max(rs)))
+            print("rate %s/%s by round: %.2fx (%.2f-%.2f)" % (key, base, statistics.median(rs), min(rs), max(rs)))
 EOF
 }
 
@@ -100,13 +104,21 @@ sample() {
 	done
 }
 
-# pair KEY RECEIVER...: RECEIVER under perf stat, then the netio-perf
-# inject client under perf stat, the client's socket sampled.
+# pair KEY RECEIVER... [-- SENDER...]: RECEIVER under perf stat, then
+# SENDER (default: the netio-perf inject client) with --connect ADDR under
+# perf stat, the sender's socket sampled.
 pair() {
-	local key=$1 addr=""
+	local key=$1 addr="" recv=() send=()
 	shift
+	while [[ $# -gt 0 && $1 != -- ]]; do
+		recv+=("$1")
+		shift
+	done
+	[[ $# -eq 0 ]] || send=("${@:2}")
+	[[ ${#send[@]} -gt 0 ]] || send=("${dir}/netio-perf" client --endpoint rdm --json --timeout 60s --bufs 64 \
+		--provider "${rxm}" --inject --size 64 --count "${count}")
 	: >"${dir}/recv.out"
-	perf stat -x, -e "${events}" -o "${dir}/recv.perf" "$@" >"${dir}/recv.out" 2>"${dir}/recv.err" &
+	perf stat -x, -e "${events}" -o "${dir}/recv.perf" "${recv[@]}" >"${dir}/recv.out" 2>"${dir}/recv.err" &
 	watch=$!
 	pids+=("${watch}")
 	for _ in $(seq 200); do
@@ -116,9 +128,8 @@ pair() {
 	done
 	sample "dport = :${addr##*:}" &
 	local s=$!
-	perf stat -x, -e "${events}" -o "${dir}/send.perf" "${dir}/netio-perf" client --endpoint rdm --json \
-		--timeout 60s --bufs 64 --provider "${rxm}" --inject --size 64 --count "${count}" \
-		--connect "${addr}" >"${dir}/send.out" 2>"${dir}/send.err" || echo "${key}: client failed" >&2
+	perf stat -x, -e "${events}" -o "${dir}/send.perf" "${send[@]}" --connect "${addr}" \
+		>"${dir}/send.out" 2>"${dir}/send.err" || echo "${key}: sender failed" >&2
 	wait "${watch}" || echo "${key}: receiver failed" >&2
 	wait "${s}"
 	report pair "${key}" "${count}" >>"${dir}/results" || echo "${key}: no figures (see above)" >&2
@@ -132,6 +143,9 @@ for round in $(seq "${rounds}"); do
 		--listen 127.0.0.1:0 --buf-size 64 --count "${count}" --poll block
 	pair cpeer "${dir}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size 64 \
 		--count "${count}" --window 128 --timeout 60
+	pair cpair "${dir}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size 64 \
+		--count "${count}" --window 128 --timeout 60 -- \
+		"${dir}/cpeer" send --endpoint rdm --inject --provider "${rxm}" --size 64 --count "${count}" --timeout 60
 	"${dir}/cbaseline" inject --provider "${rxm}" --size 64 --seconds 1 --timeout 60 >"${dir}/c.out" 2>"${dir}/c.err" &
 	watch=$!
 	pids+=("${watch}")
