@@ -13,7 +13,8 @@
 #          compares netio with;
 #   C:     cbaseline inject (one process, a client and a server thread).
 # For each: the rate at the receiver (k msg/s); for the two-process cases,
-# the sender's CPU (task-clock) and sendto(2) calls per message and the
+# the sender's CPU (task-clock; of it in the kernel: system_time) and sendto(2)
+# calls per message and the
 # receiver's recvfrom(2) calls per message (perf stat); for all four the
 # sender socket's bytes per TCP data segment (ss -ti, the last sample taken
 # every 0.1 s while it runs; a message is about 144 bytes on the wire, so
@@ -30,7 +31,7 @@ rounds=${1:-3} count=${2:-300000}
 scratch_dir
 build_peers
 rxm="tcp;ofi_rxm"
-events=task-clock,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom
+events=task-clock,system_time,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom
 
 # report MODE ARGS...: one result line from the files of a case (MODE pair:
 # KEY COUNT; MODE c: KEY PID), or the summary of the result lines (MODE
@@ -46,8 +47,9 @@ def perf(path, n):
     for line in open(path):
         f = line.strip().split(",")
         if len(f) > 3 and not line.startswith("#") and f[0] and f[0][0].isdigit():
-            vals[f[2].split("_")[-1]] = float(f[0])
-    return vals.get("task-clock", 0) * 1e3 / n, vals.get("sendto", 0) / n, vals.get("recvfrom", 0) / n
+            vals[f[2].split(":")[-1]] = float(f[0])
+    return (vals.get("task-clock", 0) * 1e3 / n, vals.get("system_time", float("nan")) / 1e3 / n,
+            vals.get("sys_enter_sendto", 0) / n, vals.get("sys_enter_recvfrom", 0) / n)
 
 def segment(pid=None):
     best = None
@@ -65,18 +67,18 @@ def last(path):
 if mode == "pair":
     key, n = sys.argv[2], int(sys.argv[3])
     rate = last(d + "/recv.out")["msgs_per_s"] / 1e3
-    cpu, sendto, _ = perf(d + "/send.perf", n)
-    _, _, recvfrom = perf(d + "/recv.perf", n)
-    print(key, rate, cpu, sendto, recvfrom, segment())
+    cpu, ksys, sendto, _ = perf(d + "/send.perf", n)
+    _, _, _, recvfrom = perf(d + "/recv.perf", n)
+    print(key, rate, cpu, ksys, sendto, recvfrom, segment())
 elif mode == "c":
     nan = float("nan")
-    print(sys.argv[2], last(d + "/c.out")["msgs_per_s"] / 1e3, nan, nan, nan, segment(sys.argv[3]))
+    print(sys.argv[2], last(d + "/c.out")["msgs_per_s"] / 1e3, nan, nan, nan, nan, segment(sys.argv[3]))
 else:
     rows = {}
     for line in open(sys.argv[2]):
         f = line.split()
         rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
-    names = ("k msg/s", "sender CPU us/msg", "sendto/msg", "receiver recvfrom/msg", "bytes/segment")
+    names = ("k msg/s", "sender CPU us/msg", "of it in the kernel", "sendto/msg", "receiver recvfrom/msg", "bytes/segment")
     print("64 B inject on tcp;ofi_rxm, %d rounds interleaved; medians (min-max)" % max(len(v) for v in rows.values()))
     for key in ("netio", "block", "cpeer", "cpair", "C"):
         cols = []
