@@ -11,7 +11,10 @@
 #   cpair: the plain C RDM sender's injects (cpeer send --inject) into the
 #          same C receiver: the two-process C pair hack/rdm-ratios.sh
 #          compares netio with;
-#   C:     cbaseline inject (one process, a client and a server thread).
+#   C:     cbaseline inject (one process, a client and a server thread);
+#   cpair+NS: with INJECT_SEGS_WORK="NS ...", the C pair again with the C
+#          sender spinning NS ns after each inject (cpeer --work-ns): what
+#          a sender's own work per message costs the kernel's part.
 # For each: the rate at the receiver (k msg/s); for the two-process cases,
 # the sender's CPU (task-clock; of it in the kernel: system_time) and sendto(2)
 # calls per message and the
@@ -21,6 +24,7 @@
 # 144 means one message a segment). Bounded: COUNT messages (C: 1 s) and a
 # 60 s timeout per process; loopback only, ephemeral ports.
 # Usage: hack/inject-segs.sh [rounds] [count]   (default 3 rounds, 300000)
+#        INJECT_SEGS_WORK="250 500" hack/inject-segs.sh ...
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
@@ -80,15 +84,14 @@ else:
         rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
     names = ("k msg/s", "sender CPU us/msg", "of it in the kernel", "sendto/msg", "receiver recvfrom/msg", "bytes/segment")
     print("64 B inject on tcp;ofi_rxm, %d rounds interleaved; medians (min-max)" % max(len(v) for v in rows.values()))
-    for key in ("netio", "block", "cpeer", "cpair", "C"):
+    for key in rows:
         cols = []
         for i, name in enumerate(names):
             vs = [r[i] for r in rows.get(key, []) if r[i] == r[i]]
             if vs:
                 cols.append("%s %.5g (%.5g-%.5g)" % (name, statistics.median(vs), min(vs), max(vs)))
         print("%-5s %s" % (key, " | ".join(cols)))
-    for key, base in (("netio", "C"), ("block", "C"), ("cpeer", "C"), ("cpair", "C"), ("netio", "cpair"),
-                      ("block", "cpair")):
+    for key, base in [(k, "C") for k in rows if k != "C"] + [("netio", "cpair"), ("block", "cpair")]:
         rs = [a[0] / b[0] for a, b in zip(rows.get(key, []), rows.get(base, [])) if b[0]]
         if rs:
             print("rate %s/%s by round: %.2fx (%.2f-%.2f)" % (key, base, statistics.median(rs), min(rs), max(rs)))
@@ -148,6 +151,11 @@ for round in $(seq "${rounds}"); do
 	pair cpair "${dir}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size 64 \
 		--count "${count}" --window 128 --timeout 60 -- \
 		"${dir}/cpeer" send --endpoint rdm --inject --provider "${rxm}" --size 64 --count "${count}" --timeout 60
+	for ns in ${INJECT_SEGS_WORK:-}; do
+		pair "cpair+${ns}" "${dir}/cpeer" recv --endpoint rdm --provider "${rxm}" --listen 127.0.0.1:0 --size 64 \
+			--count "${count}" --window 128 --timeout 60 -- "${dir}/cpeer" send --endpoint rdm --inject \
+			--provider "${rxm}" --size 64 --count "${count}" --timeout 60 --work-ns "${ns}"
+	done
 	"${dir}/cbaseline" inject --provider "${rxm}" --size 64 --seconds 1 --timeout 60 >"${dir}/c.out" 2>"${dir}/c.err" &
 	watch=$!
 	pids+=("${watch}")

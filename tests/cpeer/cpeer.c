@@ -10,7 +10,7 @@
  *   cpeer send --provider P --connect ADDR --size S --count N
  *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
  *   cpeer send --endpoint rdm --inject --provider P --connect ADDR
- *              --size S --count N [--verify] [--timeout SEC]
+ *              --size S --count N [--verify] [--work-ns NS] [--timeout SEC]
  *   cpeer recv --provider P --listen ADDR --size S --count N
  *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
  *
@@ -61,7 +61,8 @@ struct opts {
 	size_t size;
 	uint64_t count;
 	int verify;
-	int inject; /* send --endpoint rdm --inject */
+	int inject;       /* send --endpoint rdm --inject */
+	unsigned work_ns; /* --inject: busy time after each inject */
 	size_t window;
 	unsigned timeout;
 };
@@ -100,7 +101,7 @@ static void usage(void)
 		"  cpeer send --provider P --connect ADDR --size S --count N"
 		" [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]\n"
 		"  cpeer send --endpoint rdm --inject --provider P --connect ADDR"
-		" --size S --count N [--verify] [--timeout SEC]\n"
+		" --size S --count N [--verify] [--work-ns NS] [--timeout SEC]\n"
 		"  cpeer recv --provider P --listen ADDR --size S --count N"
 		" [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]\n"
 		"ADDR is HOST:PORT, or an shm endpoint name with --endpoint rdm"
@@ -168,6 +169,8 @@ static void parse_args(int argc, char **argv)
 			have_count = 1;
 		} else if (!strcmp(a, "--window")) {
 			o.window = (size_t)parse_u64(a, v);
+		} else if (!strcmp(a, "--work-ns")) {
+			o.work_ns = (unsigned)parse_u64(a, v);
 		} else if (!strcmp(a, "--timeout")) {
 			o.timeout = (unsigned)parse_u64(a, v);
 		} else {
@@ -186,6 +189,8 @@ static void parse_args(int argc, char **argv)
 	}
 	if (o.inject && (!o.is_send || !o.rdm))
 		die("--inject: only with send --endpoint rdm");
+	if (o.work_ns && !o.inject)
+		die("--work-ns: only with --inject");
 	if (o.inject)
 		o.window = 1; /* the one buffer every message is sent from */
 	if (o.window == 0)
@@ -948,6 +953,10 @@ static void rdm_name(char *out, size_t outlen)
  * answered by reading the CQ, which drives progress, and the same call is
  * made again. Returns the number of messages sent; *t0 is when the first
  * was posted, *t1 when the last one's completion was read.
+ *
+ * --work-ns NS spins NS nanoseconds (reading CLOCK_MONOTONIC) after each
+ * inject: the work of its own a sender does per message, so that what it
+ * costs the rest of the path can be measured (hack/inject-segs.sh).
  */
 static uint64_t inject_all(fi_addr_t dest, double *t0p, double *t1p)
 {
@@ -973,6 +982,12 @@ static uint64_t inject_all(fi_addr_t dest, double *t0p, double *t1p)
 		if (ret)
 			die_fi(last ? "fi_send" : "fi_inject", ret);
 		n_done = k;
+		if (o.work_ns) {
+			double until = now_sec() + o.work_ns * 1e-9;
+
+			while (now_sec() < until)
+				;
+		}
 	}
 	if (!last)
 		return 0;
