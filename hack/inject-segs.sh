@@ -16,10 +16,10 @@
 #          sender spinning NS ns after each inject (cpeer --work-ns): what
 #          a sender's own work per message costs the kernel's part.
 # For each: the rate at the receiver (k msg/s); for the two-process cases,
-# the sender's CPU (task-clock; of it in the kernel: system_time) and sendto(2)
-# calls per message and the
-# receiver's recvfrom(2) calls per message (perf stat); for all four the
-# sender socket's bytes per TCP data segment (ss -ti, the last sample taken
+# the sender's CPU (task-clock; of it in the kernel: system_time) and
+# sendto(2) calls per message and the receiver's recvfrom(2) calls and CPU
+# per message (perf stat; a receiver that spins, as cpeer recv does, counts
+# its idle time too); for every case the sender socket's bytes per TCP data segment (ss -ti, the last sample taken
 # every 0.1 s while it runs; a message is about 144 bytes on the wire, so
 # 144 means one message a segment). Bounded: COUNT messages (C: 1 s) and a
 # 60 s timeout per process; loopback only, ephemeral ports.
@@ -72,17 +72,18 @@ if mode == "pair":
     key, n = sys.argv[2], int(sys.argv[3])
     rate = last(d + "/recv.out")["msgs_per_s"] / 1e3
     cpu, ksys, sendto, _ = perf(d + "/send.perf", n)
-    _, _, _, recvfrom = perf(d + "/recv.perf", n)
-    print(key, rate, cpu, ksys, sendto, recvfrom, segment())
+    rcpu, _, _, recvfrom = perf(d + "/recv.perf", n)
+    print(key, rate, cpu, ksys, sendto, recvfrom, rcpu, segment())
 elif mode == "c":
     nan = float("nan")
-    print(sys.argv[2], last(d + "/c.out")["msgs_per_s"] / 1e3, nan, nan, nan, nan, segment(sys.argv[3]))
+    print(sys.argv[2], last(d + "/c.out")["msgs_per_s"] / 1e3, nan, nan, nan, nan, nan, segment(sys.argv[3]))
 else:
     rows = {}
     for line in open(sys.argv[2]):
         f = line.split()
         rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
-    names = ("k msg/s", "sender CPU us/msg", "of it in the kernel", "sendto/msg", "receiver recvfrom/msg", "bytes/segment")
+    names = ("k msg/s", "sender CPU us/msg", "of it in the kernel", "sendto/msg", "receiver recvfrom/msg", "receiver CPU us/msg",
+             "bytes/segment")
     print("64 B inject on tcp;ofi_rxm, %d rounds interleaved; medians (min-max)" % max(len(v) for v in rows.values()))
     for key in rows:
         cols = []
