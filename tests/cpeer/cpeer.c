@@ -981,7 +981,7 @@ static uint64_t inject_all(fi_addr_t dest, double *t0p, double *t1p)
 		} while (ret == -FI_EAGAIN);
 		if (ret)
 			die_fi(last ? "fi_send" : "fi_inject", ret);
-		n_done = k;
+		n_done = last ? k : k + 1; /* taken; the last once it completes */
 		if (o.work_ns) {
 			double until = now_sec() + o.work_ns * 1e-9;
 
