@@ -122,6 +122,7 @@ func TestRDMPerfServerFindsBadData(t *testing.T) {
 func TestRDMPerfInteropCPeer(t *testing.T) {
 	cpeer := perfBuildCPeer(t)
 	bin := perfBuild(t)
+	cpeerSendsAsNetio(t)
 	const size, count = 4096, 10000
 	n, sz := strconv.Itoa(count), strconv.Itoa(size)
 	for _, prov := range []string{"tcp;ofi_rxm", "udp;ofi_rxd"} {
@@ -165,10 +166,7 @@ func TestRDMPerfInteropCPeer(t *testing.T) {
 func TestRDMPerfCPeerInject(t *testing.T) {
 	cpeer := perfBuildCPeer(t)
 	bin := perfBuild(t)
-	// cpeer closes once its last message completed; on tcp that says the
-	// bytes reached the kernel only with tcp's staging buffer off, as
-	// netio-go runs it (fabric.TCPStagingEnv).
-	t.Setenv(fabric.TCPStagingEnv, "0")
+	cpeerSendsAsNetio(t)
 	const size, count = 64, 20000
 	n, sz := strconv.Itoa(count), strconv.Itoa(size)
 	for _, prov := range []string{"tcp;ofi_rxm", "udp;ofi_rxd"} {
@@ -193,6 +191,17 @@ func TestRDMPerfCPeerInject(t *testing.T) {
 		assert.Equal(t, 1, big.wait(t, ctx))
 		assert.Contains(t, big.stderrText(), "inject size")
 	})
+}
+
+// cpeerSendsAsNetio turns tcp's send staging buffer off for the C peers the
+// test starts, as netio-go turns it off for itself (fabric.TCPStagingEnv),
+// whether or not this process has opened a domain yet. cpeer send closes
+// once its last message completed, and on tcp that says the bytes reached
+// the kernel only with the staging buffer off: with it on, a completed send
+// may still sit in that buffer, and fi_close discards it.
+func cpeerSendsAsNetio(t *testing.T) {
+	t.Helper()
+	t.Setenv(fabric.TCPStagingEnv, "0")
 }
 
 // TestRDMPerfShmWithoutCMA: shm copies messages above its inject size
