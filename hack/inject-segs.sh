@@ -19,9 +19,14 @@
 # the sender's CPU (task-clock; of it in the kernel: system_time) and
 # sendto(2) calls per message and the receiver's recvfrom(2) calls and CPU
 # per message (perf stat; a receiver that spins, as cpeer recv does, counts
-# its idle time too); for every case the sender socket's bytes per TCP data segment (ss -ti, the last sample taken
-# every 0.1 s while it runs; a message is about 144 bytes on the wire, so
-# 144 means one message a segment). Bounded: COUNT messages (C: 1 s) and a
+# its idle time too), the transmits on lo the sender's threads make per
+# message (perf's net:net_dev_xmit: its TCP segments, and any other packet
+# its context sends) and its context switches; for every case the sender
+# socket's bytes per TCP data segment (ss -ti, the last sample taken every
+# 0.1 s while it runs; a message is about 144 bytes on the wire, so 144
+# means one message a segment). Last, each two-process case's rounds one by
+# one: the sender's CPU at its transmits per message. The start-up
+# (libfabric reads /proc/kallsyms) is in the CPU figures: keep COUNT large. Bounded: COUNT messages (C: 1 s) and a
 # 60 s timeout per process; loopback only, ephemeral ports.
 # Usage: hack/inject-segs.sh [rounds] [count]   (default 3 rounds, 300000)
 #        INJECT_SEGS_WORK="250 500" hack/inject-segs.sh ...
@@ -35,7 +40,7 @@ rounds=${1:-3} count=${2:-300000}
 scratch_dir
 build_peers
 rxm="tcp;ofi_rxm"
-events=task-clock,system_time,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom
+events=task-clock,system_time,context-switches,net:net_dev_xmit,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom
 
 # report MODE ARGS...: one result line from the files of a case (MODE pair:
 # KEY COUNT; MODE c: KEY PID), or the summary of the result lines (MODE
@@ -53,7 +58,8 @@ def perf(path, n):
         if len(f) > 3 and not line.startswith("#") and f[0] and f[0][0].isdigit():
             vals[f[2].split(":")[-1]] = float(f[0])
     return (vals.get("task-clock", 0) * 1e3 / n, vals.get("system_time", float("nan")) / 1e3 / n,
-            vals.get("sys_enter_sendto", 0) / n, vals.get("sys_enter_recvfrom", 0) / n)
+            vals.get("sys_enter_sendto", 0) / n, vals.get("sys_enter_recvfrom", 0) / n,
+            vals.get("net_dev_xmit", 0) / n, vals.get("context-switches", 0) * 1e3 / n)
 
 def segment(pid=None):
     best = None
@@ -71,19 +77,19 @@ def last(path):
 if mode == "pair":
     key, n = sys.argv[2], int(sys.argv[3])
     rate = last(d + "/recv.out")["msgs_per_s"] / 1e3
-    cpu, ksys, sendto, _ = perf(d + "/send.perf", n)
-    rcpu, _, _, recvfrom = perf(d + "/recv.perf", n)
-    print(key, rate, cpu, ksys, sendto, recvfrom, rcpu, segment())
+    cpu, ksys, sendto, _, xmit, cs = perf(d + "/send.perf", n)
+    rcpu, _, _, recvfrom, _, _ = perf(d + "/recv.perf", n)
+    print(key, rate, cpu, ksys, sendto, recvfrom, rcpu, segment(), xmit, cs)
 elif mode == "c":
     nan = float("nan")
-    print(sys.argv[2], last(d + "/c.out")["msgs_per_s"] / 1e3, nan, nan, nan, nan, nan, segment(sys.argv[3]))
+    print(sys.argv[2], last(d + "/c.out")["msgs_per_s"] / 1e3, nan, nan, nan, nan, nan, segment(sys.argv[3]), nan, nan)
 else:
     rows = {}
     for line in open(sys.argv[2]):
         f = line.split()
         rows.setdefault(f[0], []).append([float(x) for x in f[1:]])
     names = ("k msg/s", "sender CPU us/msg", "of it in the kernel", "sendto/msg", "receiver recvfrom/msg", "receiver CPU us/msg",
-             "bytes/segment")
+             "bytes/segment", "sender transmits/msg", "sender switches/1k msg")
     print("64 B inject on tcp;ofi_rxm, %d rounds interleaved; medians (min-max)" % max(len(v) for v in rows.values()))
     for key in rows:
         cols = []
@@ -96,6 +102,10 @@ else:
         rs = [a[0] / b[0] for a, b in zip(rows.get(key, []), rows.get(base, [])) if b[0]]
         if rs:
             print("rate %s/%s by round: %.2fx (%.2f-%.2f)" % (key, base, statistics.median(rs), min(rs), max(rs)))
+    print("by round, sender CPU us/msg (of it kernel) at transmits/msg:")
+    for key in rows:
+        if key != "C":
+            print("%-5s %s" % (key, "  ".join("%.2f (%.2f) at %.3f" % (r[1], r[2], r[7]) for r in rows[key])))
 EOF
 }
 
