@@ -39,8 +39,7 @@ type confirmer struct {
 	// flushed counts the regular sends that completed FI_ECANCELED: tcp
 	// flushes its queues on a broken connection with such a completion
 	// for each, and counts none of them in the counter, not even as errors.
-	flushed     atomic.Uint64
-	unconfirmed atomic.Uint64 // injects reported OK the provider still held at the end
+	flushed atomic.Uint64
 }
 
 // ConfirmInjects has the core confirm its injects with cntr, a counter
@@ -56,9 +55,16 @@ func (c *Core) ConfirmInjects(cntr *fabric.Counter, linger time.Duration) {
 }
 
 // InjectsUnconfirmed returns how many injects reported OK the provider
-// still held when the endpoint ended (see ConfirmInjects): they may not
-// have reached the peer.
-func (c *Core) InjectsUnconfirmed() uint64 { return c.conf.unconfirmed.Load() }
+// may not have sent: those it still held when the endpoint ended (see
+// ConfirmInjects), and whatever else the kind counted (CountUnconfirmed).
+// They may not have reached the peer.
+func (c *Core) InjectsUnconfirmed() uint64 { return c.unconfirmed.Load() }
+
+// CountUnconfirmed adds n injects reported OK that nothing confirmed sent
+// to InjectsUnconfirmed, the one count of them every kind adds to: the
+// core's at close (ConfirmInjects), rdm's per peer (its tracked sends).
+// Safe on any goroutine.
+func (c *Core) CountUnconfirmed(n uint64) { c.unconfirmed.Add(n) }
 
 // tookSend counts a send the provider took; regular says it has a
 // completion to come.
@@ -149,7 +155,7 @@ func (c *Core) countUnconfirmed() {
 	if held <= 0 {
 		return
 	}
-	f.unconfirmed.Add(uint64(held))
+	c.CountUnconfirmed(uint64(held))
 	c.Log.Warn().Str("peer", c.opts.Peer).Int64("injects", held).
 		Msg("closing with injects the provider has not sent: they were reported OK and may not arrive")
 }
