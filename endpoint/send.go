@@ -100,8 +100,8 @@ type SendConfig struct {
 	// although some may be lost, and the first such endpoint logs a
 	// warning. It excludes DeliveryComplete. ProgressTimeout
 	// sees only sends posted with a completion: injects to a stalled peer
-	// are reported OK, and the stall shows as NoResources from SendBuffer.
-	// See inject.go.
+	// are reported OK, and the stall shows as NoResources from SendBuffer
+	// once the provider holds MaxInjectsHeld sends. See inject.go.
 	Inject bool
 	// InjectLinger bounds how long Close waits for the provider to send
 	// the injects it took (Inject); 0 means 1 s. Negative is an error.
@@ -110,6 +110,20 @@ type SendConfig struct {
 	// a callback of this endpoint's poller it does not wait, from one of
 	// another poller it holds that poller meanwhile.
 	InjectLinger time.Duration
+	// MaxInjectsHeld bounds what the provider holds for a stalled peer
+	// with Inject: once it holds this many sends unsent (injects and
+	// regular ones; the send counter tells), SendBuffer refuses a message
+	// it would inject with NoResources, keeping nothing (the caller keeps
+	// buf and retries), until the peer takes enough again. tcp queues every
+	// inject a stalled peer leaves without a limit of its own: 622k
+	// injects, over 100 MB, in a test without this bound. It is exact
+	// for one sending goroutine; each further goroutine sending at the same
+	// time may add one. A send already queued for the poller waits instead
+	// (OK meant queued). 0 means DefaultMaxInjectsHeld (4096); negative is
+	// an error. On a provider without send counters nothing of the
+	// library's bounds it: only the provider's own queue, whatever that
+	// takes.
+	MaxInjectsHeld int
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -141,7 +155,8 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 func (c *SendConfig) options() connOptions {
 	return connOptions{Options: sendcore.Options{Poller: c.Poller, PollerConfig: c.PollerConfig, Log: c.Logger,
 		OnClosed: c.OnConnectionClosed, OnSendCompleted: c.OnSendCompleted, Inject: c.Inject},
-		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout, injectLinger: c.InjectLinger}
+		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout, injectLinger: c.InjectLinger,
+		maxInjectsHeld: c.MaxInjectsHeld}
 }
 
 // SendStats counts what a send endpoint did.

@@ -31,9 +31,9 @@ const (
 	stallMessages = 1 << 20         // bound: the receiver's socket fills long before
 	stallQuiet    = 1 * time.Second // no completion for this long with every buffer in flight: stalled
 	// stallInjects bounds the messages of a sender with Inject, whose
-	// buffers are free again at once: tcp took 6k to 107k injects past what
-	// the sockets held (about 66,500 messages here, 4.2 MB on the wire)
-	// before it refused one, and a receiver draining that many under -race
+	// buffers are free again at once: before SendConfig.MaxInjectsHeld, tcp
+	// took 6k to 107k injects past what the sockets held (about 66,500
+	// messages here, 4.2 MB on the wire) before it refused one, and a receiver draining that many under -race
 	// and load could outlast a test's linger. At the bound the sender
 	// counts as stalled; twice what the sockets held here, it leaves
 	// tcp holding some 64k at the most.
@@ -44,6 +44,8 @@ const (
 // a sender that has sent 48-byte messages until it stalled too.
 type stalledPair struct {
 	ledger   *testpattern.Ledger
+	pattern  *testpattern.Pattern
+	next     uint64 // the sequence number of the next message: all before it were sent OK
 	s        *endpoint.SendEndpointBuffered
 	receiver *endpoint.ReceiveEndpoint // the stalled connection
 	ended    chan error                // the receiving connection's end
@@ -64,7 +66,7 @@ func stallPair(t *testing.T, prov string, lcfg endpoint.ListenConfig, scfg endpo
 func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, scfg endpoint.SendConfig) *stalledPair {
 	t.Helper()
 	pattern := testpattern.New(stallSize, testpattern.WithHeader())
-	p := &stalledPair{ledger: testpattern.NewLedger(pattern, 0), ended: make(chan error, 1)}
+	p := &stalledPair{ledger: testpattern.NewLedger(pattern, 0), pattern: pattern, ended: make(chan error, 1)}
 	gate := make(chan struct{})
 	stalled := make(chan *endpoint.ReceiveEndpoint, 1)
 	var stallOnce, releaseOnce sync.Once
@@ -113,11 +115,13 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 			return false
 		}
 		require.Equal(t, netio.OK, st, "send %d", seq)
+		p.next = seq + 1
 		return true
 	})
 	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
 	if refused != nil {
-		_, st := p.s.ReleaseBuffer(refused.ID()) // recorded as sent, never reported: not in the count
+		p.ledger.Refused(refused.ID()) // never reported: not in the count, and its seq is p.next
+		_, st := p.s.ReleaseBuffer(refused.ID())
 		require.Equal(t, netio.OK, st)
 	}
 	p.receiver = <-stalled

@@ -145,6 +145,10 @@ func (c *Core) post(ep *fabric.Endpoint, id uint32, n int) fabric.Errno {
 		}
 		return errno
 	}
+	if c.conf.full() { // the provider holds enough: NoResources (ConfirmInjects)
+		c.inj.done.unreserve()
+		return fabric.EAGAIN
+	}
 	if errno := c.inj.post(ep, id, n); errno != 0 {
 		c.inj.done.unreserve()
 		return errno

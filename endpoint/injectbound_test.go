@@ -1,0 +1,97 @@
+package endpoint_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/endpoint"
+)
+
+// boundHeld is SendConfig.MaxInjectsHeld in the tests of the bound: far
+// below what tcp took without one (6k to 622k past the sockets' bytes).
+const boundHeld = 256
+
+// TestInjectBoundRefusesThenResumes: with the receiver stalled, the
+// provider holds exactly MaxInjectsHeld sends unsent (one sending
+// goroutine; plus any regular send posted after, see below) and SendBuffer refuses the next inject with NoResources,
+// changing nothing; once the receiver goes on, injects are accepted again,
+// and every message arrives, none lost or counted unconfirmed. sockets
+// takes what a stalled peer leaves into buffers of its own and counts it
+// sent (see ProgressTimeout), so it holds less than the bound and its
+// refusals, if any, are its own.
+func TestInjectBoundRefusesThenResumes(t *testing.T) {
+	for _, prov := range providers {
+		t.Run(prov, func(t *testing.T) {
+			p := stallPair(t, prov, endpoint.ListenConfig{},
+				endpoint.SendConfig{Inject: true, InjectLinger: time.Minute, MaxInjectsHeld: boundHeld})
+			held := endpoint.InjectsHeld(p.s)
+			t.Logf("stalled after %d messages: the provider holds %d; %+v", p.next, held, p.s.Stats())
+			if prov == "tcp" {
+				// Exactly the bound, but for regular sends: a send the core
+				// cannot queue a report for (a descheduled poller) goes with a
+				// completion, is not refused, and stays pending.
+				regular := uint64(len(p.s.PendingSends()))
+				assert.GreaterOrEqual(t, held, uint64(boundHeld), "held up to the bound")
+				assert.LessOrEqual(t, held, uint64(boundHeld)+regular, "one sender: no inject past the bound (%d regular pending)", regular)
+				buf := p.s.GetBuffer()
+				require.NotNil(t, buf, "injected sends keep no buffer")
+				p.pattern.Fill(buf.Bytes()[:stallSize], 0, p.next)
+				assert.Equal(t, netio.NoResources, p.s.SendBuffer(buf, stallSize), "over the bound")
+				assert.Equal(t, held, endpoint.InjectsHeld(p.s), "the refusal posted nothing")
+				_, st := p.s.ReleaseBuffer(buf.ID())
+				assert.Equal(t, netio.OK, st, "the caller kept the buffer")
+			} else {
+				assert.LessOrEqual(t, held, uint64(boundHeld))
+			}
+			p.release()
+			p.sendMore(t, 2*boundHeld)
+			require.NoError(t, p.s.Close())
+			p.awaitEnd(t)
+			rep := p.ledger.Report()
+			st := p.s.Stats()
+			t.Logf("after Close: %v; %+v", rep, st)
+			assert.NoError(t, rep.Err())
+			assert.Equal(t, int(p.next), rep.OK, "every message reported OK")
+			assert.Equal(t, int(p.next), rep.Delivered, "every message arrived")
+			assert.Zero(t, st.InjectsUnconfirmed)
+		})
+	}
+}
+
+// sendMore sends n more messages of the stream once the receiver goes on,
+// retrying those refused with NoResources until the provider has sent
+// enough of what it holds; it fails if one stays refused for 30 s.
+func (p *stalledPair) sendMore(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for range n {
+		buf := p.s.GetBuffer()
+		for ; buf == nil && time.Now().Before(deadline); buf = p.s.GetBuffer() {
+			time.Sleep(time.Millisecond)
+		}
+		require.NotNil(t, buf, "no buffer free for 30 s")
+		p.pattern.Fill(buf.Bytes()[:stallSize], 0, p.next)
+		p.ledger.Sent(buf.ID(), p.next)
+		st := p.s.SendBuffer(buf, stallSize)
+		for ; st == netio.NoResources && time.Now().Before(deadline); st = p.s.SendBuffer(buf, stallSize) {
+			time.Sleep(time.Millisecond)
+		}
+		require.Equal(t, netio.OK, st, "message %d refused for 30 s after the release", p.next)
+		p.next++
+	}
+}
+
+// TestNegativeMaxInjectsHeldRefused: a negative bound fails the dial with
+// ErrInvalidArgument before anything is opened.
+func TestNegativeMaxInjectsHeldRefused(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	_, err := endpoint.Dial(t.Context(), mgr, "127.0.0.1:1", endpoint.SendConfig{Inject: true, MaxInjectsHeld: -1})
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, netio.ErrInvalidArgument), "%v", err)
+	assert.Empty(t, mgr.Registrations(), "nothing registered")
+}
