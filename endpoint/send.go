@@ -291,7 +291,8 @@ func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
 // With SendConfig.Inject a message of at most InjectSize bytes is posted
 // with fi_inject: buf goes back to the endpoint's free buffers when
 // SendBuffer returns OK, and OnSendCompleted reports its key later, on the
-// poller goroutine.
+// poller goroutine. Such a message is refused with NoResources (the caller
+// keeps buf) while the provider holds SendConfig.MaxInjectsHeld sends.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
 	if buf == nil {
 		return netio.InvalidArgument
