@@ -1,6 +1,6 @@
 package endpoint
 
-// InjectsHeld returns how many sends the provider holds unsent, as the
+// SendsHeld returns how many sends the provider holds unsent, as the
 // send counter of an endpoint with SendConfig.Inject tells: for tests of
 // SendConfig.MaxInjectsHeld.
-func InjectsHeld(s *SendEndpointBuffered) uint64 { return s.c.InjectsHeld() }
+func SendsHeld(s *SendEndpointBuffered) uint64 { return s.c.SendsHeld() }

@@ -29,7 +29,7 @@ func TestInjectBoundRefusesThenResumes(t *testing.T) {
 		t.Run(prov, func(t *testing.T) {
 			p := stallPair(t, prov, endpoint.ListenConfig{},
 				endpoint.SendConfig{Inject: true, InjectLinger: time.Minute, MaxInjectsHeld: boundHeld})
-			held := endpoint.InjectsHeld(p.s)
+			held := endpoint.SendsHeld(p.s)
 			t.Logf("stalled after %d messages: the provider holds %d; %+v", p.next, held, p.s.Stats())
 			if prov == "tcp" {
 				// Exactly the bound, but for regular sends: a send the core
@@ -42,7 +42,7 @@ func TestInjectBoundRefusesThenResumes(t *testing.T) {
 				require.NotNil(t, buf, "injected sends keep no buffer")
 				p.pattern.Fill(buf.Bytes()[:stallSize], 0, p.next)
 				assert.Equal(t, netio.NoResources, p.s.SendBuffer(buf, stallSize), "over the bound")
-				assert.Equal(t, held, endpoint.InjectsHeld(p.s), "the refusal posted nothing")
+				assert.Equal(t, held, endpoint.SendsHeld(p.s), "the refusal posted nothing")
 				_, st := p.s.ReleaseBuffer(buf.ID())
 				assert.Equal(t, netio.OK, st, "the caller kept the buffer")
 			} else {

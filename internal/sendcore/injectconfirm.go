@@ -171,10 +171,10 @@ func (c *Core) waitSent() {
 	}
 }
 
-// InjectsHeld returns how many sends the provider holds unsent, injects
+// SendsHeld returns how many sends the provider holds unsent, injects
 // and regular ones, as the send counter tells (see ConfirmInjects): 0
 // without a counter, or once the endpoint has closed.
-func (c *Core) InjectsHeld() uint64 {
+func (c *Core) SendsHeld() uint64 {
 	if c.conf.cntr == nil {
 		return 0
 	}
