@@ -6,7 +6,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/fabric"
 )
 
 // TestInjectBoundReadsTheCounterOnlyNearTheBound: an inject is refused
@@ -16,13 +18,7 @@ import (
 // The counter here is bound to no endpoint, so it reads 0; flushed stands
 // for sends it counted.
 func TestInjectBoundReadsTheCounterOnlyNearTheBound(t *testing.T) {
-	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, mgr.Close()) })
-	cntr, err := mgr.Domain().OpenCounter()
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, cntr.Close()) })
-
+	cntr := openTestCounter(t)
 	var c Core
 	c.ConfirmInjects(cntr, 0, 3)
 	f := &c.conf
@@ -48,4 +44,49 @@ func TestInjectBoundReadsTheCounterOnlyNearTheBound(t *testing.T) {
 	var none Core
 	none.conf.posted.Store(1 << 40)
 	assert.False(t, none.conf.full(), "no counter: no bound")
+}
+
+// openTestCounter opens a send counter on a tcp domain, bound to no
+// endpoint: it reads 0.
+func openTestCounter(t *testing.T) *fabric.Counter {
+	t.Helper()
+	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, mgr.Close()) })
+	cntr, err := mgr.Domain().OpenCounter()
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cntr.Close()) })
+	return cntr
+}
+
+// TestInjectRefusalChangesNothing: an inject refused at the bound gives
+// back the report place it reserved and posts nothing; SendRegular posts
+// the same send the regular way, not refused, counted as a regular send
+// the provider holds.
+func TestInjectRefusalChangesNothing(t *testing.T) {
+	var c Core
+	c.ConfirmInjects(openTestCounter(t), 0, 2)
+	c.inj.done.ring = make([]report, 4)
+	c.inj.size = 64
+	c.inj.post = func(*fabric.Endpoint, uint32, int) fabric.Errno {
+		t.Error("an inject posted past the bound")
+		return 0
+	}
+	var regular []uint32
+	c.postSend = func(_ *fabric.Endpoint, key uint32, _ int) fabric.Errno {
+		regular = append(regular, key)
+		return 0
+	}
+	c.conf.posted.Store(2) // the provider holds 2 of 2
+
+	assert.Equal(t, netio.NoResources, c.Send(nil, 7, 8, 8), "at the bound")
+	assert.Zero(t, c.inj.done.used.Load(), "the report place is given back")
+	assert.Equal(t, uint64(2), c.conf.posted.Load(), "nothing counted taken")
+	assert.Empty(t, regular, "nor posted the regular way")
+
+	assert.Equal(t, netio.OK, c.SendRegular(nil, 7, 8, 8), "a regular send is not refused for the bound")
+	assert.Equal(t, []uint32{7}, regular)
+	assert.Zero(t, c.inj.done.used.Load(), "it takes no report place")
+	assert.Equal(t, uint64(3), c.conf.posted.Load(), "counted taken")
+	assert.Equal(t, int64(1), c.conf.regular.Load(), "with a completion to come")
 }

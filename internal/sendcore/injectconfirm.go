@@ -16,9 +16,10 @@ const lingerPoll = time.Millisecond
 
 // DefaultMaxHeld is how many sends the provider may hold unsent before an
 // inject is refused, when the kind gives no bound of its own (see
-// ConfirmInjects). 4096 injects of tcp's 128-byte inject size are half a
-// MiB of payload; without a bound tcp held 622k injects (over 100 MB) for
-// a stalled receiver.
+// ConfirmInjects). The trade-off: a larger bound rides out a longer pause
+// of the peer without a refusal, a smaller one bounds the memory a stalled
+// peer leaves in the provider (at most this many inject_size copies, on a
+// provider such as tcp that has no limit of its own: docs/providers.md).
 const DefaultMaxHeld = 4096
 
 // confirmer tells the injects a provider has sent from those it may still
