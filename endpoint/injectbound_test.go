@@ -1,7 +1,9 @@
 package endpoint_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,4 +96,73 @@ func TestNegativeMaxInjectsHeldRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, netio.ErrInvalidArgument), "%v", err)
 	assert.Empty(t, mgr.Registrations(), "nothing registered")
+}
+
+// TestInjectBoundCloseFlushNotRefused: a coalescing sender with Inject
+// whose provider holds MaxInjectsHeld sends for a stalled receiver still
+// posts its last buffer at Close (the close flush goes the regular way,
+// which the bound does not refuse), so that once the receiver goes on every
+// message taken arrives, none dropped. Before, the flush was an inject
+// refused at the bound, and End dropped the buffer's messages although the
+// linger would have sent them.
+func TestInjectBoundCloseFlushNotRefused(t *testing.T) {
+	gate := make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(gate) }) }
+	sink := &msgSink{onMessage: func(_ *endpoint.ReceiveEndpoint, n int64) {
+		if n == 1 {
+			<-gate
+		}
+	}}
+	_, s := coalescingPair(t, "tcp", sink, endpoint.SendConfig{
+		Params: netio.BufferedSendParams{BufferSize: stallSize, BufferCount: 64},
+		Inject: true, InjectLinger: time.Minute, MaxInjectsHeld: boundHeld})
+	t.Cleanup(release) // before the sender's Close and the listener's
+	require.LessOrEqual(t, stallSize, s.InjectSize(), "every coalesced buffer is injected")
+
+	taken := sendUntilBound(t, s)
+	require.NotZero(t, s.CoalesceStats().Pending, "the refused full buffer stays current")
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	assert.Eventually(t, func() bool { return s.CoalesceStats().CloseFlushes == 1 }, 10*time.Second, time.Millisecond,
+		"Close posts the last buffer while the provider holds the bound")
+	release()
+	require.NoError(t, recvErr(t, closed, time.Minute, "the end of Close"))
+	cs := s.CoalesceStats()
+	t.Logf("%d messages taken; %+v; %+v", taken, cs, s.Stats())
+	assert.Zero(t, cs.Dropped, "nothing dropped")
+	got := sink.await(t, taken)
+	assert.Len(t, got, taken, "every message taken arrived, once")
+	for i, m := range got {
+		if !assert.Equal(t, uint64(i), m.Tag, "in order") {
+			break
+		}
+	}
+	assert.Zero(t, s.Stats().InjectsUnconfirmed)
+}
+
+// sendUntilBound has a coalescing sender send 8-byte messages until one is
+// refused with the provider holding boundHeld sends, and returns how many
+// it took. A refusal with less held (every buffer in a regular send while
+// the poller is behind with its reports) waits and tries again.
+func sendUntilBound(t *testing.T, s *endpoint.SendEndpointBuffered) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	msg := make([]byte, 8)
+	for taken := 0; ; {
+		require.Less(t, taken, 1<<21, "the sender never stalled: the receiver's socket did not fill")
+		binary.LittleEndian.PutUint64(msg, uint64(taken))
+		switch st := s.SendMessage(uint64(taken), msg); st {
+		case netio.OK:
+			taken++
+		case netio.NoResources:
+			if endpoint.SendsHeld(s) >= boundHeld {
+				return taken
+			}
+			require.True(t, time.Now().Before(deadline), "refused for 30 s with less than the bound held")
+			time.Sleep(time.Millisecond)
+		default:
+			require.Failf(t, "SendMessage", "message %d: %v", taken, st)
+		}
+	}
 }

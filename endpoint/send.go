@@ -309,14 +309,15 @@ func (s *SendEndpointBuffered) sendKeyed(buf *sendbuf.NetworkBuffer, size int, k
 	if s.co != nil || !s.pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
 	}
-	return s.post(buf, size, key)
+	return s.post(buf, size, key, false)
 }
 
 // post sends the first size bytes of buf, one of the pool's buffers: from
 // the calling goroutine, or through the poller goroutine for a large
 // message or one that must not overtake those queued there
-// (sendcore.Core.Send).
-func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key uint64) netio.Status {
+// (sendcore.Core.Send); regular posts it with a completion, never as an
+// inject, when it goes from the calling goroutine (Core.SendRegular).
+func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key uint64, regular bool) netio.Status {
 	ep, ok := s.c.Guard.Acquire()
 	if !ok {
 		return netio.Closed
@@ -327,7 +328,13 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key ui
 		return netio.InvalidArgument
 	}
 	s.c.Counters.Posted(size) // before the post, so Completed never passes Sent
-	if st := s.c.Send(ep, id, size, size); st != netio.OK {
+	var st netio.Status
+	if regular {
+		st = s.c.SendRegular(ep, id, size, size)
+	} else {
+		st = s.c.Send(ep, id, size, size)
+	}
+	if st != netio.OK {
 		s.c.Counters.Unposted(size)
 		s.set.Unpost(id, s.holder)
 		return st
@@ -409,7 +416,8 @@ func (s *SendEndpointBuffered) Stats() SendStats {
 // still holds then is counted in SendStats.InjectsUnconfirmed.
 //
 // On a coalescing endpoint Close first posts the current buffer, as Flush
-// would; like every send still pending it is then reported through
+// would but never as an inject, so that SendConfig.MaxInjectsHeld does not
+// refuse it (it holds its buffer until it completes); like every send still pending it is then reported through
 // OnSendCompleted, with OK or Canceled (a canceled send may or may not
 // have reached the peer: Flush and wait for the completion first to know).
 // Messages that cannot be posted (the transmit queue is full, the
