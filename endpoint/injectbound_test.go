@@ -18,14 +18,16 @@ import (
 // below what tcp took without one (6k to 622k past the sockets' bytes).
 const boundHeld = 256
 
-// TestInjectBoundRefusesThenResumes: with the receiver stalled, the
-// provider holds exactly MaxInjectsHeld sends unsent (one sending
-// goroutine; plus any regular send posted after, see below) and SendBuffer refuses the next inject with NoResources,
-// changing nothing; once the receiver goes on, injects are accepted again,
-// and every message arrives, none lost or counted unconfirmed. sockets
-// takes what a stalled peer leaves into buffers of its own and counts it
-// sent (see ProgressTimeout), so it holds less than the bound and its
-// refusals, if any, are its own.
+// TestInjectBoundRefusesThenResumes: on tcp, with the receiver stalled,
+// the provider holds exactly MaxInjectsHeld sends unsent (one sending
+// goroutine; plus any regular send posted after, see below) and
+// SendBuffer refuses the next inject with NoResources, changing nothing.
+// On both providers, once the receiver goes on, injects are accepted
+// again and every message arrives, none lost or counted unconfirmed.
+// sockets takes what a stalled peer leaves into buffers of its own and
+// counts it sent (see ProgressTimeout), so the bound does not bind there
+// and its own refusal stops the sender: its subtest checks the resume and
+// the delivery only.
 func TestInjectBoundRefusesThenResumes(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
@@ -47,8 +49,6 @@ func TestInjectBoundRefusesThenResumes(t *testing.T) {
 				assert.Equal(t, held, endpoint.SendsHeld(p.s), "the refusal posted nothing")
 				_, st := p.s.ReleaseBuffer(buf.ID())
 				assert.Equal(t, netio.OK, st, "the caller kept the buffer")
-			} else {
-				assert.LessOrEqual(t, held, uint64(boundHeld))
 			}
 			p.release()
 			p.sendMore(t, 2*boundHeld)
