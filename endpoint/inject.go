@@ -11,7 +11,8 @@ import (
 
 // checkInject refuses Inject with DeliveryComplete: an inject completes
 // once the provider has copied it, never once it is placed at the peer;
-// and a negative InjectLinger or MaxInjectsHeld.
+// and a negative InjectLinger or MaxInjectsHeld, with Inject or without:
+// bad input is refused wherever it is.
 func (c *SendConfig) checkInject() error {
 	if c.Inject && c.DeliveryComplete {
 		return fmt.Errorf("%w: endpoint: Inject and DeliveryComplete exclude each other", netio.ErrInvalidArgument)

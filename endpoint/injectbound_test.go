@@ -89,12 +89,18 @@ func (p *stalledPair) sendMore(t *testing.T, n int) {
 }
 
 // TestNegativeMaxInjectsHeldRefused: a negative bound fails the dial with
-// ErrInvalidArgument before anything is opened.
+// ErrInvalidArgument before anything is opened, with Inject or without
+// (which ignores the bound), as a negative InjectLinger does.
 func TestNegativeMaxInjectsHeldRefused(t *testing.T) {
 	mgr := openDomain(t, "tcp")
-	_, err := endpoint.Dial(t.Context(), mgr, "127.0.0.1:1", endpoint.SendConfig{Inject: true, MaxInjectsHeld: -1})
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, netio.ErrInvalidArgument), "%v", err)
+	for _, cfg := range []endpoint.SendConfig{
+		{Inject: true, MaxInjectsHeld: -1}, {MaxInjectsHeld: -1},
+		{Inject: true, InjectLinger: -1}, {InjectLinger: -1},
+	} {
+		_, err := endpoint.Dial(t.Context(), mgr, "127.0.0.1:1", cfg)
+		require.Error(t, err)
+		assert.True(t, errors.Is(err, netio.ErrInvalidArgument), "%+v: %v", cfg, err)
+	}
 	assert.Empty(t, mgr.Registrations(), "nothing registered")
 }
 

@@ -104,7 +104,8 @@ type SendConfig struct {
 	// once the provider holds MaxInjectsHeld sends. See inject.go.
 	Inject bool
 	// InjectLinger bounds how long Close waits for the provider to send
-	// the injects it took (Inject); 0 means 1 s. Negative is an error.
+	// the injects it took (Inject); 0 means 1 s. Negative is an error,
+	// with Inject or without (bad input is refused wherever it is).
 	// Close waits only while the provider holds sends, injects or regular
 	// ones queued before them (a receiver that keeps up ends it at once); called from
 	// a callback of this endpoint's poller it does not wait, from one of
@@ -114,15 +115,20 @@ type SendConfig struct {
 	// with Inject: once it holds this many sends unsent (injects and
 	// regular ones; the send counter tells), SendBuffer refuses a message
 	// it would inject with NoResources, keeping nothing (the caller keeps
-	// buf and retries), until the peer takes enough again. tcp queues every
-	// inject a stalled peer leaves without a limit of its own: 622k
-	// injects, over 100 MB, in a test without this bound. It is exact
-	// for one sending goroutine; each further goroutine sending at the same
-	// time may add one. A send already queued for the poller waits instead
-	// (OK meant queued). 0 means DefaultMaxInjectsHeld (4096); negative is
-	// an error. On a provider without send counters nothing of the
-	// library's bounds it: only the provider's own queue, whatever that
-	// takes.
+	// buf), until the peer takes enough again. tcp queues every inject a
+	// stalled peer leaves without a limit of its own (docs/providers.md).
+	// No completion signals that room is back (the injects were reported
+	// OK when taken): retry after a pause, a millisecond say, not in a
+	// tight loop, as each refused try reads the counter (fi_cntr_read and
+	// fi_cntr_readerr, each a progress pass over the endpoint on tcp). It
+	// is exact for one sending goroutine; each further goroutine sending
+	// at the same time may add one. A send already queued for the poller
+	// waits instead (OK meant queued), and a coalescing endpoint's Close
+	// posts its last buffer past the bound. 0 means DefaultMaxInjectsHeld
+	// (4096). It is ignored without Inject, but negative is an error even
+	// then, as for InjectLinger. On a provider without send counters
+	// nothing of the library's bounds it: only the provider's own queue,
+	// whatever that takes.
 	MaxInjectsHeld int
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
@@ -292,7 +298,10 @@ func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
 // with fi_inject: buf goes back to the endpoint's free buffers when
 // SendBuffer returns OK, and OnSendCompleted reports its key later, on the
 // poller goroutine. Such a message is refused with NoResources (the caller
-// keeps buf) while the provider holds SendConfig.MaxInjectsHeld sends.
+// keeps buf) while the provider holds SendConfig.MaxInjectsHeld sends; no
+// completion follows to say when to retry: retry after a pause (a
+// millisecond, say), as each refused try reads the send counter, which
+// progresses the endpoint on tcp.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
 	if buf == nil {
 		return netio.InvalidArgument
