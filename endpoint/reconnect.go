@@ -209,8 +209,11 @@ func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*R
 }
 
 // Send hands one message to the sender, which copies it, and returns its
-// key (never 0). It returns NoResources when the backlog is full (the
-// caller keeps its data and may retry), InvalidArgument for a message
+// key (never 0). It returns NoResources when the backlog is full, or when
+// it is empty and the connection cannot take the message now (every
+// buffer in flight, or the provider refused it: with Send.Inject at
+// Send.MaxInjectsHeld); the caller keeps its data and may retry after a
+// pause. It returns InvalidArgument for a message
 // larger than Send.Params.BufferSize, Closed after Close. It does not
 // block and does not allocate.
 func (r *ReconnectingSender) Send(data []byte) (uint64, netio.Status) {
