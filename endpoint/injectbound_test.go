@@ -24,10 +24,9 @@ const boundHeld = 256
 // SendBuffer refuses the next inject with NoResources, changing nothing.
 // On both providers, once the receiver goes on, injects are accepted
 // again and every message arrives, none lost or counted unconfirmed.
-// sockets takes what a stalled peer leaves into buffers of its own and
-// counts it sent (see ProgressTimeout), so the bound does not bind there
-// and its own refusal stops the sender: its subtest checks the resume and
-// the delivery only.
+// sockets counts a send once its progress thread has taken it, so what
+// it holds at the stall depends on that thread's timing (see
+// docs/providers.md): its subtest checks the resume and the delivery only.
 func TestInjectBoundRefusesThenResumes(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
@@ -42,13 +41,19 @@ func TestInjectBoundRefusesThenResumes(t *testing.T) {
 				regular := uint64(len(p.s.PendingSends()))
 				assert.GreaterOrEqual(t, held, uint64(boundHeld), "held up to the bound")
 				assert.LessOrEqual(t, held, uint64(boundHeld)+regular, "one sender: no inject past the bound (%d regular pending)", regular)
-				buf := p.s.GetBuffer()
-				require.NotNil(t, buf, "injected sends keep no buffer")
-				p.pattern.Fill(buf.Bytes()[:stallSize], 0, p.next)
-				assert.Equal(t, netio.NoResources, p.s.SendBuffer(buf, stallSize), "over the bound")
-				assert.Equal(t, held, endpoint.SendsHeld(p.s), "the refusal posted nothing")
-				_, st := p.s.ReleaseBuffer(buf.ID())
-				assert.Equal(t, netio.OK, st, "the caller kept the buffer")
+				// Injected sends keep no buffer, but regular ones do: if they
+				// hold every buffer (a poller descheduled for the whole
+				// report queue), the refusal cannot be tried here; the
+				// sendcore unit test checks it without a provider.
+				if buf := p.s.GetBuffer(); buf != nil {
+					p.pattern.Fill(buf.Bytes()[:stallSize], 0, p.next)
+					assert.Equal(t, netio.NoResources, p.s.SendBuffer(buf, stallSize), "over the bound")
+					assert.Equal(t, held, endpoint.SendsHeld(p.s), "the refusal posted nothing")
+					_, st := p.s.ReleaseBuffer(buf.ID())
+					assert.Equal(t, netio.OK, st, "the caller kept the buffer")
+				} else {
+					t.Logf("all buffers in %d regular sends: refusal not tried", regular)
+				}
 			}
 			p.release()
 			p.sendMore(t, 2*boundHeld)
