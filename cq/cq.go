@@ -132,7 +132,7 @@ type Config struct {
 	// and costs tens of microseconds, so a locked poller does not call it
 	// between empty polls and yields the core with sched_yield only; the
 	// application's goroutines then get the poller's GOMAXPROCS slot only
-	// when the runtime preempts it, it blocks, or every 4 ms, when it
+	// when the runtime preempts it, it blocks, or every 8 ms, when it
 	// passes through the scheduler once (without that, the runtime's
 	// monitor takes its P every 10 ms and then wakes every 20 µs, several
 	// thousand times a second). Leave it off unless

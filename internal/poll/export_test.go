@@ -12,3 +12,6 @@ func WithClock(c Config, now func() time.Time) Config {
 // SchedPasses returns how often a locked poller passed through the
 // scheduler (schedPass).
 func SchedPasses(p *Poller) uint64 { return p.passes.Load() }
+
+// SchedPassEvery is how often a locked poller passes through the scheduler.
+const SchedPassEvery = schedPassEvery

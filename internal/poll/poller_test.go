@@ -567,7 +567,7 @@ func TestLockedPollerPassesThroughTheScheduler(t *testing.T) {
 		// Many rounds with the clock still: no pass.
 		eventually(t, func() bool { return p.Stats().EmptyPolls > 1000 }, c.name+": rounds")
 		assert.Zero(t, poll.SchedPasses(p), "%s: no pass while the clock stands", c.name)
-		advance(5 * time.Millisecond)
+		advance(poll.SchedPassEvery)
 		if c.locked {
 			eventually(t, func() bool { return poll.SchedPasses(p) == 1 }, c.name+": a pass once the time went by")
 			before := p.Stats().EmptyPolls

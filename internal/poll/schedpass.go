@@ -20,11 +20,12 @@ import (
 //
 // So a locked poller passes through the scheduler itself, with one
 // runtime.Gosched, when schedPassEvery has gone by since its last pass:
-// the scheduling tick moves, the monitor finds nothing to take, and its
-// sleeps lengthen to 10 ms. A locked goroutine's Gosched hands its thread
-// over (two thread wake-ups, tens of microseconds), a few hundred times a
-// second at most.
-const schedPassEvery = 4 * time.Millisecond
+// the scheduling tick moves before the monitor's 10 ms are up, the
+// monitor finds nothing to take, and its sleeps lengthen to 10 ms. A
+// locked goroutine's Gosched hands its thread over (two thread wake-ups,
+// 10-13 µs of CPU here), so the period is as long as the 10 ms allow with
+// a margin for a late clock check: about 125 passes a second.
+const schedPassEvery = 8 * time.Millisecond
 
 // schedPassCheck is how many loop rounds pass between two clock reads of a
 // locked poller for schedPassEvery: a round lasts from about a
