@@ -43,13 +43,9 @@ for m in ${modes}; do
 	[[ ${m} != *@* || -x ${m#*@} ]] || { echo "mode ${m}: ${m#*@} is not an executable" >&2 && exit 2; }
 done
 
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	rm -rf "${dir}"
-}
-trap cleanup EXIT
+# shellcheck source=hack/peers.sh
+source hack/peers.sh
+scratch_dir
 go build -o "${dir}/netio-perf" ./cmd/netio-perf
 
 # run N R K M: one publisher in mode M (MODE[@PATH]) and N subscriber
@@ -64,13 +60,8 @@ run() {
 		--subscribers "${n}" "${flags[@]}" --json >"${out}-pub.out" 2>"${out}-pub.err" &
 	local pub=$!
 	pids+=("${pub}")
-	local addr=""
-	for _ in $(seq 100); do
-		addr=$(sed -n 's/^LISTENING //p' "${out}-pub.out")
-		[[ -n ${addr} ]] && break
-		sleep 0.05
-	done
-	[[ -n ${addr} ]] || { echo "publisher did not start" >&2; cat "${out}-pub.err" >&2; exit 1; }
+	local addr
+	addr=$(publisher_addr "${out}-pub.out" "${out}-pub.err")
 	local subs=()
 	for i in $(seq "${n}"); do
 		"${bin}" subscribe --connect "${addr}" --tags 0 --count "${count}" --json \
