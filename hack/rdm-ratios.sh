@@ -14,9 +14,10 @@
 #     reaches), netio-perf with FI_SHM_DISABLE_CMA=1 (shm's bounce
 #     buffers instead of process_vm_readv), cbaseline memcpy --cma
 #     (the same copies made with process_vm_readv from another process,
-#     no libfabric: the ceiling of shm's CMA protocol on this machine), and
-#     cbaseline memcpy --thp both (memcpy between slots on huge pages, as
-#     netio-go's buffers of 2 MiB or more are: domain.HugePageAdviceMin);
+#     no libfabric: the ceiling of shm's CMA protocol on this machine, on
+#     4 KiB pages as the C peer's), and cbaseline memcpy --thp both and
+#     --cma --thp both (the same on huge pages, as netio-go's buffers of
+#     2 MiB or more are: domain.HugePageAdviceMin);
 #   - shm 64 B one-way latency: the netio-perf rdm sweep's ping-pong (two
 #     endpoints in two domains of one process, a poller thread each)
 #     against cbaseline pingpong --endpoint rdm (two threads of one
@@ -162,6 +163,8 @@ for round in $(seq "${rounds}"); do
 			--seconds 1 --timeout 60
 		one "shm${size}.thp" mb_per_s "${dir}/cbaseline" memcpy --thp both --size "${size}" --window 64 --rx-depth 128 \
 			--seconds 1 --timeout 60
+		one "shm${size}.cmathp" mb_per_s "${dir}/cbaseline" memcpy --cma --thp both --size "${size}" --window 64 \
+			--rx-depth 128 --seconds 1 --timeout 60
 		pair "shm${size}.cpeer" mb_per_s "${dir}/cpeer" recv --endpoint rdm --provider shm \
 			--listen "rdmratios$$-${round}-${size}" --size "${size}" --count "${count}" --window 128 --timeout 60 -- \
 			"${dir}/cpeer" send --endpoint rdm --provider shm --size "${size}" --count "${count}" --window 64 --timeout 60
@@ -229,6 +232,9 @@ for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
     k, _ = stat("shm%d.thp" % size, unit=" MB/s")
     print("    memcpy on huge pages (--thp both) %s: netio/it %s"
           % (k, ratios("shm%d.netio" % size, "shm%d.thp" % size)))
+    k, _ = stat("shm%d.cmathp" % size, unit=" MB/s")
+    print("    process_vm_readv on huge pages (--cma --thp both) %s: /memcpy %s, netio/it %s"
+          % (k, ratios("shm%d.cmathp" % size, "shm%d.memcpy" % size), ratios("shm%d.netio" % size, "shm%d.cmathp" % size)))
     if "shm%d.netio.b" % size in vals:
         b, _ = stat("shm%d.netio.b" % size, unit=" MB/s")
         print("  B netio %s: B/memcpy %s, this/B %s"
