@@ -246,8 +246,8 @@ func AlignUp(n, align int) int { return (n + align - 1) / align * align }
 // huge pages are "always" or "madvise" its aligned 2 MiB stretches are
 // huge pages. The resident memory is the same (every page is faulted in
 // anyway); what changes is the cost of every kernel copy that pins or
-// walks it: shm's process_vm_readv of a 1 MiB message takes about half
-// the CPU when the sender's buffer is on huge pages. Where free huge pages
+// walks it, such as shm's process_vm_readv, which pins the sender's pages
+// one page at a time (docs/performance.md has the figures). Where free huge pages
 // are scarce, the kernel's defrag setting
 // (/sys/kernel/mm/transparent_hugepage/defrag) decides whether Alloc waits
 // for compaction or takes 4 KiB pages.
