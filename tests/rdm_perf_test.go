@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio/fabric"
 )
 
 // rdmProviders are the connectionless providers netio-perf --endpoint rdm
@@ -120,6 +122,7 @@ func TestRDMPerfServerFindsBadData(t *testing.T) {
 func TestRDMPerfInteropCPeer(t *testing.T) {
 	cpeer := perfBuildCPeer(t)
 	bin := perfBuild(t)
+	cpeerSendsAsNetio(t)
 	const size, count = 4096, 10000
 	n, sz := strconv.Itoa(count), strconv.Itoa(size)
 	for _, prov := range []string{"tcp;ofi_rxm", "udp;ofi_rxd"} {
@@ -152,6 +155,53 @@ func TestRDMPerfInteropCPeer(t *testing.T) {
 			assert.Zero(t, rcv.VerifyErrors)
 		})
 	}
+}
+
+// TestRDMPerfCPeerInject: the plain C RDM peer's injects (cpeer send
+// --inject: fi_inject of 64 B, the last message an fi_send whose
+// completion says the injects before it went out) feed netio-perf server
+// --endpoint rdm, which verifies the pattern, on both providers between
+// hosts: every message arrives, and each is the sender's. cpeer refuses a
+// --size above the provider's inject size.
+func TestRDMPerfCPeerInject(t *testing.T) {
+	cpeer := perfBuildCPeer(t)
+	bin := perfBuild(t)
+	cpeerSendsAsNetio(t)
+	const size, count = 64, 20000
+	n, sz := strconv.Itoa(count), strconv.Itoa(size)
+	for _, prov := range []string{"tcp;ofi_rxm", "udp;ofi_rxd"} {
+		t.Run(prov, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+			defer cancel()
+			srv, snd, _ := perfExchange(t, ctx, bin, rdmServerArgs(prov, "127.0.0.1:0", count, size),
+				cpeer, []string{"send", "--endpoint", "rdm", "--inject", "--provider", prov, "--size", sz,
+					"--count", n, "--verify", "--timeout", "120"})
+			assert.Equal(t, uint64(count), snd.Messages)
+			assert.Equal(t, uint64(count), srv.Messages)
+			assert.Equal(t, uint64(count*size), srv.Bytes)
+			assert.Zero(t, srv.VerifyErrors)
+			assert.Zero(t, srv.ReceiveErrors)
+		})
+	}
+	t.Run("above the inject size", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
+		defer cancel()
+		big := perfStart(t, ctx, cpeer, "send", "--endpoint", "rdm", "--inject", "--provider", "tcp;ofi_rxm",
+			"--size", "1048576", "--count", "1", "--connect", "127.0.0.1:9", "--timeout", "30")
+		assert.Equal(t, 1, big.wait(t, ctx))
+		assert.Contains(t, big.stderrText(), "inject size")
+	})
+}
+
+// cpeerSendsAsNetio turns tcp's send staging buffer off for the C peers the
+// test starts, as netio-go turns it off for itself (fabric.TCPStagingEnv),
+// whether or not this process has opened a domain yet. cpeer send closes
+// once its last message completed, and on tcp that says the bytes reached
+// the kernel only with the staging buffer off: with it on, a completed send
+// may still sit in that buffer, and fi_close discards it.
+func cpeerSendsAsNetio(t *testing.T) {
+	t.Helper()
+	t.Setenv(fabric.TCPStagingEnv, "0")
 }
 
 // TestRDMPerfShmWithoutCMA: shm copies messages above its inject size

@@ -9,6 +9,8 @@
  *
  *   cpeer send --provider P --connect ADDR --size S --count N
  *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
+ *   cpeer send --endpoint rdm --inject --provider P --connect ADDR
+ *              --size S --count N [--verify] [--work-ns NS] [--timeout SEC]
  *   cpeer recv --provider P --listen ADDR --size S --count N
  *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
  *
@@ -59,6 +61,8 @@ struct opts {
 	size_t size;
 	uint64_t count;
 	int verify;
+	int inject;       /* send --endpoint rdm --inject */
+	unsigned work_ns; /* --inject: busy time after each inject */
 	size_t window;
 	unsigned timeout;
 };
@@ -96,6 +100,8 @@ static void usage(void)
 		"usage:\n"
 		"  cpeer send --provider P --connect ADDR --size S --count N"
 		" [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]\n"
+		"  cpeer send --endpoint rdm --inject --provider P --connect ADDR"
+		" --size S --count N [--verify] [--work-ns NS] [--timeout SEC]\n"
 		"  cpeer recv --provider P --listen ADDR --size S --count N"
 		" [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]\n"
 		"ADDR is HOST:PORT, or an shm endpoint name with --endpoint rdm"
@@ -135,6 +141,10 @@ static void parse_args(int argc, char **argv)
 			o.verify = 1;
 			continue;
 		}
+		if (!strcmp(a, "--inject")) {
+			o.inject = 1;
+			continue;
+		}
 		if (!v)
 			die("%s: missing value", a);
 		i++;
@@ -159,6 +169,8 @@ static void parse_args(int argc, char **argv)
 			have_count = 1;
 		} else if (!strcmp(a, "--window")) {
 			o.window = (size_t)parse_u64(a, v);
+		} else if (!strcmp(a, "--work-ns")) {
+			o.work_ns = (unsigned)parse_u64(a, v);
 		} else if (!strcmp(a, "--timeout")) {
 			o.timeout = (unsigned)parse_u64(a, v);
 		} else {
@@ -175,6 +187,12 @@ static void parse_args(int argc, char **argv)
 		parse_hostport(o.is_send ? "--connect" : "--listen", o.addr,
 			       o.host, sizeof(o.host), o.port, sizeof(o.port));
 	}
+	if (o.inject && (!o.is_send || !o.rdm))
+		die("--inject: only with send --endpoint rdm");
+	if (o.work_ns && !o.inject)
+		die("--work-ns: only with --inject");
+	if (o.inject)
+		o.window = 1; /* the one buffer every message is sent from */
 	if (o.window == 0)
 		die("--window: must be at least 1");
 	if (o.size && o.window > SIZE_MAX / o.size)
@@ -922,6 +940,66 @@ static void rdm_name(char *out, size_t outlen)
 	}
 }
 
+/*
+ * --inject: messages 0 .. N-2 go out with fi_inject from the one buffer
+ * (the provider copies it during the call and writes no completion), and
+ * message N-1 with fi_send and a completion. An inject can still wait in
+ * the provider's queue when fi_inject returns, and fi_close discards that
+ * queue (docs/providers.md), so a program that must not lose its last
+ * messages ends with a send that completes: each provider here sends to
+ * one peer in order (docs/providers.md, "Order and delivery"), so that
+ * completion says the injects before it went out too. -FI_EAGAIN (the
+ * provider's queue is full, or ofi_rxm is still connecting to dest) is
+ * answered by reading the CQ, which drives progress, and the same call is
+ * made again. Returns the number of messages sent; *t0 is when the first
+ * was posted, *t1 when the last one's completion was read.
+ *
+ * --work-ns NS spins NS nanoseconds (reading CLOCK_MONOTONIC) after each
+ * inject: the work of its own a sender does per message, so that what it
+ * costs the rest of the path can be measured (hack/inject-segs.sh).
+ */
+static uint64_t inject_all(fi_addr_t dest, double *t0p, double *t1p)
+{
+	struct fi_cq_msg_entry comp[CQ_BATCH];
+	uint64_t k;
+	ssize_t ret;
+	int last = 0;
+
+	*t0p = *t1p = 0;
+	for (k = 0; k < o.count; k++) {
+		last = k + 1 == o.count;
+		if (o.verify)
+			memcpy(r.buf, r.pattern + k % PATTERN_MOD, o.size);
+		if (k == 0)
+			*t0p = now_sec();
+		do {
+			ret = last ? fi_send(r.ep, r.buf, o.size, r.desc, dest,
+					     &r.ctx[0])
+				   : fi_inject(r.ep, r.buf, o.size, dest);
+			if (ret == -FI_EAGAIN)
+				(void)cq_poll(comp, "send");
+		} while (ret == -FI_EAGAIN);
+		if (ret)
+			die_fi(last ? "fi_send" : "fi_inject", ret);
+		n_done = last ? k : k + 1; /* taken; the last once it completes */
+		if (o.work_ns) {
+			double until = now_sec() + o.work_ns * 1e-9;
+
+			while (now_sec() < until)
+				;
+		}
+	}
+	if (!last)
+		return 0;
+	/* Nothing but the last message has a completion. */
+	while (cq_poll(comp, "send") == 0)
+		;
+	ctx_slot(comp[0].op_context);
+	*t1p = now_sec();
+	n_done = o.count;
+	return o.count;
+}
+
 static int run_rdm_send(void)
 {
 	uint64_t completed;
@@ -929,6 +1007,10 @@ static int run_rdm_send(void)
 	int ret;
 
 	rdm_open();
+	if (o.inject && o.size > r.info->tx_attr->inject_size)
+		die("--inject: --size %zu is above provider %s's inject size"
+		    " %zu",
+		    o.size, o.provider, r.info->tx_attr->inject_size);
 	/* shm: the name as the receiver printed it, a C string. */
 	ret = fi_av_insert(r.av, str_addr() ? (const void *)o.addr
 					    : r.info->dest_addr,
@@ -938,10 +1020,12 @@ static int run_rdm_send(void)
 		    ret < 0 ? fi_strerror(-ret) : "address not inserted");
 	r.av_inserted++;
 
-	completed = send_all(r.peer, &t0, &t1);
+	completed = o.inject ? inject_all(r.peer, &t0, &t1)
+			     : send_all(r.peer, &t0, &t1);
 
 	/*
-	 * Every send completed, so the provider is done with our buffers
+	 * Every send completed (with --inject: the last message, and so the
+	 * injects before it), so the provider is done with our buffers
 	 * (and, on ofi_rxm eager sends, the bytes are in the kernel's socket
 	 * buffer; on ofi_rxd the receiver acknowledged them; on shm they are
 	 * in the receiver's region). Closing now loses nothing on these
