@@ -55,18 +55,6 @@ field() {
 	tail -n 1 "$1" | python3 -c 'import json, sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$2"
 }
 
-# listening FILE: waits for the "LISTENING ADDR" line of FILE, prints ADDR.
-listening() {
-	local addr=""
-	for _ in $(seq 200); do
-		addr=$(sed -n 's/^LISTENING //p' "$1" | head -n 1)
-		[[ -n ${addr} ]] && break
-		sleep 0.05
-	done
-	[[ -n ${addr} ]] || return 1
-	echo "${addr}"
-}
-
 # pair KEY FIELD RECEIVER... -- SENDER...: starts the receiver, then the
 # sender with --connect ADDR, and records the receiver's FIELD under KEY.
 pair() {
