@@ -137,7 +137,7 @@ func (s *sender) openRDM(mgr *domain.Manager, local, to string, bufs int, rt cq.
 		Send:            netio.BufferedSendParams{BufferSize: s.size, BufferCount: bufs},
 		Receive:         senderReceive,
 		OnData:          ignoreData,
-		OnSendCompleted: s.rdmCompletion(),
+		OnSendCompleted: s.onCompleted,
 		InjectQueue:     rdmInjectQueue,
 		Runtime:         rt,
 	})
@@ -160,9 +160,6 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 	if to == "" {
 		to = o.connect.String()
 	}
-	if !o.inject {
-		s.refill = &rdmRefill{s: s}
-	}
 	ep, err := s.openRDM(mgr, rdmLocal(o.provider, hostPort{IP: local}, ""), to, o.bufs, cq.Runtime{PollerConfig: o.poll.config()})
 	if err != nil {
 		return err
@@ -172,7 +169,7 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 	if o.inject {
 		sendErr = s.runInject(ctx, ep, o.count)
 	} else {
-		sendErr = s.refill.run(ctx, o.count)
+		_, sendErr = s.run(ctx, o.count, time.Time{})
 		drainErr = s.drain(ctx)
 	}
 	elapsed := time.Since(start)

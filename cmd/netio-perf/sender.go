@@ -40,7 +40,6 @@ type sender struct {
 	pat      *testpattern.Pattern // nil: buffers are sent as they are, not filled
 	lowWater uint64               // wake the sender when at most this many are in flight
 	inject   bool                 // --inject: endpoint.SendConfig.Inject
-	refill   *rdmRefill           // --endpoint rdm client: completions refill the window (rdmrefill.go)
 
 	sent  atomic.Uint64 // messages posted; written by the sending goroutine only
 	freed chan struct{} // capacity 1: in-flight messages reached lowWater
