@@ -129,7 +129,7 @@ run() {
 	python3 hack/rxm-sched.py "${dir}/th.txt" "${recv[0]##*/}" "${send[0]##*/}" "${n}" >"${dir}/sched.txt"
 	sed 's/^/  /' "${dir}/sched.txt"
 	echo "${who} ${s} ${mbs} ${rs%% *} ${ss%% *} $(echo "${rs}" | cut -d' ' -f2) $(echo "${ss}" | cut -d' ' -f2)" \
-		"$(grep -o 'core sharing [0-9.]*' "${dir}/sched.txt" | cut -d' ' -f3)" >>"${dir}/results"
+		"$(grep -o 'core sharing [0-9.]*' "${dir}/sched.txt" | cut -d' ' -f3 | grep . || echo -1)" >>"${dir}/results"
 	rm -f "${dir}/sched.data" "${dir}/th.txt" "${dir}/rprof" "${dir}/sprof"
 }
 
@@ -162,7 +162,7 @@ for size in sorted({r[1] for r in rows}, key=int):
             line += ", task-clock µs/msg receiver %.2f sender %.2f, switches/msg %.3f %.3f" % (
                 col(1), col(2), col(3), col(4))
         print(line)
-        for name, part in (("on separate cores (sharing < 0.3)", [r for r in ok if r[5] < 0.3]),
+        for name, part in (("on separate cores (sharing < 0.3)", [r for r in ok if 0 <= r[5] < 0.3]),
                            ("sharing cores (>= 0.3)", [r for r in ok if r[5] >= 0.3])):
             if part:
                 line = "%16s%d runs %s: %.0f MB/s" % ("", len(part), name, st.median(r[0] for r in part))
