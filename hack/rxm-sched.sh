@@ -9,6 +9,7 @@
 #   RXM_SCHED_B=PATH adds a second netio-perf binary ("b") to every round,
 #   for an A/B of a library change with this evidence beside the rate.
 #   RXM_SCHED_KEEP=DIR keeps each run's `perf sched timehist` text there.
+#   RXM_SCHED_CORES=0 leaves corepp out.
 #   RXM_SCHED_COPY=1 samples each process with `perf record -F 2000`
 #   instead of perf stat and prints the CPU milliseconds per GB of each
 #   process in all, and in the kernel's copies: the sender's into the
@@ -23,10 +24,16 @@
 # life: CPU, switches, migrations and scheduling delay per message of each
 # process, its busiest threads (on which CPU, and what ran on that CPU while
 # the thread waited to run), what else ran on the machine, how far the two
-# processes shared the cores, and how long they ran at once. At the end,
-# medians per size and contender, and apart for the runs whose processes
-# kept to separate cores and the runs that shared them. Each process is bounded by its own --timeout; nothing is left
-# running. Needs root (or perf_event_paranoid -1) for the trace.
+# processes shared the cores, and how long they ran at once; and the round
+# trip of a cache line between CPU 0 and CPU 1 over the run (hack/corepp
+# beside the pair: the median of its 250 ms slots' fastest, and the share
+# of slots at 150 ns or more; on these virtual machines it is about 55 or
+# about 310 ns, by where the host runs the two vCPUs). At the end, medians
+# per size and contender, and apart for the runs with CPU 0 and CPU 1 near
+# and far, and for those whose processes kept to separate cores and those
+# that shared them. Each process is bounded by its own --timeout, corepp
+# by its slot count; nothing is left running. Needs root (or
+# perf_event_paranoid -1) for the trace.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=hack/peers.sh
@@ -40,6 +47,8 @@ build_peers
 # trace tells the four processes of a round apart.
 ln "${dir}/netio-perf" "${dir}/nrecv"
 ln "${dir}/netio-perf" "${dir}/nsend"
+cores=${RXM_SCHED_CORES:-1}
+cc -O2 -Wall -pthread -o "${dir}/corepp" hack/corepp/corepp.c
 ln "${dir}/cpeer" "${dir}/crecv"
 ln "${dir}/cpeer" "${dir}/csend"
 contenders=(netio cpeer)
@@ -69,6 +78,18 @@ perstat() {
 		END { printf "%.2f %.3f %.4f", t * 1e3 / n, c / n, m / n }' "$1"
 }
 
+# corestat FILE T0 T1: the median of corepp's fastest round trips in the
+# slots between T0 and T1 (Unix seconds), and the share of them at 150 ns
+# or more: "NS ns, P % far", or -1 without a slot.
+corestat() {
+	awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b { v[n++] = $2; if ($2 >= 150) far++ }
+		END {
+			if (n == 0) { print -1; exit }
+			for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+			printf "%.0f ns, %.0f %% far", v[int(n / 2)], 100 * far / n
+		}' "$1"
+}
+
 # run CONTENDER SIZE COUNT: one traced pair; prints its lines, and appends
 # "contender size MB/s recv-µs/msg send-µs/msg recv-cs send-cs" to results.
 run() {
@@ -95,20 +116,35 @@ run() {
 		rwrap=(perf record -q -F 2000 -o "${dir}/rprof")
 		swrap=(perf record -q -F 2000 -o "${dir}/sprof")
 	fi
+	local cpid="" t0 t1
+	if [ "${cores}" = 1 ]; then
+		"${dir}/corepp" 480 >"${dir}/corepp.out" &
+		cpid=$!
+		pids+=("${cpid}")
+	fi
 	"${rwrap[@]}" -- "${recv[@]}" >"${dir}/out" 2>"${dir}/err" &
 	spid=$!
 	pids+=("${spid}")
 	addr=$(listening "${dir}/out") || true
+	t0=$(date +%s.%N)
 	if [ -z "${addr}" ] || ! "${swrap[@]}" -- "${send[@]}" --connect "${addr}" >/dev/null 2>>"${dir}/err" ||
 		! wait "${spid}"; then
 		kill -INT "${tpid}" 2>/dev/null || true
 		wait "${tpid}" || true
+		if [ -n "${cpid}" ]; then kill "${cpid}" 2>/dev/null || true; fi
 		echo "${who} ${s}: failed: $(tail -n 2 "${dir}/err")"
 		pids=()
 		return
 	fi
+	t1=$(date +%s.%N)
 	kill -INT "${tpid}"
 	wait "${tpid}" || true
+	local rt=-1
+	if [ -n "${cpid}" ]; then
+		kill "${cpid}" 2>/dev/null || true
+		wait "${cpid}" 2>/dev/null || true
+		rt=$(corestat "${dir}/corepp.out" "${t0}" "${t1}")
+	fi
 	pids=()
 	mbs=$(tail -n 1 "${dir}/out" | grep -o '"mb_per_s":[0-9.]*' | cut -d: -f2)
 	if [ "${copy}" = 1 ]; then
@@ -128,8 +164,9 @@ run() {
 	fi
 	python3 hack/rxm-sched.py "${dir}/th.txt" "${recv[0]##*/}" "${send[0]##*/}" "${n}" >"${dir}/sched.txt"
 	sed 's/^/  /' "${dir}/sched.txt"
+	if [ "${rt}" != -1 ]; then echo "  CPU 0 to CPU 1 cache-line round trip over the run: ${rt}"; fi
 	echo "${who} ${s} ${mbs} ${rs%% *} ${ss%% *} $(echo "${rs}" | cut -d' ' -f2) $(echo "${ss}" | cut -d' ' -f2)" \
-		"$(grep -o 'core sharing [0-9.]*' "${dir}/sched.txt" | cut -d' ' -f3 | grep . || echo -1)" >>"${dir}/results"
+		"$(grep -o 'core sharing [0-9.]*' "${dir}/sched.txt" | cut -d' ' -f3 | grep . || echo -1)" "${rt%% *}" >>"${dir}/results"
 	rm -f "${dir}/sched.data" "${dir}/th.txt" "${dir}/rprof" "${dir}/sprof"
 }
 
@@ -162,7 +199,9 @@ for size in sorted({r[1] for r in rows}, key=int):
             line += ", task-clock µs/msg receiver %.2f sender %.2f, switches/msg %.3f %.3f" % (
                 col(1), col(2), col(3), col(4))
         print(line)
-        for name, part in (("on separate cores (sharing < 0.3)", [r for r in ok if 0 <= r[5] < 0.3]),
+        for name, part in (("with CPU 0 and CPU 1 near (round trip < 150 ns)", [r for r in ok if len(r) > 6 and 0 <= r[6] < 150]),
+                           ("with CPU 0 and CPU 1 far (round trip >= 150 ns)", [r for r in ok if len(r) > 6 and r[6] >= 150]),
+                           ("on separate cores (sharing < 0.3)", [r for r in ok if 0 <= r[5] < 0.3]),
                            ("sharing cores (>= 0.3)", [r for r in ok if r[5] >= 0.3])):
             if part:
                 line = "%16s%d runs %s: %.0f MB/s" % ("", len(part), name, st.median(r[0] for r in part))
