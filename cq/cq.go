@@ -132,7 +132,11 @@ type Config struct {
 	// and costs tens of microseconds, so a locked poller does not call it
 	// between empty polls and yields the core with sched_yield only; the
 	// application's goroutines then get the poller's GOMAXPROCS slot only
-	// when the runtime preempts it or it blocks. Leave it off unless
+	// when the runtime preempts it, it blocks, or every 8 ms, when it
+	// passes through the scheduler once (without that, the runtime's
+	// monitor preempts it every 10 ms, takes its P when it is in C, and
+	// then wakes every 20 µs for a while: hundreds of wake-ups a second).
+	// Leave it off unless
 	// GOMAXPROCS exceeds the number of spinning pollers. When it does, a
 	// locked BusyPoll poller is the setting for the lowest small-message
 	// latency: an unlocked poller's Gosched then wakes a thread for an idle

@@ -75,7 +75,14 @@ type coalesceTarget SendEndpointBuffered
 
 func (t *coalesceTarget) Take() *sendbuf.NetworkBuffer { return (*SendEndpointBuffered)(t).take() }
 func (t *coalesceTarget) Post(buf *sendbuf.NetworkBuffer, n int) netio.Status {
-	return (*SendEndpointBuffered)(t).post(buf, n, buf.ID())
+	return (*SendEndpointBuffered)(t).post(buf, n, buf.ID(), false)
+}
+
+// PostLast posts the close flush the regular way (sendcore.Core.SendRegular):
+// an inject of it could be refused for SendConfig.MaxInjectsHeld, and no
+// retry follows a Close.
+func (t *coalesceTarget) PostLast(buf *sendbuf.NetworkBuffer, n int) netio.Status {
+	return (*SendEndpointBuffered)(t).post(buf, n, buf.ID(), true)
 }
 func (t *coalesceTarget) Release(buf *sendbuf.NetworkBuffer) {
 	t.set.Release(uint32(buf.ID()), t.holder)

@@ -24,13 +24,14 @@ var warnedNoCounter atomic.Bool
 // does not fail the dial: the endpoint injects unconfirmed, as without
 // the counter (fi_inject, no completion bound selectively), Close does not
 // wait for its injects, and SendStats.InjectsUnconfirmed counts nothing,
-// as it cannot know; the first such endpoint logs a warning. Any other
-// error fails the dial.
-func (c *sendConn) confirmInjects(mgr *domain.Manager, linger time.Duration) error {
+// as it cannot know; nothing of the library's bounds what the provider
+// holds then (SendConfig.MaxInjectsHeld reads the counter); the first
+// such endpoint logs a warning. Any other error fails the dial.
+func (c *sendConn) confirmInjects(mgr *domain.Manager, linger time.Duration, maxHeld int) error {
 	cntr, err := openCounter(mgr.Domain())
 	if err == nil {
 		c.cntr = cntr
-		c.ConfirmInjects(cntr, linger)
+		c.ConfirmInjects(cntr, linger, maxHeld)
 		return nil
 	}
 	if !errors.Is(err, fabric.ENOSYS) && !errors.Is(err, fabric.EOPNOTSUPP) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/stats"
 )
 
@@ -22,6 +23,12 @@ const (
 	// heap, so an unbounded one could exhaust the process's memory.
 	MaxReconnectBacklogBytes = 1 << 30
 )
+
+// backlogRetry is how long a backlog whose post the provider refused with
+// a buffer free waits before it is posted again, if no completion drains
+// it first: the send core's retry of a stalled hand-off, for the same
+// reason (see retryDrain).
+const backlogRetry = sendcore.HandOffRetry
 
 // ReconnectConfig configures a ReconnectingSender.
 type ReconnectConfig struct {
@@ -143,7 +150,10 @@ type backlogSlot struct {
 // flight when a connection breaks is reported Failed and not sent again, so
 // the peer never sees a message twice (with SendConfig.Inject, one the
 // provider had taken by fi_inject was reported OK already, and may be
-// lost: see SendConfig.Inject). When a dial finds the domain closed
+// lost: see SendConfig.Inject). A post of the backlog that the provider
+// refuses with a buffer free (with Inject, once it holds
+// SendConfig.MaxInjectsHeld sends) is tried again every millisecond, so the
+// backlog drains without a further Send. When a dial finds the domain closed
 // the sender stops by itself, as if closed: the backlog is reported
 // Canceled and Send returns Closed.
 type ReconnectingSender struct {
@@ -157,6 +167,7 @@ type ReconnectingSender struct {
 	head, n int                   // first waiting slot, waiting count
 	nextKey uint64
 	closed  bool
+	retry   *time.Timer // drains the backlog again after a refusal (retryDrain)
 
 	handedOver, completed, failed, canceled atomic.Uint64
 	connections, dialErrors                 atomic.Uint64
@@ -189,6 +200,8 @@ func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*R
 	for i := range r.backlog {
 		r.backlog[i].data = make([]byte, cfg.Send.Params.BufferSize)
 	}
+	r.retry = time.AfterFunc(time.Hour, r.retryDrain)
+	r.retry.Stop()
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.entry = mgr.Registry().AddEndpoint(stats.Endpoint{Kind: stats.KindReconnecting, Peer: addr}, r.fillStats)
 	go r.run()
@@ -196,8 +209,11 @@ func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*R
 }
 
 // Send hands one message to the sender, which copies it, and returns its
-// key (never 0). It returns NoResources when the backlog is full (the
-// caller keeps its data and may retry), InvalidArgument for a message
+// key (never 0). It returns NoResources when the backlog is full, or when
+// it is empty and the connection cannot take the message now (every
+// buffer in flight, or the provider refused it: with Send.Inject at
+// Send.MaxInjectsHeld); the caller keeps its data and may retry after a
+// pause. It returns InvalidArgument for a message
 // larger than Send.Params.BufferSize, Closed after Close. It does not
 // block and does not allocate.
 func (r *ReconnectingSender) Send(data []byte) (uint64, netio.Status) {
@@ -211,7 +227,7 @@ func (r *ReconnectingSender) Send(data []byte) (uint64, netio.Status) {
 	}
 	key := r.nextKey + 1
 	if r.n == 0 && r.ep != nil {
-		switch r.post(key, data) {
+		switch st, _ := r.post(key, data); st {
 		case netio.OK:
 			r.accept(len(data))
 			return key, netio.OK
@@ -258,35 +274,56 @@ func (r *ReconnectingSender) fillStats(e *stats.Endpoint) {
 }
 
 // post sends data on the current connection as message key. NoResources
-// means no buffer or no queue slot is free right now. Callers hold mu.
-func (r *ReconnectingSender) post(key uint64, data []byte) netio.Status {
+// means no buffer or no room in the provider right now; refused says it
+// was the provider (or SendConfig.MaxInjectsHeld) with a buffer free,
+// which no completion of this sender's need end. Callers hold mu.
+func (r *ReconnectingSender) post(key uint64, data []byte) (st netio.Status, refused bool) {
 	buf := r.ep.GetBuffer()
 	if buf == nil {
 		if r.ep.c.Ended() {
-			return netio.Closed
+			return netio.Closed, false
 		}
-		return netio.NoResources
+		return netio.NoResources, false
 	}
 	n := copy(buf.Bytes(), data)
 	// The endpoint reports the message's key, not the buffer's ID: it
 	// keeps the key with the buffer in flight (sendKeyed).
-	if st := r.ep.sendKeyed(buf, n, key); st != netio.OK {
+	if st = r.ep.sendKeyed(buf, n, key); st != netio.OK {
 		r.ep.ReleaseBuffer(buf.ID())
-		return st
+		return st, st == netio.NoResources
 	}
-	return netio.OK
+	return netio.OK, false
 }
 
-// drain posts waiting messages, oldest first, while buffers are free.
+// drain posts waiting messages, oldest first, while buffers are free. A
+// post the provider refused with a buffer free arms the retry timer.
 // Callers hold mu.
 func (r *ReconnectingSender) drain() {
 	for r.n > 0 && r.ep != nil {
 		slot := &r.backlog[r.head]
-		if r.post(slot.key, slot.data) != netio.OK {
+		if st, refused := r.post(slot.key, slot.data); st != netio.OK {
+			if refused {
+				r.retry.Reset(backlogRetry)
+			}
 			return
 		}
 		r.head = (r.head + 1) % len(r.backlog)
 		r.n--
+	}
+}
+
+// retryDrain drains the backlog again after a post the provider refused
+// with a buffer free. A completion drains it too, but with
+// SendConfig.Inject the bound MaxInjectsHeld refuses until the provider has
+// sent enough, which no completion announces (the injects were reported
+// OK as they were taken), so without it the backlog of a sender that
+// sends nothing more would wait until Close canceled it. It runs on the
+// timer's goroutine.
+func (r *ReconnectingSender) retryDrain() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.drain()
 	}
 }
 
@@ -446,6 +483,7 @@ func (r *ReconnectingSender) Close() error {
 func (r *ReconnectingSender) stop() {
 	r.mu.Lock()
 	r.closed = true
+	r.retry.Stop()
 	keys := make([]uint64, 0, r.n)
 	for ; r.n > 0; r.n-- {
 		keys = append(keys, r.backlog[r.head].key)

@@ -2,6 +2,7 @@ package endpoint_test
 
 import (
 	"encoding/binary"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,4 +68,86 @@ func TestReconnectingSenderInject(t *testing.T) {
 		last = seq
 	}
 	assert.Equal(t, uint64(3000), last)
+}
+
+// TestReconnectingSenderRetriesBacklogAtBound: a ReconnectingSender with
+// Inject whose backlog, built while nobody listened, is larger than what a
+// stalled receiver's sockets and MaxInjectsHeld take: the drain is refused
+// at the bound after every report was made, so no completion restarts it.
+// Once the receiver goes on, the whole backlog arrives, in order, every key
+// reported OK once, with no further Send: the sender retries a refused
+// backlog on a timer. Before, it waited until Close canceled it. The
+// report queue (sendcore.InjectQueueFactor per buffer) holds the whole
+// backlog, so that no send goes the regular way, whose completion after
+// the release would restart the drain and hide the fault.
+func TestReconnectingSenderRetriesBacklogAtBound(t *testing.T) {
+	const (
+		backlog = stallInjects // above what the sockets take (half that) and the bound
+		buffers = backlog / 16 // sendcore.InjectQueueFactor
+	)
+	mgr := openDomain(t, "tcp")
+	l0, err := endpoint.Listen(mgr, "127.0.0.1:0", newReceiver().config(netio.ReceiveParams{}))
+	require.NoError(t, err)
+	addr := l0.Addr()
+	require.NoError(t, l0.Close()) // nobody listens there until the backlog is full
+
+	rep := &reports{statuses: map[uint64][]netio.Status{}}
+	changes := make(chan bool, 16)
+	rs, err := endpoint.DialReconnecting(mgr, addr, endpoint.ReconnectConfig{
+		Send: endpoint.SendConfig{Params: netio.BufferedSendParams{BufferSize: stallSize, BufferCount: buffers},
+			Inject: true, MaxInjectsHeld: boundHeld},
+		Backlog:            backlog,
+		InitialBackoff:     2 * time.Millisecond,
+		MaxBackoff:         20 * time.Millisecond,
+		OnSendCompleted:    rep.record,
+		OnConnectionChange: func(up bool, _ error) { changes <- up },
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, rs.Close()) })
+	msg := make([]byte, stallSize)
+	for seq := uint64(1); seq <= backlog; seq++ {
+		binary.LittleEndian.PutUint64(msg, seq)
+		_, st := rs.Send(msg)
+		require.Equal(t, netio.OK, st, "message %d into the backlog", seq)
+	}
+
+	gate := make(chan struct{})
+	var stallOnce, releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(gate) }) }
+	var mu sync.Mutex
+	var got []uint64
+	rcv := newReceiver()
+	rcv.onData = func(_ *endpoint.ReceiveEndpoint, data []byte) {
+		stallOnce.Do(func() { <-gate })
+		mu.Lock()
+		got = append(got, binary.LittleEndian.Uint64(data))
+		mu.Unlock()
+	}
+	l, err := endpoint.Listen(mgr, addr, rcv.config(netio.ReceiveParams{BufferSize: stallSize, BufferCount: 16}))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	t.Cleanup(release) // before the listener closes
+	require.True(t, recvValue(t, changes, 10*time.Second, "the connection"), "connected")
+	waitFor(t, 30*time.Second, func() bool {
+		st := rs.Stats()
+		return st.Backlog > 0 && st.Completed+uint64(st.Backlog) == st.HandedOver &&
+			endpoint.ReconnectingSendsHeld(rs) >= boundHeld
+	}, "the drain refused at the bound, every send it posted reported, messages left in the backlog")
+	t.Logf("at the bound: %+v", rs.Stats())
+
+	release()
+	waitFor(t, 30*time.Second, func() bool { return rcv.count.Load() == backlog }, "the whole backlog delivered")
+	waitFor(t, 10*time.Second, func() bool { return rep.count() == backlog }, "every key reported")
+	st := rs.Stats()
+	t.Logf("after the release: %+v", st)
+	assert.Zero(t, st.Backlog)
+	byStatus := rep.assertOnce(t, backlog)
+	assert.Equal(t, backlog, byStatus[netio.OK], "every message reported OK")
+	mu.Lock()
+	defer mu.Unlock()
+	for i, seq := range got {
+		if !assert.Equal(t, uint64(i+1), seq, "in order") {
+			break
+		}
+	}
 }

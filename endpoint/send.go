@@ -100,16 +100,36 @@ type SendConfig struct {
 	// although some may be lost, and the first such endpoint logs a
 	// warning. It excludes DeliveryComplete. ProgressTimeout
 	// sees only sends posted with a completion: injects to a stalled peer
-	// are reported OK, and the stall shows as NoResources from SendBuffer.
-	// See inject.go.
+	// are reported OK, and the stall shows as NoResources from SendBuffer
+	// once the provider holds MaxInjectsHeld sends. See inject.go.
 	Inject bool
 	// InjectLinger bounds how long Close waits for the provider to send
-	// the injects it took (Inject); 0 means 1 s. Negative is an error.
+	// the injects it took (Inject); 0 means 1 s. Negative is an error,
+	// with Inject or without (bad input is refused wherever it is).
 	// Close waits only while the provider holds sends, injects or regular
 	// ones queued before them (a receiver that keeps up ends it at once); called from
 	// a callback of this endpoint's poller it does not wait, from one of
 	// another poller it holds that poller meanwhile.
 	InjectLinger time.Duration
+	// MaxInjectsHeld bounds what the provider holds for a stalled peer
+	// with Inject: once it holds this many sends unsent (injects and
+	// regular ones; the send counter tells), SendBuffer refuses a message
+	// it would inject with NoResources, keeping nothing (the caller keeps
+	// buf), until the peer takes enough again. tcp queues every inject a
+	// stalled peer leaves without a limit of its own (docs/providers.md).
+	// No completion signals that room is back (the injects were reported
+	// OK when taken): retry after a pause, a millisecond say, not in a
+	// tight loop, as each refused try reads the counter (fi_cntr_read and
+	// fi_cntr_readerr, each a progress pass over the endpoint on tcp). It
+	// is exact for one sending goroutine; each further goroutine sending
+	// at the same time may add one. A send already queued for the poller
+	// waits instead (OK meant queued), and a coalescing endpoint's Close
+	// posts its last buffer past the bound. 0 means DefaultMaxInjectsHeld
+	// (4096). It is ignored without Inject, but negative is an error even
+	// then, as for InjectLinger. On a provider without send counters
+	// nothing of the library's bounds it: only the provider's own queue,
+	// whatever that takes.
+	MaxInjectsHeld int
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -141,7 +161,8 @@ func (c *SendConfig) validate(mgr *domain.Manager) error {
 func (c *SendConfig) options() connOptions {
 	return connOptions{Options: sendcore.Options{Poller: c.Poller, PollerConfig: c.PollerConfig, Log: c.Logger,
 		OnClosed: c.OnConnectionClosed, OnSendCompleted: c.OnSendCompleted, Inject: c.Inject},
-		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout, injectLinger: c.InjectLinger}
+		deliveryComplete: c.DeliveryComplete, progressTimeout: c.ProgressTimeout, injectLinger: c.InjectLinger,
+		maxInjectsHeld: c.MaxInjectsHeld}
 }
 
 // SendStats counts what a send endpoint did.
@@ -276,7 +297,11 @@ func (s *SendEndpointBuffered) take() *sendbuf.NetworkBuffer {
 // With SendConfig.Inject a message of at most InjectSize bytes is posted
 // with fi_inject: buf goes back to the endpoint's free buffers when
 // SendBuffer returns OK, and OnSendCompleted reports its key later, on the
-// poller goroutine.
+// poller goroutine. Such a message is refused with NoResources (the caller
+// keeps buf) while the provider holds SendConfig.MaxInjectsHeld sends; no
+// completion follows to say when to retry: retry after a pause (a
+// millisecond, say), as each refused try reads the send counter, which
+// progresses the endpoint on tcp.
 func (s *SendEndpointBuffered) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio.Status {
 	if buf == nil {
 		return netio.InvalidArgument
@@ -293,14 +318,15 @@ func (s *SendEndpointBuffered) sendKeyed(buf *sendbuf.NetworkBuffer, size int, k
 	if s.co != nil || !s.pool.Owns(buf) || size < 0 || size > buf.Size() {
 		return netio.InvalidArgument
 	}
-	return s.post(buf, size, key)
+	return s.post(buf, size, key, false)
 }
 
 // post sends the first size bytes of buf, one of the pool's buffers: from
 // the calling goroutine, or through the poller goroutine for a large
 // message or one that must not overtake those queued there
-// (sendcore.Core.Send).
-func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key uint64) netio.Status {
+// (sendcore.Core.Send); regular posts it with a completion, never as an
+// inject, when it goes from the calling goroutine (Core.SendRegular).
+func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key uint64, regular bool) netio.Status {
 	ep, ok := s.c.Guard.Acquire()
 	if !ok {
 		return netio.Closed
@@ -311,7 +337,13 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key ui
 		return netio.InvalidArgument
 	}
 	s.c.Counters.Posted(size) // before the post, so Completed never passes Sent
-	if st := s.c.Send(ep, id, size, size); st != netio.OK {
+	var st netio.Status
+	if regular {
+		st = s.c.SendRegular(ep, id, size, size)
+	} else {
+		st = s.c.Send(ep, id, size, size)
+	}
+	if st != netio.OK {
 		s.c.Counters.Unposted(size)
 		s.set.Unpost(id, s.holder)
 		return st
@@ -393,7 +425,8 @@ func (s *SendEndpointBuffered) Stats() SendStats {
 // still holds then is counted in SendStats.InjectsUnconfirmed.
 //
 // On a coalescing endpoint Close first posts the current buffer, as Flush
-// would; like every send still pending it is then reported through
+// would but never as an inject, so that SendConfig.MaxInjectsHeld does not
+// refuse it (it holds its buffer until it completes); like every send still pending it is then reported through
 // OnSendCompleted, with OK or Canceled (a canceled send may or may not
 // have reached the peer: Flush and wait for the completion first to know).
 // Messages that cannot be posted (the transmit queue is full, the

@@ -47,6 +47,7 @@ type connOptions struct {
 	deliveryComplete bool          // sends complete when placed at the peer
 	progressTimeout  time.Duration // 0: no watchdog
 	injectLinger     time.Duration // how long Close waits for injects to be sent (SendConfig.InjectLinger)
+	maxInjectsHeld   int           // sends the provider may hold before an inject is refused (SendConfig.MaxInjectsHeld)
 
 	// rma asks for the domain's RMA caps (DialRMA). Without it the endpoint
 	// asks for fabric.CapMsg only: on sockets a listener that did not ask
@@ -117,7 +118,7 @@ func (c *sendConn) open(mgr *domain.Manager, kind sendcore.Kind, host, port stri
 		}
 	}
 	if o.Inject {
-		if err = c.confirmInjects(mgr, o.injectLinger); err != nil {
+		if err = c.confirmInjects(mgr, o.injectLinger, o.maxInjectsHeld); err != nil {
 			return err
 		}
 	}

@@ -31,9 +31,9 @@ const (
 	stallMessages = 1 << 20         // bound: the receiver's socket fills long before
 	stallQuiet    = 1 * time.Second // no completion for this long with every buffer in flight: stalled
 	// stallInjects bounds the messages of a sender with Inject, whose
-	// buffers are free again at once: tcp took 6k to 107k injects past what
-	// the sockets held (about 66,500 messages here, 4.2 MB on the wire)
-	// before it refused one, and a receiver draining that many under -race
+	// buffers are free again at once: before SendConfig.MaxInjectsHeld, tcp
+	// took 6k to 107k injects past what the sockets held (about 66,500
+	// messages here, 4.2 MB on the wire) before it refused one, and a receiver draining that many under -race
 	// and load could outlast a test's linger. At the bound the sender
 	// counts as stalled; twice what the sockets held here, it leaves
 	// tcp holding some 64k at the most.
@@ -44,6 +44,8 @@ const (
 // a sender that has sent 48-byte messages until it stalled too.
 type stalledPair struct {
 	ledger   *testpattern.Ledger
+	pattern  *testpattern.Pattern
+	next     uint64 // the sequence number of the next message: all before it were sent OK
 	s        *endpoint.SendEndpointBuffered
 	receiver *endpoint.ReceiveEndpoint // the stalled connection
 	ended    chan error                // the receiving connection's end
@@ -52,8 +54,10 @@ type stalledPair struct {
 
 // stallPair sets the pair up on a domain of prov with lcfg and scfg, whose
 // Params, OnData, OnConnectionClosed and OnSendCompleted it sets. A send
-// refused with NoResources (an inject the provider has no room for) counts
-// as stalled, and its buffer is sent again on the next try.
+// refused with NoResources (an inject the provider has no room for) is
+// sent again on the next try with the same buffer; one refused at
+// MaxInjectsHeld counts as stalled only once the provider held the bound
+// for stallQuiet (stallSender).
 func stallPair(t *testing.T, prov string, lcfg endpoint.ListenConfig, scfg endpoint.SendConfig) *stalledPair {
 	t.Helper()
 	return stallPairOn(t, openDomain(t, prov), lcfg, scfg)
@@ -64,7 +68,7 @@ func stallPair(t *testing.T, prov string, lcfg endpoint.ListenConfig, scfg endpo
 func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, scfg endpoint.SendConfig) *stalledPair {
 	t.Helper()
 	pattern := testpattern.New(stallSize, testpattern.WithHeader())
-	p := &stalledPair{ledger: testpattern.NewLedger(pattern, 0), ended: make(chan error, 1)}
+	p := &stalledPair{ledger: testpattern.NewLedger(pattern, 0), pattern: pattern, ended: make(chan error, 1)}
 	gate := make(chan struct{})
 	stalled := make(chan *endpoint.ReceiveEndpoint, 1)
 	var stallOnce, releaseOnce sync.Once
@@ -94,34 +98,76 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.s.Close()) })
 
-	var refused *sendbuf.NetworkBuffer // filled and recorded, refused with NoResources
-	sentAll := p.ledger.SendUntilStalled(stallMessages, stallQuiet, func(seq uint64) bool {
-		if scfg.Inject && seq >= stallInjects {
-			return false // as stalled: waits stallQuiet for the reports
-		}
-		buf := refused
-		if buf == nil {
-			if buf = p.s.GetBuffer(); buf == nil {
-				return false
-			}
-			pattern.Fill(buf.Bytes()[:stallSize], 0, seq)
-			p.ledger.Sent(buf.ID(), seq)
-		}
-		st := p.s.SendBuffer(buf, stallSize)
-		if refused = nil; st == netio.NoResources {
-			refused = buf
-			return false
-		}
-		require.Equal(t, netio.OK, st, "send %d", seq)
-		return true
-	})
+	ss := &stallSender{t: t, p: p, inject: scfg.Inject, bound: uint64(scfg.MaxInjectsHeld)}
+	if ss.bound == 0 {
+		ss.bound = endpoint.DefaultMaxInjectsHeld
+	}
+	sentAll := p.ledger.SendUntilStalled(stallMessages, stallQuiet, ss.send)
 	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
-	if refused != nil {
-		_, st := p.s.ReleaseBuffer(refused.ID()) // recorded as sent, never reported: not in the count
+	if ss.refused != nil {
+		p.ledger.Refused(ss.refused.ID()) // never reported: not in the count, and its seq is p.next
+		_, st := p.s.ReleaseBuffer(ss.refused.ID())
 		require.Equal(t, netio.OK, st)
 	}
 	p.receiver = <-stalled
 	return p
+}
+
+// stallSender sends the stalled pair's messages for SendUntilStalled, and
+// sends a buffer refused with NoResources again on the next try. A refusal
+// at MaxInjectsHeld does not count as stalled at once: the injects'
+// reports came long before, so SendUntilStalled's quiet would pass while
+// the provider may still be sending (sockets' counter lags its progress
+// thread, and under load tcp's socket may take more). The refused buffer
+// is sent again as soon as the provider holds less, and only a bound held
+// for stallQuiet counts as stalled.
+type stallSender struct {
+	t       *testing.T
+	p       *stalledPair
+	inject  bool
+	bound   uint64                 // the sender's MaxInjectsHeld, for Inject
+	refused *sendbuf.NetworkBuffer // filled and recorded, refused with NoResources
+}
+
+// send sends message seq, or reports false when it cannot now.
+func (ss *stallSender) send(seq uint64) bool {
+	p := ss.p
+	if ss.inject && seq >= stallInjects {
+		return false // as stalled: waits stallQuiet for the reports
+	}
+	buf := ss.refused
+	if buf == nil {
+		if buf = p.s.GetBuffer(); buf == nil {
+			return false
+		}
+		p.pattern.Fill(buf.Bytes()[:stallSize], 0, seq)
+		p.ledger.Sent(buf.ID(), seq)
+	}
+	st := p.s.SendBuffer(buf, stallSize)
+	for st == netio.NoResources && ss.boundPassed() {
+		st = p.s.SendBuffer(buf, stallSize)
+	}
+	if ss.refused = nil; st == netio.NoResources {
+		ss.refused = buf
+		return false
+	}
+	require.Equal(ss.t, netio.OK, st, "send %d", seq)
+	p.next = seq + 1
+	return true
+}
+
+// boundPassed reports, after a refusal, whether the provider held the
+// bound and then, within stallQuiet, less.
+func (ss *stallSender) boundPassed() bool {
+	if !ss.inject || endpoint.SendsHeld(ss.p.s) < ss.bound {
+		return false // the provider's own refusal, or no bound
+	}
+	for deadline := time.Now().Add(stallQuiet); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if endpoint.SendsHeld(ss.p.s) < ss.bound {
+			return true
+		}
+	}
+	return false
 }
 
 // closeThenRelease closes the sender, releases the receiver, waits for the

@@ -1,5 +1,6 @@
-# hack/peers.sh: what the scripts that run netio-perf against the C peers
-# share. Source it from the repository's root; it only defines functions.
+# hack/peers.sh: what the scripts that run netio-perf (against the C peers,
+# or as publisher and subscribers) share. Source it from the repository's
+# root; it only defines functions.
 
 # provider_env exports the libfabric settings netio-go applies before its
 # first fi_getinfo (fabric/staging.go, providerDefaults), unless the
@@ -46,4 +47,20 @@ listening() {
 	done
 	[[ -n ${addr} ]] || return 1
 	echo "${addr}"
+}
+
+# publisher_addr OUT ERR prints the address a netio-perf publish started in
+# the background announces on its standard output OUT ("LISTENING
+# IP:PORT"), waiting up to 5 s; without one it shows the publisher's
+# standard error ERR and fails.
+publisher_addr() {
+	local addr=""
+	for _ in $(seq 100); do
+		addr=$(sed -n 's/^LISTENING //p' "$1")
+		[[ -n ${addr} ]] && echo "${addr}" && return 0
+		sleep 0.05
+	done
+	echo "publisher did not start" >&2
+	cat "$2" >&2
+	return 1
 }

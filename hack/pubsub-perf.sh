@@ -11,7 +11,9 @@
 # four-subscriber runs alternate for ROUNDS rounds, and the script prints
 # medians with the lowest and highest, the ratio of every round, and the
 # CPU (user+sys) each side spent per message delivered and its context
-# switches per 1000 messages (wake-ups and preemptions): on a shared
+# switches per 1000 messages (wake-ups and preemptions), and how many
+# cores the processes used together while messages flowed (on a quiet
+# machine, 2.00 less that is what a run leaves idle): on a shared
 # machine the ratios of one round are what to compare, not the rates of
 # different runs.
 # MODES (default "buffered") lists the publisher modes to compare:
@@ -41,13 +43,9 @@ for m in ${modes}; do
 	[[ ${m} != *@* || -x ${m#*@} ]] || { echo "mode ${m}: ${m#*@} is not an executable" >&2 && exit 2; }
 done
 
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	rm -rf "${dir}"
-}
-trap cleanup EXIT
+# shellcheck source=hack/peers.sh
+source hack/peers.sh
+scratch_dir
 go build -o "${dir}/netio-perf" ./cmd/netio-perf
 
 # run N R K M: one publisher in mode M (MODE[@PATH]) and N subscriber
@@ -62,13 +60,8 @@ run() {
 		--subscribers "${n}" "${flags[@]}" --json >"${out}-pub.out" 2>"${out}-pub.err" &
 	local pub=$!
 	pids+=("${pub}")
-	local addr=""
-	for _ in $(seq 100); do
-		addr=$(sed -n 's/^LISTENING //p' "${out}-pub.out")
-		[[ -n ${addr} ]] && break
-		sleep 0.05
-	done
-	[[ -n ${addr} ]] || { echo "publisher did not start" >&2; cat "${out}-pub.err" >&2; exit 1; }
+	local addr
+	addr=$(publisher_addr "${out}-pub.out" "${out}-pub.err")
 	local subs=()
 	for i in $(seq "${n}"); do
 		"${bin}" subscribe --connect "${addr}" --tags 0 --count "${count}" --json \
@@ -108,7 +101,7 @@ def fmt(xs, scale=1e6, unit=""):
 
 def figures(key):
     one, four, slowest, ratio, cpu = [], [], [], [], {1: ([], []), 4: ([], [])}
-    csw = {1: ([], []), 4: ([], [])}
+    csw, cores = {1: ([], []), 4: ([], [])}, {1: [], 4: []}
     for r in range(1, rounds + 1):
         for n in (1, 4):
             subs = [load("%s/%s-r%d-n%d-sub%d.json" % (d, key, r, n, i)) for i in range(1, n + 1)]
@@ -122,17 +115,20 @@ def figures(key):
             cpu[n][1].append(sum(s["cpu_seconds"] for s in subs) / delivered * 1e9)
             csw[n][0].append(pub.get("ctx_switches", 0) / delivered * 1e3)
             csw[n][1].append(sum(s.get("ctx_switches", 0) for s in subs) / delivered * 1e3)
+            # CPU of all the run's processes over the subscribers' time from
+            # first message to last: 2.00 is both cores of the machine
+            cores[n].append((pub["cpu_seconds"] + sum(s["cpu_seconds"] for s in subs)) / max(s["seconds"] for s in subs))
             if n == 1:
                 one.append(total)
             else:
                 four.append(total)
                 slowest.append(min(s["msgs_per_s"] for s in subs))
                 ratio.append(total / one[-1])
-    return one, four, slowest, ratio, cpu, csw
+    return one, four, slowest, ratio, cpu, csw, cores
 
 got = {}
 for k, mode in enumerate(modes, 1):
-    one, four, slowest, ratio, cpu, csw = got[mode] = figures("m%d" % k)
+    one, four, slowest, ratio, cpu, csw, cores = got[mode] = figures("m%d" % k)
     if len(modes) > 1:
         print("publisher mode %s:" % mode)
     print("64 B, 1 subscriber: %s M msg/s delivered, median (lowest-highest) of %d rounds (target >= 10)" % (fmt(one), rounds))
@@ -145,6 +141,8 @@ for k, mode in enumerate(modes, 1):
     for n in (1, 4):
         print("Context switches per 1000 messages delivered, %d subscriber%s: publisher %.2f, subscribers %.2f (voluntary+involuntary, medians)" % (
             n, "s" if n > 1 else "", statistics.median(csw[n][0]), statistics.median(csw[n][1])))
+    print("Cores the run's processes used (their CPU over the time from first message to last; set-up included): 1 subscriber %s, 4 subscribers %s" % (
+        fmt(cores[1], 1), fmt(cores[4], 1)))
 if len(modes) > 1:
     a, b = modes[0], modes[-1]
     if "@" in a + b:

@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/endpoint"
 )
 
@@ -21,7 +22,7 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		s.lastEP, s.lastConn = ep, dc
 	}
 	cb := s.cfg.OnMessage
-	d := &s.dec
+	var d coalesce.Decoder // on the stack: its stores per message need no write barrier
 	d.Reset(buf)
 	for d.Next() {
 		tag := d.Tag()

@@ -15,7 +15,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
@@ -193,7 +192,6 @@ type Subscriber struct {
 	lastTag  *recvTag
 	lastVer  uint64
 	dirty    *recvTag // counted messages not yet in its counters (flushCounts)
-	dec      coalesce.Decoder
 
 	lockedPoller bool // counted in lockedPollers
 

@@ -90,6 +90,9 @@ func (t *peerTarget) Take() *sendbuf.NetworkBuffer { return t.e.take() }
 func (t *peerTarget) Post(buf *sendbuf.NetworkBuffer, n int) netio.Status {
 	return t.e.post(buf, n, t.to)
 }
+
+// PostLast is Post: rdm's injects have no bound that refuses them.
+func (t *peerTarget) PostLast(buf *sendbuf.NetworkBuffer, n int) netio.Status { return t.Post(buf, n) }
 func (t *peerTarget) Release(buf *sendbuf.NetworkBuffer) {
 	t.e.bufs.Set.Release(uint32(buf.ID()), t.e.holder)
 }

@@ -133,6 +133,7 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	}
 	e.injectSize = e.info.InjectSize()
 	e.inj.init(e.cfg.InjectQueue, e.injectSize, e.cfg.MaxPeers)
+	e.inj.ok.core = &e.c
 	if err = e.inj.ok.init(mgr, e.cfg.MaxPeers, e.bufs.Pool.Len()+e.zc.Len(), e.inj.len(), e.injectSize); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/internal/slots"
 )
 
@@ -75,9 +76,19 @@ type confirms struct {
 	// replaces to refuse it.
 	sendTo func(ep *fabric.Endpoint, addr uintptr, n int, desc uintptr, dest fabric.Addr, ctx uint64) fabric.Errno
 
-	open        atomic.Int64 // untracked injects taken and not confirmed
-	held        atomic.Int64 // confirm slots in flight (tracked injects posted, not yet claimed)
-	unconfirmed atomic.Uint64
+	open atomic.Int64 // untracked injects taken and not confirmed
+	held atomic.Int64 // confirm slots in flight (tracked injects posted, not yet claimed)
+	// core holds the one count of unconfirmed injects
+	// (sendcore.Core.CountUnconfirmed, Stats.InjectsUnconfirmed); nil in
+	// tests of the tables alone, which count nothing.
+	core *sendcore.Core
+}
+
+// unconfirmed counts n injects nothing confirmed in the core's count.
+func (c *confirms) unconfirmed(n uint64) {
+	if c.core != nil && n > 0 {
+		c.core.CountUnconfirmed(n)
+	}
 }
 
 // init sizes the tables (sends: the buffers and header slots whose
@@ -190,7 +201,7 @@ func (c *confirms) forget(slot uint32, covering Peer) uint64 {
 	}
 	c.open.Add(-int64(open))
 	c.taken[slot], c.done[slot], c.run[slot], c.inFlight[slot] = 0, 0, 0, 0
-	c.unconfirmed.Add(n)
+	c.unconfirmed(n)
 	return n
 }
 

@@ -45,6 +45,15 @@ type stuckInjects struct {
 	peer    rdm.Peer
 	got     *atomic.Int64 // 8-byte messages rx received
 	unstall func()
+	dying   *atomic.Bool // die: rx closes in its stalled OnData, its data unread
+}
+
+// die unstalls rx into closing its endpoint from the stalled OnData, with
+// the data in its socket unread: the kernel resets the connection, as for
+// a receiver that died.
+func (s stuckInjects) die() {
+	s.dying.Store(true)
+	s.unstall()
 }
 
 // stickInjects opens, on tcp;ofi_rxm, a receiver whose OnData stalls and
@@ -56,12 +65,16 @@ type stuckInjects struct {
 func stickInjects(t *testing.T, n int, cfg rdm.Config) stuckInjects {
 	t.Helper()
 	const provider, local = "tcp;ofi_rxm", "127.0.0.1:0"
-	s := stuckInjects{got: &atomic.Int64{}}
+	s := stuckInjects{got: &atomic.Int64{}, dying: &atomic.Bool{}}
 	stall, unstall := gate()
 	s.unstall = unstall
-	s.rx = open(t, openDomain(t, provider), local, rdm.Config{OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
+	s.rx = open(t, openDomain(t, provider), local, rdm.Config{OnData: func(e *rdm.Endpoint, _ rdm.Peer, data []byte) {
 		if string(data) != "connect" {
 			<-stall // rx's poller waits here, bounded by the test
+			if s.dying.Load() {
+				assert.NoError(t, e.Close())
+				return
+			}
 		}
 		if len(data) == 8 {
 			s.got.Add(1)

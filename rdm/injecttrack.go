@@ -50,7 +50,7 @@ func (c *confirms) claimConfirm(i uint32) (uint64, bool) {
 	if s := c.to[i].slot; int(s) < len(c.inFlight) && c.inFlight[s] == int32(i)+1 {
 		c.inFlight[s] = 0
 	}
-	c.unconfirmed.Add(c.covered[i])
+	c.unconfirmed(c.covered[i])
 	c.covered[i] = 0
 	return 0, true // a tracked inject has no key: ReportTo reports it to nobody
 }

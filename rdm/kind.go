@@ -69,7 +69,9 @@ func (k *kind) Progress() (bool, uint64)                   { return k.c.Counters
 func (k *kind) ReleaseResources() error                    { return (*Endpoint)(k).releaseResources() }
 
 // FillStats adds the send buffers, what every peer's coalescer posted and
-// dropped, what was received and decoded, and the peers.
+// dropped, what was received and decoded, the peers, and the confirm
+// slots held (the core fills InjectsUnconfirmed, to which rdm adds its
+// own: confirms.unconfirmed).
 func (k *kind) FillStats(s *stats.Endpoint) {
 	s.CoalescedMessages, s.CoalescedBuffers, s.CoalesceDropped = k.cos.counts.Read()
 	s.Buffers = k.bufs.Set.Len()
@@ -77,7 +79,6 @@ func (k *kind) FillStats(s *stats.Endpoint) {
 	s.MessagesReceived, s.BytesReceived, s.ReceiveErrors = k.received.Load(), k.receivedBytes.Load(), k.receiveErrors.Load()
 	s.DecodedMessages = k.decoded.Load()
 	s.Peers = k.peers.count()
-	s.InjectsUnconfirmed = k.inj.ok.unconfirmed.Load()
 	s.InjectConfirmsHeld = int(k.inj.ok.held.Load())
 }
 

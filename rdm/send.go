@@ -144,7 +144,7 @@ type Stats struct {
 // Stats returns the endpoint's counters.
 func (e *Endpoint) Stats() Stats {
 	s := e.c.Counters.Read()
-	return Stats{Sent: s.Sent, Bytes: s.Bytes, Completed: s.Completed, Failed: s.Failed + s.Canceled, InjectsUnconfirmed: e.inj.ok.unconfirmed.Load(),
+	return Stats{Sent: s.Sent, Bytes: s.Bytes, Completed: s.Completed, Failed: s.Failed + s.Canceled, InjectsUnconfirmed: e.c.InjectsUnconfirmed(),
 		InjectConfirmsHeld: int(e.inj.ok.held.Load()),
 		Received:           e.received.Load(), ReceivedBytes: e.receivedBytes.Load(), ReceiveErrors: e.receiveErrors.Load(), Decoded: e.decoded.Load(),
 		Peers: e.peers.count()}

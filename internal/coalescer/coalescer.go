@@ -35,6 +35,10 @@ type Target interface {
 	// Post sends buf's first n bytes; OnSendCompleted reports the buffer's
 	// ID. A status other than OK posted nothing and buf stays leased.
 	Post(buf *sendbuf.NetworkBuffer, n int) netio.Status
+	// PostLast is Post for the last buffer, as the sender closes: it must
+	// not be refused for a bound that a later retry would pass (the inject
+	// bound of a connected endpoint), as no retry follows.
+	PostLast(buf *sendbuf.NetworkBuffer, n int) netio.Status
 	// Release gives back a leased buffer that was not posted.
 	Release(buf *sendbuf.NetworkBuffer)
 	// Ended reports whether the sender ended: take nothing more.
@@ -236,7 +240,7 @@ func (co *Coalescer) post(cause flushCause) netio.Status {
 	if co.cur == nil {
 		return netio.OK
 	}
-	if st := co.t.Post(co.cur, co.enc.Len()); st != netio.OK {
+	if st := co.postCurrent(cause); st != netio.OK {
 		return st
 	}
 	co.counts.messages.Add(uint64(co.enc.Count()))
@@ -245,6 +249,15 @@ func (co *Coalescer) post(cause flushCause) netio.Status {
 	co.enc.Reset(nil)
 	co.flushes[cause]++
 	return netio.OK
+}
+
+// postCurrent posts the current buffer with the target's post for cause:
+// PostLast for the close flush, Post otherwise. co.mu is held.
+func (co *Coalescer) postCurrent(cause flushCause) netio.Status {
+	if cause == flushClose {
+		return co.t.PostLast(co.cur, co.enc.Len())
+	}
+	return co.t.Post(co.cur, co.enc.Len())
 }
 
 // run is the flusher goroutine: it posts the current buffer once its first
@@ -284,8 +297,8 @@ func (co *Coalescer) flushDue() {
 	co.timer.Reset(wait)
 }
 
-// FlushOnClose posts the current buffer as the sender's Close begins; what
-// cannot be posted is dropped and counted by End.
+// FlushOnClose posts the current buffer as the sender's Close begins, with
+// Target.PostLast; what cannot be posted is dropped and counted by End.
 func (co *Coalescer) FlushOnClose() {
 	co.mu.Lock()
 	defer co.mu.Unlock()

@@ -8,3 +8,10 @@ func WithClock(c Config, now func() time.Time) Config {
 	c.now = now
 	return c
 }
+
+// SchedPasses returns how often a locked poller passed through the
+// scheduler (schedPass).
+func SchedPasses(p *Poller) uint64 { return p.passes.Load() }
+
+// SchedPassEvery is how often a locked poller passes through the scheduler.
+const SchedPassEvery = schedPassEvery

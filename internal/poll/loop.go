@@ -30,8 +30,15 @@ func (p *Poller) run() {
 	blind := budget            // the budget after timed-out blocks on a queue without descriptor (blindBudget)
 	blindBlock := false        // the last round timed out blocking on such a queue
 	eqDue := true              // read the event queue in this round
-	sinceEQ := 0               // completions delivered since the last event queue read
+	var pass *schedPass        // a locked poller's passes through the scheduler
+	if p.cfg.LockOSThread {
+		pass = &schedPass{now: p.cfg.now, last: p.cfg.now()}
+	}
+	sinceEQ := 0 // completions delivered since the last event queue read
 	for iter := uint(1); !p.stopping.Load(); iter++ {
+		if pass != nil && pass.round(iter) {
+			p.passes.Add(1)
+		}
 		n := p.pollCQ(spin)
 		after.done(n > 0)
 		if blindBlock {

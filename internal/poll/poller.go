@@ -90,6 +90,7 @@ type Poller struct {
 	closeErr  error
 
 	completions, errs, events, dropped, sleeps, empty atomic.Uint64
+	passes                                            atomic.Uint64 // a locked poller's passes through the scheduler (schedPass)
 	unreported                                        atomic.Uint64 // see UnreportedKey
 	wakeups, timeouts                                 atomic.Uint64
 	callbacks                                         histogram

@@ -546,3 +546,38 @@ func TestRoutesCompletionsAndEvents(t *testing.T) {
 	p.Do(func() { closeErr = sep.Close() })
 	assert.NoError(t, closeErr)
 }
+
+// A locked poller passes through the scheduler once schedPassEvery has
+// gone by on its clock (so that the runtime's monitor does not take its P
+// and keep waking every 20 µs), and only then; an unlocked one never
+// needs to (its yields pass through the scheduler). The clock is the
+// test's: how fast the poller's rounds go on a loaded machine does not
+// matter.
+func TestLockedPollerPassesThroughTheScheduler(t *testing.T) {
+	m := openManager(t)
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	for _, c := range []struct {
+		name   string
+		locked bool
+	}{{"locked", true}, {"unlocked", false}} {
+		p := openPoller(t, m, poll.WithClock(poll.Config{Mode: poll.BusyPoll, LockOSThread: c.locked}, clock))
+		// Many rounds with the clock still: no pass.
+		eventually(t, func() bool { return p.Stats().EmptyPolls > 1000 }, c.name+": rounds")
+		assert.Zero(t, poll.SchedPasses(p), "%s: no pass while the clock stands", c.name)
+		advance(poll.SchedPassEvery)
+		if c.locked {
+			eventually(t, func() bool { return poll.SchedPasses(p) == 1 }, c.name+": a pass once the time went by")
+			before := p.Stats().EmptyPolls
+			eventually(t, func() bool { return p.Stats().EmptyPolls > before+1000 }, c.name+": rounds after the pass")
+			assert.Equal(t, uint64(1), poll.SchedPasses(p), "%s: one pass for one period", c.name)
+		} else {
+			before := p.Stats().EmptyPolls
+			eventually(t, func() bool { return p.Stats().EmptyPolls > before+1000 }, c.name+": rounds")
+			assert.Zero(t, poll.SchedPasses(p), "%s: an unlocked poller never passes", c.name)
+		}
+		require.NoError(t, p.Close())
+	}
+}

@@ -114,6 +114,9 @@ type Core struct {
 	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
 	inj          injector    // the inject path (Options.Inject)
 	conf         confirmer   // what the provider still holds of the injects (ConfirmInjects)
+	// unconfirmed counts the injects reported OK that nothing confirmed
+	// sent (InjectsUnconfirmed); every kind adds to it (CountUnconfirmed).
+	unconfirmed atomic.Uint64
 }
 
 // Attach attaches the core to its poller (the shared one, or one of its
@@ -308,7 +311,7 @@ func (c *Core) unregister() {
 }
 
 // fillStats is the endpoint's record: the core's counters (the injects
-// it counted unconfirmed too, see ConfirmInjects) and the kind's.
+// counted unconfirmed too, see CountUnconfirmed) and the kind's.
 func (c *Core) fillStats(e *stats.Endpoint) {
 	c.Counters.Fill(e)
 	e.InjectsUnconfirmed = c.InjectsUnconfirmed()

@@ -174,8 +174,29 @@ func (c *Core) SetPostDirect(on bool) { c.postDirect = on && c.opts.PostOnPoller
 // NoResources, which a kind that sizes it for every send it can have in
 // flight never sees.
 func (c *Core) Send(ep *fabric.Endpoint, key uint32, n, size int) netio.Status {
+	return c.send(ep, key, n, size, false)
+}
+
+// SendRegular is Send with a regular post, never an inject, when the send
+// is posted at once: it is not refused for the inject bound
+// (ConfirmInjects), which no retry would pass for a send made as the
+// endpoint closes, and it holds its buffer until its completion, so it
+// cannot add to what the provider holds beyond that buffer. A send it
+// queues behind others is posted as every queued send is.
+func (c *Core) SendRegular(ep *fabric.Endpoint, key uint32, n, size int) netio.Status {
+	return c.send(ep, key, n, size, true)
+}
+
+// send is Send, with a regular post at once when regular.
+func (c *Core) send(ep *fabric.Endpoint, key uint32, n, size int, regular bool) netio.Status {
 	if !c.handOffDue(size) {
-		if errno := c.post(ep, key, n); errno != 0 {
+		var errno fabric.Errno
+		if regular {
+			errno = c.postRegular(ep, key, n)
+		} else {
+			errno = c.post(ep, key, n)
+		}
+		if errno != 0 {
 			return PostStatus(errno)
 		}
 		return netio.OK

@@ -139,11 +139,11 @@ func (c *Core) InjectSize() int {
 // queued send, on the poller goroutine, holding the post guard.
 func (c *Core) post(ep *fabric.Endpoint, id uint32, n int) fabric.Errno {
 	if n > c.InjectSize() || c.inj.post == nil || !c.inj.done.reserve() {
-		errno := c.postSend(ep, id, n)
-		if errno == 0 {
-			c.conf.tookSend(true)
-		}
-		return errno
+		return c.postRegular(ep, id, n)
+	}
+	if c.conf.full() { // the provider holds enough: NoResources (ConfirmInjects)
+		c.inj.done.unreserve()
+		return fabric.EAGAIN
 	}
 	if errno := c.inj.post(ep, id, n); errno != 0 {
 		c.inj.done.unreserve()
@@ -162,6 +162,16 @@ func (c *Core) post(ep *fabric.Endpoint, id uint32, n int) fabric.Errno {
 		c.Poller.Go(c.inj.reportFn)
 	}
 	return 0
+}
+
+// postRegular posts the send with this key and length with the kind's
+// post, which asks for a completion, and counts it taken.
+func (c *Core) postRegular(ep *fabric.Endpoint, id uint32, n int) fabric.Errno {
+	errno := c.postSend(ep, id, n)
+	if errno == 0 {
+		c.conf.tookSend(true)
+	}
+	return errno
 }
 
 // InjectFunc returns the kind's inject post, for a test to wrap.

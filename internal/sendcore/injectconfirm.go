@@ -14,6 +14,14 @@ const DefaultInjectLinger = time.Second
 // lingerPoll is how often Close reads the counter while it waits.
 const lingerPoll = time.Millisecond
 
+// DefaultMaxHeld is how many sends the provider may hold unsent before an
+// inject is refused, when the kind gives no bound of its own (see
+// ConfirmInjects). The trade-off: a larger bound rides out a longer pause
+// of the peer without a refusal, a smaller one bounds the memory a stalled
+// peer leaves in the provider (at most this many inject_size copies, on a
+// provider such as tcp that has no limit of its own: docs/providers.md).
+const DefaultMaxHeld = 4096
+
 // confirmer tells the injects a provider has sent from those it may still
 // hold (ConfirmInjects). An inject returns once the provider has copied
 // the message, and the core reports its key OK at once; but the provider
@@ -39,26 +47,45 @@ type confirmer struct {
 	// flushed counts the regular sends that completed FI_ECANCELED: tcp
 	// flushes its queues on a broken connection with such a completion
 	// for each, and counts none of them in the counter, not even as errors.
-	flushed     atomic.Uint64
-	unconfirmed atomic.Uint64 // injects reported OK the provider still held at the end
+	flushed atomic.Uint64
+	// maxHeld bounds the sends the provider holds unsent: an inject that
+	// would make it hold more is refused for now (full). seen is the
+	// counter's last reading (sent), so that posted - seen, an upper
+	// bound of what it holds, is known without a call.
+	maxHeld uint64
+	seen    atomic.Uint64
 }
 
 // ConfirmInjects has the core confirm its injects with cntr, a counter
 // bound to the endpoint's sends (see confirmer), and Close wait up to
-// linger (DefaultInjectLinger when 0) for them. The kind posts injects
-// with fabric.Endpoint.InjectCounted and its other sends so that they
-// complete (fabric.BindSelective). Call it before the first send.
-func (c *Core) ConfirmInjects(cntr *fabric.Counter, linger time.Duration) {
+// linger (DefaultInjectLinger when 0) for them. An inject is refused for
+// now (EAGAIN: NoResources from a direct post, a stalled hand-off queue
+// otherwise) while the provider holds maxHeld sends unsent, injects and
+// regular ones (DefaultMaxHeld when 0): it queues every inject a stalled
+// peer leaves, without a limit of its own. The kind posts injects with
+// fabric.Endpoint.InjectCounted and its other sends so that they complete
+// (fabric.BindSelective). Call it before the first send.
+func (c *Core) ConfirmInjects(cntr *fabric.Counter, linger time.Duration, maxHeld int) {
 	if linger == 0 {
 		linger = DefaultInjectLinger
 	}
-	c.conf.cntr, c.conf.linger = cntr, linger
+	if maxHeld <= 0 {
+		maxHeld = DefaultMaxHeld
+	}
+	c.conf.cntr, c.conf.linger, c.conf.maxHeld = cntr, linger, uint64(maxHeld)
 }
 
 // InjectsUnconfirmed returns how many injects reported OK the provider
-// still held when the endpoint ended (see ConfirmInjects): they may not
-// have reached the peer.
-func (c *Core) InjectsUnconfirmed() uint64 { return c.conf.unconfirmed.Load() }
+// may not have sent: those it still held when the endpoint ended (see
+// ConfirmInjects), and whatever else the kind counted (CountUnconfirmed).
+// They may not have reached the peer.
+func (c *Core) InjectsUnconfirmed() uint64 { return c.unconfirmed.Load() }
+
+// CountUnconfirmed adds n injects reported OK that nothing confirmed sent
+// to InjectsUnconfirmed, the one count of them every kind adds to: the
+// core's at close (ConfirmInjects), rdm's per peer (its tracked sends).
+// Safe on any goroutine.
+func (c *Core) CountUnconfirmed(n uint64) { c.unconfirmed.Add(n) }
 
 // tookSend counts a send the provider took; regular says it has a
 // completion to come.
@@ -98,11 +125,36 @@ func (f *confirmer) completed(errno fabric.Errno) {
 // yet, nor flushed with a completion; it reads the counter first, so that a send counted in posted after
 // the reading is held, never sent twice.
 func (f *confirmer) held() uint64 {
-	sent := f.cntr.Read() + f.cntr.ReadErr() + f.flushed.Load()
+	sent := f.sent()
 	if posted := f.posted.Load(); posted > sent {
 		return posted - sent
 	}
 	return 0
+}
+
+// sent reads how many of the sends the provider took it has sent or
+// flushed: the counter, its errors, and the flushed completions.
+func (f *confirmer) sent() uint64 {
+	return f.cntr.Read() + f.cntr.ReadErr() + f.flushed.Load()
+}
+
+// full reports whether the provider holds maxHeld sends unsent, so that
+// the next inject is refused for now. posted - seen is never less than
+// what it holds (seen only lags the counter), so the counter is read only
+// when that estimate reaches the bound: the fast path is two atomic loads.
+// Senders racing past the check together may each post one more: the
+// provider then holds up to maxHeld - 1 + the number of such senders.
+// Without a counter (the kind does not confirm) nothing is bounded.
+func (f *confirmer) full() bool {
+	if f.cntr == nil {
+		return false
+	}
+	if posted, seen := f.posted.Load(), f.seen.Load(); posted < seen+f.maxHeld {
+		return false
+	}
+	sent := f.sent()
+	f.seen.Store(sent) // a racing older reading may overwrite it: then the next inject reads again
+	return f.posted.Load() >= sent+f.maxHeld
 }
 
 // waitSent waits until the provider holds no send, for at most the
@@ -118,6 +170,16 @@ func (c *Core) waitSent() {
 	for c.heldOpen() > 0 && time.Now().Before(deadline) {
 		time.Sleep(lingerPoll)
 	}
+}
+
+// SendsHeld returns how many sends the provider holds unsent, injects
+// and regular ones, as the send counter tells (see ConfirmInjects): 0
+// without a counter, or once the endpoint has closed.
+func (c *Core) SendsHeld() uint64 {
+	if c.conf.cntr == nil {
+		return 0
+	}
+	return c.heldOpen()
 }
 
 // heldOpen is held while the endpoint is open, 0 once it has closed (the
@@ -149,7 +211,7 @@ func (c *Core) countUnconfirmed() {
 	if held <= 0 {
 		return
 	}
-	f.unconfirmed.Add(uint64(held))
+	c.CountUnconfirmed(uint64(held))
 	c.Log.Warn().Str("peer", c.opts.Peer).Int64("injects", held).
 		Msg("closing with injects the provider has not sent: they were reported OK and may not arrive")
 }

@@ -50,6 +50,16 @@ func (l *Ledger) Sent(key, seq uint64) {
 	l.mu.Unlock()
 }
 
+// Refused takes back the latest Sent of key: its send was refused, and
+// nothing will report it. The message's sequence number may be sent again.
+func (l *Ledger) Refused(key uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if seqs := l.inFlight[key]; len(seqs) > 0 {
+		l.inFlight[key] = seqs[:len(seqs)-1]
+	}
+}
+
 // Completed records the report of the oldest send made with key, OK or
 // not: the OnSendCompleted of a sender whose sends Sent recorded.
 func (l *Ledger) Completed(key uint64, ok bool) {

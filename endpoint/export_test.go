@@ -1,0 +1,17 @@
+package endpoint
+
+// SendsHeld returns how many sends the provider holds unsent, as the
+// send counter of an endpoint with SendConfig.Inject tells: for tests of
+// SendConfig.MaxInjectsHeld.
+func SendsHeld(s *SendEndpointBuffered) uint64 { return s.c.SendsHeld() }
+
+// ReconnectingSendsHeld is SendsHeld of r's current connection; 0 while
+// it has none.
+func ReconnectingSendsHeld(r *ReconnectingSender) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ep == nil {
+		return 0
+	}
+	return SendsHeld(r.ep)
+}
