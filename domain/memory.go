@@ -189,10 +189,10 @@ func (r *Registration) Detach() ([]byte, error) {
 }
 
 // AllocRegistered allocates size bytes outside the Go heap (anonymous mmap,
-// page-aligned, zeroed, faulted in as Alloc's are) and registers them with
-// the given access. A request past the domain's limits fails before any
-// page is touched. Closing the registration deregisters first, then
-// unmaps.
+// page-aligned, zeroed, faulted in and advised huge pages as Alloc's are)
+// and registers them with the given access. A request past the domain's
+// limits fails before any page is touched. Closing the registration
+// deregisters first, then unmaps.
 func (m *Manager) AllocRegistered(size int, access Access) (*Registration, error) {
 	if size <= 0 || size > netio.MaxBufferSize*netio.MaxBufferCount {
 		return nil, fmt.Errorf("%w: domain: allocate %d bytes", netio.ErrInvalidArgument, size)
@@ -240,6 +240,17 @@ func AlignUp(n, align int) int { return (n + align - 1) / align * align }
 // the kernel's shared zero page instead of the buffer's own memory. The
 // price is paid when the memory is allocated, and the memory is resident
 // from then on. docs/performance.md has the measurements.
+//
+// A mapping of HugePageAdviceMin bytes or more is advised MADV_HUGEPAGE
+// before its pages are faulted in, so that where the kernel's transparent
+// huge pages are "always" or "madvise" its aligned 2 MiB stretches are
+// huge pages. The resident memory is the same (every page is faulted in
+// anyway); what changes is the cost of every kernel copy that pins or
+// walks it, such as shm's process_vm_readv, which pins the sender's pages
+// one page at a time (docs/performance.md has the figures). Where free huge pages
+// are scarce, the kernel's defrag setting
+// (/sys/kernel/mm/transparent_hugepage/defrag) decides whether Alloc waits
+// for compaction or takes 4 KiB pages.
 func Alloc(size int) ([]byte, error) {
 	mem, err := mapAnon(size)
 	if err == nil {
@@ -249,7 +260,7 @@ func Alloc(size int) ([]byte, error) {
 }
 
 // mapAnon maps size bytes, rounded up to whole pages, without faulting
-// them in.
+// them in, advised MADV_HUGEPAGE from HugePageAdviceMin bytes on.
 func mapAnon(size int) ([]byte, error) {
 	n := AlignUp(size, os.Getpagesize())
 	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -257,8 +268,18 @@ func mapAnon(size int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: domain: mmap %d bytes: %v", netio.ErrNoResources, n, err)
 	}
 	mappedBytes.Add(int64(n))
+	if n >= HugePageAdviceMin {
+		// Advice: a kernel without transparent huge pages refuses it
+		// (EINVAL) and the mapping stays as it was.
+		_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	}
 	return mem[:size], nil
 }
+
+// HugePageAdviceMin is the length from which Alloc and
+// Manager.AllocRegistered advise a mapping MADV_HUGEPAGE: one huge page
+// of x86-64 and most arm64 kernels. A shorter mapping cannot hold one.
+const HugePageAdviceMin = 2 << 20
 
 // populate faults mem's pages in, writable: MADV_POPULATE_WRITE, or where
 // the kernel lacks it (EINVAL before Linux 5.14) a write to every page. On

@@ -12,9 +12,12 @@
 #     cbaseline memcpy of the same size (target >= 0.5); for reference, the
 #     C RDM peer on shm (two processes: what libfabric's shm itself
 #     reaches), netio-perf with FI_SHM_DISABLE_CMA=1 (shm's bounce
-#     buffers instead of process_vm_readv), and cbaseline memcpy --cma
+#     buffers instead of process_vm_readv), cbaseline memcpy --cma
 #     (the same copies made with process_vm_readv from another process,
-#     no libfabric: the ceiling of shm's CMA protocol on this machine);
+#     no libfabric: the ceiling of shm's CMA protocol on this machine, on
+#     4 KiB pages as the C peer's), and cbaseline memcpy --thp both and
+#     --cma --thp both (the same on huge pages, as netio-go's buffers of
+#     2 MiB or more are: domain.HugePageAdviceMin);
 #   - shm 64 B one-way latency: the netio-perf rdm sweep's ping-pong (two
 #     endpoints in two domains of one process, a poller thread each)
 #     against cbaseline pingpong --endpoint rdm (two threads of one
@@ -32,8 +35,9 @@
 # Usage: hack/rdm-ratios.sh [rounds]   (default 3)
 # RDM_RATIOS_SMALL=1 runs the 64 B cases only (latency and inject);
 # RDM_RATIOS_SHM=1 the shm 64 KiB and 1 MiB cases only;
-# RDM_RATIOS_B=PATH also runs them with another netio-perf binary (say
-# main's) in the same rounds, printed as "B" with this build's ratio to it.
+# RDM_RATIOS_B=PATH also runs the 64 B cases and the shm netio pairs with
+# another netio-perf binary (say main's) in the same rounds, printed as "B"
+# with this build's ratio to it.
 # RDM_RATIOS_CORES=1 runs hack/corepp beside the whole run (10 ms of
 # cache-line bouncing between CPU 0 and CPU 1 every 250 ms) and prints how
 # many of its slots found the CPUs far apart (150 ns or more; about 310
@@ -148,10 +152,17 @@ for round in $(seq "${rounds}"); do
 		size=${size_count%%:*} count=${size_count##*:}
 		pair "shm${size}.netio" mb_per_s "${nserver[@]}" --provider shm --buf-size "${size}" --count "${count}" -- \
 			"${nclient[@]}" --provider shm --size "${size}" --count "${count}"
+		[[ -z ${RDM_RATIOS_B:-} ]] || pair "shm${size}.netio.b" mb_per_s "${RDM_RATIOS_B}" "${nserver[@]:1}" --provider shm \
+			--buf-size "${size}" --count "${count}" -- "${RDM_RATIOS_B}" "${nclient[@]:1}" --provider shm --size "${size}" \
+			--count "${count}"
 		one "shm${size}.memcpy" mb_per_s "${dir}/cbaseline" memcpy --size "${size}" --window 64 --rx-depth 128 \
 			--seconds 1 --timeout 60
 		one "shm${size}.cma" mb_per_s "${dir}/cbaseline" memcpy --cma --size "${size}" --window 64 --rx-depth 128 \
 			--seconds 1 --timeout 60
+		one "shm${size}.thp" mb_per_s "${dir}/cbaseline" memcpy --thp both --size "${size}" --window 64 --rx-depth 128 \
+			--seconds 1 --timeout 60
+		one "shm${size}.cmathp" mb_per_s "${dir}/cbaseline" memcpy --cma --thp both --size "${size}" --window 64 \
+			--rx-depth 128 --seconds 1 --timeout 60
 		pair "shm${size}.cpeer" mb_per_s "${dir}/cpeer" recv --endpoint rdm --provider shm \
 			--listen "rdmratios$$-${round}-${size}" --size "${size}" --count "${count}" --window 128 --timeout 60 -- \
 			"${dir}/cpeer" send --endpoint rdm --provider shm --size "${size}" --count "${count}" --window 64 --timeout 60
@@ -216,6 +227,16 @@ for size, name in ((65536, "64 KiB"), (1048576, "1 MiB")):
     k, _ = stat("shm%d.cma" % size, unit=" MB/s")
     print("    process_vm_readv alone (CMA's ceiling) %s: /memcpy %s, netio/it %s"
           % (k, ratios("shm%d.cma" % size, "shm%d.memcpy" % size), ratios("shm%d.netio" % size, "shm%d.cma" % size)))
+    k, _ = stat("shm%d.thp" % size, unit=" MB/s")
+    print("    memcpy on huge pages (--thp both) %s: netio/it %s"
+          % (k, ratios("shm%d.netio" % size, "shm%d.thp" % size)))
+    k, _ = stat("shm%d.cmathp" % size, unit=" MB/s")
+    print("    process_vm_readv on huge pages (--cma --thp both) %s: /memcpy %s, netio/it %s"
+          % (k, ratios("shm%d.cmathp" % size, "shm%d.memcpy" % size), ratios("shm%d.netio" % size, "shm%d.cmathp" % size)))
+    if "shm%d.netio.b" % size in vals:
+        b, _ = stat("shm%d.netio.b" % size, unit=" MB/s")
+        print("  B netio %s: B/memcpy %s, this/B %s"
+              % (b, ratios("shm%d.netio.b" % size, "shm%d.memcpy" % size), ratios("shm%d.netio" % size, "shm%d.netio.b" % size)))
     k, _ = stat("shm%d.nocma" % size, unit=" MB/s")
     print("    netio with FI_SHM_DISABLE_CMA=1 %s: /memcpy %s, /netio with CMA %s"
           % (k, ratios("shm%d.nocma" % size, "shm%d.memcpy" % size), ratios("shm%d.nocma" % size, "shm%d.netio" % size)))

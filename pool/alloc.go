@@ -29,8 +29,9 @@ type Allocator interface {
 	Free(mem []byte) error
 }
 
-// MmapAllocator allocates page-aligned anonymous mappings with domain.Alloc.
-// It is the default.
+// MmapAllocator allocates page-aligned anonymous mappings with domain.Alloc
+// (advised MADV_HUGEPAGE from domain.HugePageAdviceMin bytes on, so that
+// transparent huge pages may back them). It is the default.
 type MmapAllocator struct{}
 
 // Alloc maps size bytes (rounded up to whole pages).

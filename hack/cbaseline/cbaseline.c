@@ -16,7 +16,8 @@
  *                      [--max-count N] [--yield] [--noise-us N]
  *                      [--timeout SEC]
  *   cbaseline memcpy   --size S [--window W] [--rx-depth R] [--seconds T]
- *                      [--max-count N] [--cma] [--timeout SEC]
+ *                      [--max-count N] [--cma] [--thp src|dst|both]
+ *                      [--timeout SEC]
  *
  * bw and pingpong take --endpoint msg|rdm (default msg, all of the above);
  * inject is always rdm. With rdm, --source asks for FI_SOURCE and reads
@@ -92,6 +93,16 @@
  * a message above its inject size, without libfabric, so the ceiling that
  * protocol can reach on the machine ("mode":"memcpy","cma":true).
  *
+ * memcpy --thp src|dst|both asks for transparent huge pages
+ * (MADV_HUGEPAGE, 2 MiB-aligned slots) on the source slots, the
+ * destination slots or both, before they are touched; without it both are
+ * ordinary 4 KiB pages, as glibc's malloc gives them. The JSON line then
+ * carries "thp":"src" (or dst, both). With --cma the child, which inherits
+ * the advice, drops the parent's source pages and faults in huge pages of
+ * its own (written after the fork, the parent's would be split and copied
+ * 4 KiB at a time). shm's copy pins the sender's pages, so huge pages on
+ * the source side are what it gains most from (docs/performance.md).
+ *
  * --noise-us N starts a third thread that sleeps N microseconds in a loop,
  * doing nothing else: the wake-ups the Go runtime's monitor thread makes
  * (every 20 us while goroutines sit in long cgo calls), so that what they
@@ -147,6 +158,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -206,6 +218,7 @@ struct opts {
 	int one_buffer; /* bw: every slot's bytes at the region's start */
 	int batch;      /* bw: whole windows, as fi_msg_bw moves them */
 	int cma;        /* memcpy: process_vm_readv from a child process */
+	const char *thp; /* memcpy: MADV_HUGEPAGE on "src", "dst" or "both" */
 	unsigned noise_us; /* 0: no noise thread */
 	unsigned timeout;
 	const char *listen;  /* two processes: the server side, on HOST:PORT */
@@ -279,7 +292,8 @@ static void usage(void)
 		"[--seconds T] [--max-count N] [--yield] [--noise-us N] "
 		"[--timeout SEC]\n"
 		"  cbaseline memcpy   --size S [--window W] [--rx-depth R] "
-		"[--seconds T] [--max-count N] [--cma] [--timeout SEC]\n"
+		"[--seconds T] [--max-count N] [--cma] [--thp src|dst|both] "
+		"[--timeout SEC]\n"
 		"bw and pingpong take --endpoint msg|rdm (default msg; rdm: "
 		"[--source]), or\n"
 		"--listen HOST:PORT | --connect HOST:PORT with --max-count N "
@@ -393,6 +407,11 @@ static void parse_args(int argc, char **argv)
 			o.noise_us = (unsigned)flag_value(a, v, 1, 1e6, 1);
 		else if (!strcmp(a, "--timeout"))
 			o.timeout = (unsigned)flag_value(a, v, 0, 86400, 1);
+		else if (!strcmp(a, "--thp") && o.mode == MODE_MEMCPY) {
+			if (strcmp(v, "src") && strcmp(v, "dst") && strcmp(v, "both"))
+				errx(1, "--thp: want src, dst or both, got '%s'", v);
+			o.thp = v;
+		}
 		else if (!strcmp(a, "--listen") && !o.connect)
 			o.listen = v;
 		else if (!strcmp(a, "--connect") && !o.listen)
@@ -1104,6 +1123,11 @@ static pid_t start_source_owner(char *src, size_t src_len)
 	if (pid == 0) {
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
 			_exit(1);
+		/* Huge pages written after the fork would be split and copied
+		 * 4 KiB at a time: drop the parent's and fault in new ones. */
+		if (o.thp && strcmp(o.thp, "dst") &&
+		    madvise(src, src_len, MADV_DONTNEED))
+			_exit(1);
 		memset(src, 0x5a, src_len);
 		if (write(fds[1], &c, 1) != 1)
 			_exit(1);
@@ -1127,6 +1151,22 @@ static void cma_copy(pid_t pid, char *dst, char *src)
 		err(1, "process_vm_readv");
 }
 
+/*
+ * len bytes for memcpy's slots, page-aligned; with huge, 2 MiB-aligned and
+ * advised MADV_HUGEPAGE before a page is touched (memcpy --thp).
+ */
+static char *slots_alloc(size_t len, int huge)
+{
+	const size_t thp = 2 << 20;
+	void *p;
+
+	if (posix_memalign(&p, huge ? thp : 4096, huge ? (len + thp - 1) / thp * thp : len))
+		errx(1, "posix_memalign: out of memory");
+	if (huge && madvise(p, (len + thp - 1) / thp * thp, MADV_HUGEPAGE))
+		err(1, "madvise(MADV_HUGEPAGE)");
+	return p;
+}
+
 static void run_memcpy(void)
 {
 	size_t src_len = o.window * o.size, dst_len = o.rx_depth * o.size;
@@ -1134,10 +1174,10 @@ static void run_memcpy(void)
 	uint64_t n = 0;
 	double t0, t1, deadline, cpu0;
 	pid_t owner = 0;
+	char extra[64];
 
-	if (posix_memalign((void **)&src, 4096, src_len) ||
-	    posix_memalign((void **)&dst, 4096, dst_len))
-		errx(1, "posix_memalign: out of memory");
+	src = slots_alloc(src_len, o.thp && strcmp(o.thp, "dst"));
+	dst = slots_alloc(dst_len, o.thp && strcmp(o.thp, "src"));
 	memset(src, 0x5a, src_len); /* touch every page before the clock */
 	memset(dst, 0, dst_len);
 	if (o.cma)
@@ -1159,7 +1199,9 @@ static void run_memcpy(void)
 	} while (n < o.max_count &&
 		 (n % TIME_CHECK_EVERY != 0 || now_sec() <= deadline));
 	t1 = now_sec();
-	print_bw("memcpy", o.cma ? ",\"cma\":true" : "", o.window, n,
+	snprintf(extra, sizeof(extra), "%s%s%s%s", o.cma ? ",\"cma\":true" : "",
+		 o.thp ? ",\"thp\":\"" : "", o.thp ? o.thp : "", o.thp ? "\"" : "");
+	print_bw("memcpy", extra, o.window, n,
 		 t1 - t0, cpu_sec() - cpu0);
 	if (owner) {
 		kill(owner, SIGKILL);
