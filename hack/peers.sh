@@ -36,6 +36,19 @@ build_peers() {
 	cc -O2 -Wall -o "${dir}/cpeer" tests/cpeer/cpeer.c ${fi_flags}
 }
 
+# listening FILE: waits for the "LISTENING ADDR" line of FILE, prints ADDR
+# (10 s at most, else it fails).
+listening() {
+	local addr=""
+	for _ in $(seq 200); do
+		addr=$(sed -n 's/^LISTENING //p' "$1" | head -n 1)
+		[[ -n ${addr} ]] && break
+		sleep 0.05
+	done
+	[[ -n ${addr} ]] || return 1
+	echo "${addr}"
+}
+
 # publisher_addr OUT ERR prints the address a netio-perf publish started in
 # the background announces on its standard output OUT ("LISTENING
 # IP:PORT"), waiting up to 5 s; without one it shows the publisher's

@@ -40,6 +40,11 @@
 # RDM_RATIOS_B=PATH also runs the 64 B cases and the shm netio pairs with
 # another netio-perf binary (say main's) in the same rounds, printed as "B"
 # with this build's ratio to it.
+# RDM_RATIOS_CORES=1 runs hack/corepp beside the whole run (10 ms of
+# cache-line bouncing between CPU 0 and CPU 1 every 250 ms) and prints how
+# many of its slots found the CPUs far apart (150 ns or more; about 310
+# against 55 ns on these virtual machines, and tcp;ofi_rxm's rates follow
+# it, docs/performance.md): a ratio compares two runs in one state only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
@@ -55,22 +60,15 @@ rounds=${1:-3}
 scratch_dir
 build_peers
 np="${dir}/netio-perf"
+if [[ ${RDM_RATIOS_CORES:-0} == 1 ]]; then
+	cc -O2 -Wall -pthread -o "${dir}/corepp" hack/corepp/corepp.c
+	"${dir}/corepp" 14400 >"${dir}/corepp.out" & # an hour at most; scratch_cleanup stops it
+	pids+=("$!")
+fi
 
 # field FILE NAME: NAME of the JSON object on the last line of FILE.
 field() {
 	tail -n 1 "$1" | python3 -c 'import json, sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$2"
-}
-
-# listening FILE: waits for the "LISTENING ADDR" line of FILE, prints ADDR.
-listening() {
-	local addr=""
-	for _ in $(seq 200); do
-		addr=$(sed -n 's/^LISTENING //p' "$1" | head -n 1)
-		[[ -n ${addr} ]] && break
-		sleep 0.05
-	done
-	[[ -n ${addr} ]] || return 1
-	echo "${addr}"
 }
 
 # pair KEY FIELD RECEIVER... -- SENDER...: starts the receiver, then the
@@ -272,3 +270,6 @@ for key, c, unit, scale in (("shmlat.netio", "shmlat.cbaseline", " us", 1.0), ("
         print("  B %-14s %s: B/C %s, this/B %s" % (key, b, ratios(key + ".b", c), ratios(key, key + ".b")))
 EOF
 echo "(machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
+if [[ -s ${dir}/corepp.out ]]; then
+	awk '{ n++; if ($2 >= 150) far++ } END { printf "(CPU 0 to CPU 1: %d of %d 250 ms slots far apart, 150 ns or more)\n", far, n }' "${dir}/corepp.out"
+fi
