@@ -50,16 +50,10 @@ listening() {
 }
 
 # publisher_addr OUT ERR prints the address a netio-perf publish started in
-# the background announces on its standard output OUT ("LISTENING
-# IP:PORT"), waiting up to 5 s; without one it shows the publisher's
-# standard error ERR and fails.
+# the background announces on its standard output OUT (listening); without
+# one it shows the publisher's standard error ERR and fails.
 publisher_addr() {
-	local addr=""
-	for _ in $(seq 100); do
-		addr=$(sed -n 's/^LISTENING //p' "$1")
-		[[ -n ${addr} ]] && echo "${addr}" && return 0
-		sleep 0.05
-	done
+	listening "$1" && return 0
 	echo "publisher did not start" >&2
 	cat "$2" >&2
 	return 1
