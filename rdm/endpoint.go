@@ -40,6 +40,7 @@ type Endpoint struct {
 	zc    zerocopy.Sends // header slots, when Config.ZeroCopy is set
 	inj   injects        // the inject queue
 	park  parking        // sends the provider refused for now, by peer (poller goroutine only)
+	run   injectRun      // PostRun's scratch (poller goroutine only)
 
 	closer          sendcore.Closer // Close once, the shared poller released after
 	recv            *slots.Memory   // receive buffers, all posted while open

@@ -11,7 +11,7 @@ type LanePost = func(ep *fabric.Endpoint, key uint32, n int, to Peer) fabric.Err
 // WrapLanePost puts wrap between e's sends (queued and parked) and the
 // provider, on the poller goroutine.
 func WrapLanePost(e *Endpoint, wrap func(LanePost) LanePost) {
-	e.c.Poller.Do(func() { e.park.post = wrap(e.park.post) })
+	e.c.Poller.Do(func() { e.park.post, e.run.off1 = wrap(e.park.post), true })
 }
 
 // WrapHandOffPost puts wrap between e's hand-off queue and its post.

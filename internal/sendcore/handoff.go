@@ -70,7 +70,34 @@ func (c *Core) PostFunc() PostFunc { return c.postSend }
 
 // SetPostFunc replaces the kind's post; tests put a fault between the core
 // and the provider with it.
-func (c *Core) SetPostFunc(post PostFunc) { c.postSend = post }
+func (c *Core) SetPostFunc(post PostFunc) { c.postSend, c.runner = post, nil }
+
+// RunPoster is a Kind that posts a run of queued sends in one provider
+// call (rdm's injects: one cgo call for many fi_inject). PostRun posts the
+// leading sends of keys (lengths ns) that it can post as a run, in order,
+// and returns how many it posted, each as the kind's post would have (0:
+// the first is posted alone, by the kind's post). It runs on the poller
+// goroutine with the post guard held.
+type RunPoster interface {
+	PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int
+}
+
+// runMax is the most queued sends drainHandOff hands a RunPoster at once.
+const runMax = 32
+
+// postRun posts a run of at most max queued sends through the kind's
+// PostRun and returns how many it posted.
+func (c *Core) postRun(ep *fabric.Endpoint, max int) int {
+	k := c.hand.peekRun(c.runKeys[:min(max, runMax)], c.runNs[:])
+	if k < 2 {
+		return 0
+	}
+	d := c.runner.PostRun(ep, c.runKeys[:k], c.runNs[:k])
+	for range d {
+		c.conf.tookSend(true)
+	}
+	return d
+}
 
 // busy reports whether sends are queued.
 func (h *handOff) busy() bool { return h.n.Load() > 0 }
@@ -104,6 +131,32 @@ func (h *handOff) peek() (s queuedSend, ok bool) {
 	return h.ring[h.head], true
 }
 
+// peekRun copies up to len(keys) of the oldest sends into keys and ns and
+// returns how many.
+func (h *handOff) peekRun(keys []uint32, ns []int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := min(int(h.n.Load()), len(keys), len(ns))
+	for i := range k {
+		q := h.ring[(h.head+i)%len(h.ring)]
+		keys[i], ns[i] = q.key, q.n
+	}
+	return k
+}
+
+// popRun removes the k oldest sends, once posted.
+func (h *handOff) popRun(k int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k = min(k, int(h.n.Load()))
+	clear(h.ring[h.head:min(h.head+k, len(h.ring))])
+	if h.head+k > len(h.ring) {
+		clear(h.ring[:h.head+k-len(h.ring)])
+	}
+	h.head = (h.head + k) % len(h.ring)
+	h.n.Add(-int32(k))
+}
+
 // pop removes the oldest send, once it has been posted (or failed). After
 // a reset (the endpoint closed meanwhile) there is nothing to remove.
 func (h *handOff) pop() {
@@ -134,6 +187,7 @@ func (h *handOff) reset() {
 func (c *Core) InitHandOff(capacity int, post func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
 	c.hand.init(capacity)
 	c.postSend = post
+	c.runner, _ = c.kind.(RunPoster)
 	c.drainFn = c.drainHandOff
 	c.handOffTimer = time.AfterFunc(time.Hour, c.scheduleDrain)
 	c.handOffTimer.Stop()
@@ -244,6 +298,14 @@ func (c *Core) drainHandOff() {
 		ep, open := c.Guard.Acquire()
 		if !open {
 			return // closing: teardown cancels what is queued
+		}
+		if c.runner != nil && budget > 1 {
+			if d := c.postRun(ep, int(budget)); d > 0 {
+				c.Guard.Release()
+				c.hand.popRun(d)
+				budget -= int32(d - 1)
+				continue
+			}
 		}
 		errno := c.post(ep, q.key, q.n)
 		c.Guard.Release()

@@ -1,0 +1,73 @@
+package rdm
+
+import (
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/poll"
+)
+
+// injectRun is the scratch of PostRun: the queue offsets and lengths of
+// a run of untracked injects to one peer.
+type injectRun struct {
+	off, lens [32]uint32
+	idx       [32]uint32
+	off1      bool // a test replaced a post (export_test): post singly
+}
+
+// PostRun posts the leading queued sends of keys that are untracked
+// injects to one peer with nothing parked before them in one cgo call
+// (fabric.Endpoint.InjectRunTo), and returns how many it posted, each
+// accounted as postInject accounts an untracked one it posted. It stops
+// before a send that is not an inject, goes to another peer, or that
+// postInject would track or park (injects.tracks, waitsForConfirm), as
+// those decide with the counts of the injects before it; and at the first
+// inject the provider refuses, which the kind's post then posts alone
+// (refused again, it is parked as any refused send). It runs on the
+// poller goroutine (sendcore.RunPoster).
+func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
+	e := (*Endpoint)(k)
+	r := &e.run
+	if r.off1 || keys[0]&injectKey == 0 {
+		return 0
+	}
+	to := e.inj.to[keys[0]&^injectKey]
+	dest, ok := e.peers.lookup(to)
+	if !ok || e.park.busy(to.slot) || int(to.slot) >= len(e.inj.perPeer) {
+		return 0
+	}
+	m := 0
+	for i, key := range keys[:min(len(keys), len(r.off))] {
+		if key&injectKey == 0 || key&(zcMark|confirmKey) != 0 || e.inj.to[key&^injectKey] != to || !e.untracked(to.slot, i) {
+			break
+		}
+		idx := key &^ injectKey
+		r.idx[i], r.off[i], r.lens[i] = idx, idx*uint32(e.inj.size), uint32(ns[i])
+		m++
+	}
+	if m < 2 {
+		return 0
+	}
+	d, _ := ep.InjectRunTo(e.inj.mem, r.off[:m], r.lens[:m], dest)
+	if d > 0 {
+		e.park.lanes[to.slot].unreachable = false
+	}
+	for _, idx := range r.idx[:d] {
+		e.inj.ok.took(to.slot)
+		e.c.Complete(k, idx|injectKey, poll.Result{Status: netio.OK})
+	}
+	return d
+}
+
+// untracked says whether the inject to the peer in slot with ahead
+// injects of a run before it (not yet counted) would go untracked and
+// unparked by postInject.
+func (e *Endpoint) untracked(slot uint32, ahead int) bool {
+	c := &e.inj.ok
+	if c.set == nil || int(slot) >= len(c.inFlight) {
+		return true
+	}
+	if e.inj.perPeer[slot].Load()-int32(ahead) <= 1 {
+		return false // the last queued: tracked, or waits for the confirm
+	}
+	return c.inFlight[slot] != 0 || c.run[slot]+uint32(ahead) < trackEvery
+}
