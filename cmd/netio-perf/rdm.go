@@ -121,8 +121,11 @@ func ignoreData(*rdm.Endpoint, rdm.Peer, []byte) {}
 // longer to post half of it (0.5 ms) than a sleeping sender takes to wake
 // on a busy machine (about 0.2 ms measured), so that it does not run dry
 // while the sender waits in WaitInject (docs/performance.md, "rdm 64 B
-// inject: the full queue's wait").
-const rdmInjectQueue = 256
+// inject: the full queue's wait"). 1024 rather than 256 (prototype,
+// branch injbatch-proto): a quarter of the sender's sleeps and of the
+// poller's CQ reads (docs/performance.md, "rdm 64 B inject: the sender's
+// context switches and Go user space").
+const rdmInjectQueue = 1024
 
 // senderReceive is the receive side of an endpoint that only sends: one
 // small buffer, as rdm.Open needs some.
