@@ -142,6 +142,7 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
 	e.c.InitHandOff(sends, e.postSend)
 	e.park.init(e.cfg.MaxPeers, sends, e.retryParked, e.postTo, e.c.Poller)
+	e.run.post = (*fabric.Endpoint).InjectRunTo
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {
 		return err

@@ -4,14 +4,21 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/sendcore"
 )
 
 // injectRun is the scratch of PostRun: the queue offsets and lengths of
 // a run of untracked injects to one peer.
 type injectRun struct {
-	off, lens [32]uint32
-	idx       [32]uint32
-	off1      bool // a test replaced a post (export_test): post singly
+	off, lens [sendcore.RunMax]uint32
+	idx       [sendcore.RunMax]uint32
+	// singly makes PostRun post nothing, so that every send goes through
+	// parking.post one by one: set by a test that wraps that post alone
+	// (export_test's WrapLanePost).
+	singly bool
+	// post is fabric.Endpoint.InjectRunTo; a test puts a fault between a
+	// run and the provider with it.
+	post func(ep *fabric.Endpoint, mem []byte, off, lens []uint32, dest fabric.Addr) (int, fabric.Errno)
 }
 
 // PostRun posts the leading queued sends of keys that are untracked
@@ -27,7 +34,7 @@ type injectRun struct {
 func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
 	e := (*Endpoint)(k)
 	r := &e.run
-	if r.off1 || keys[0]&injectKey == 0 {
+	if r.singly || keys[0]&injectKey == 0 {
 		return 0
 	}
 	to := e.inj.to[keys[0]&^injectKey]
@@ -47,7 +54,7 @@ func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
 	if m < 2 {
 		return 0
 	}
-	d, _ := ep.InjectRunTo(e.inj.mem, r.off[:m], r.lens[:m], dest)
+	d, _ := r.post(ep, e.inj.mem, r.off[:m], r.lens[:m], dest)
 	if d > 0 {
 		e.park.lanes[to.slot].unreachable = false
 	}

@@ -113,8 +113,8 @@ type Core struct {
 	// runner is the kind when it posts runs of sends (RunPoster), with
 	// the scratch drainHandOff hands it a run in.
 	runner       RunPoster
-	runKeys      [runMax]uint32
-	runNs        [runMax]int
+	runKeys      [RunMax]uint32
+	runNs        [RunMax]int
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
 	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
 	inj          injector    // the inject path (Options.Inject)

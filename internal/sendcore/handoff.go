@@ -82,13 +82,14 @@ type RunPoster interface {
 	PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int
 }
 
-// runMax is the most queued sends drainHandOff hands a RunPoster at once.
-const runMax = 32
+// RunMax is the most queued sends drainHandOff hands a RunPoster at once
+// (the size of a RunPoster's scratch).
+const RunMax = 32
 
 // postRun posts a run of at most max queued sends through the kind's
 // PostRun and returns how many it posted.
 func (c *Core) postRun(ep *fabric.Endpoint, max int) int {
-	k := c.hand.peekRun(c.runKeys[:min(max, runMax)], c.runNs[:])
+	k := c.hand.peekRun(c.runKeys[:min(max, RunMax)], c.runNs[:])
 	if k < 2 {
 		return 0
 	}
