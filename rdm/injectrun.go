@@ -25,11 +25,14 @@ type injectRun struct {
 // injects to one peer with nothing parked before them in one cgo call
 // (fabric.Endpoint.InjectRunTo), and returns how many it posted, each
 // accounted as postInject accounts an untracked one it posted. It stops
-// before a send that is not an inject, goes to another peer, or that
-// postInject would track or park (injects.tracks, waitsForConfirm), as
-// those decide with the counts of the injects before it; and at the first
-// inject the provider refuses, which the kind's post then posts alone
-// (refused again, it is parked as any refused send). It runs on the
+// before a send that is not an inject (a buffered, zero-copy or confirm
+// key has no injectKey mark), goes to another peer, or that postInject
+// would track or park (injects.tracks, waitsForConfirm), as those decide
+// with the counts of the injects before it; and at the first inject the
+// provider refuses. drainHandOff then hands it the rest again: a run
+// refused at its first inject posts nothing (0), which leaves that inject
+// to the kind's post (refused again, it is parked as any refused send,
+// and the peer's later sends queue behind it in its lane). It runs on the
 // poller goroutine (sendcore.RunPoster).
 func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
 	e := (*Endpoint)(k)
@@ -44,7 +47,7 @@ func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
 	}
 	m := 0
 	for i, key := range keys[:min(len(keys), len(r.off))] {
-		if key&injectKey == 0 || key&(zcMark|confirmKey) != 0 || e.inj.to[key&^injectKey] != to || !e.untracked(to.slot, i) {
+		if key&injectKey == 0 || e.inj.to[key&^injectKey] != to || !e.untracked(to.slot, i) {
 			break
 		}
 		idx := key &^ injectKey

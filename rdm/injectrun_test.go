@@ -49,8 +49,8 @@ func names(prefix string, from, to int) []string {
 	return s
 }
 
-// runPair is a sender on its own domain (whose poller a test blocks) and
-// two receivers of another domain, each sent one buffered message first
+// runPair is a sender on its own domain (whose poller a test blocks; it
+// sends zero-copy too) and two receivers of another domain, each sent one buffered message first
 // (ofi_rxm connects on it).
 type runPair struct {
 	tx          *rdm.Endpoint
@@ -65,7 +65,8 @@ func openRunPair(t *testing.T, provider, local string, queue int) runPair {
 	inA, inB := &inbox{}, &inbox{}
 	rxA := open(t, other, local, rdm.Config{OnData: inA.onData})
 	rxB := open(t, other, local, rdm.Config{OnData: inB.onData})
-	tx := open(t, mgr, local, rdm.Config{OnData: nop, InjectQueue: queue})
+	tx := open(t, mgr, local, rdm.Config{OnData: nop, InjectQueue: queue,
+		ZeroCopy: &rdm.ZeroCopyConfig{HeaderCount: 4, OnSendCompleted: func(uint64, netio.Status) {}}})
 	send(t, tx, rxA.Addr(), []byte("connect"))
 	send(t, tx, rxB.Addr(), []byte("connect"))
 	require.Eventually(t, func() bool { return inA.count() == 1 && inB.count() == 1 }, 10*time.Second, time.Millisecond)
@@ -125,9 +126,9 @@ func closedClean(t *testing.T, tx *rdm.Endpoint) {
 
 // TestInjectRunsStopWhereTheRulesSay: of the sends queued while the
 // poller is blocked, the leading untracked injects to one peer go out as
-// one run, which stops before a buffered send, before an inject to another
-// peer, before the inject postInject would track (the peer's last queued,
-// and the 33rd untracked in a row) and at 32 (sendcore.RunMax); every
+// one run, which stops before a buffered or zero-copy send, before an
+// inject to another peer and before the inject postInject would track
+// (the peer's last queued, and the 33rd untracked in a row); every
 // message arrives once, in order, and every inject is confirmed.
 func TestInjectRunsStopWhereTheRulesSay(t *testing.T) {
 	for _, p := range providers {
@@ -143,17 +144,22 @@ func TestInjectRunsStopWhereTheRulesSay(t *testing.T) {
 			require.Equal(t, netio.OK, rp.tx.SendBuffer(buf, len("buffered"), rp.a))
 			rp.inject(t, rp.a, names("a", 5, 10))
 			rp.inject(t, rp.b, names("b", 0, 3))
-			rp.inject(t, rp.a, names("a", 10, 50))
+			rp.inject(t, rp.a, names("a", 10, 15))
+			zc := []byte("zero-copy")
+			require.Equal(t, netio.OK, rp.tx.SendZeroCopy(zc[:4], zc[4:], 1, rp.a))
+			rp.inject(t, rp.a, names("a", 15, 50))
 			release()
 
-			wantA := append(append(names("a", 0, 5), "buffered"), names("a", 5, 50)...)
+			wantA := append(append(names("a", 0, 5), "buffered"), names("a", 5, 15)...)
+			wantA = append(append(wantA, "zero-copy"), names("a", 15, 50)...)
 			received(t, rp.inA, wantA)
 			received(t, rp.inB, names("b", 0, 3))
 			assert.Equal(t, [][]string{
 				names("a", 0, 5),   // stops before the buffered send
 				names("a", 5, 10),  // stops before the inject to b
 				names("b", 0, 2),   // stops before b's last, tracked
-				names("a", 10, 32), // 10+22 untracked in a row: a32 is tracked
+				names("a", 10, 15), // stops before the zero-copy send
+				names("a", 15, 32), // 15+17 untracked in a row: a32 is tracked
 				names("a", 33, 49), // a49, the last, is tracked or waits for a32's confirm
 			}, log.get())
 			closedClean(t, rp.tx)
