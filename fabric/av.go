@@ -208,10 +208,12 @@ func (e *Endpoint) InjectTo(b []byte, dest Addr) Errno {
 	return errnoOfSize(C.netio_injectto(e.c, firstByte(b), C.size_t(len(b)), C.uint64_t(dest)))
 }
 
-// InjectRunTo injects the messages mem[off[i]:off[i]+lens[i]] (each at
-// most InjectSize, else EINVAL) to dest in order, in one call into C, until
-// the provider refuses one: it returns how many it took and that refusal's
-// errno (0 when it took them all). off and lens are of one length.
+// InjectRunTo injects the messages mem[off[i]:off[i]+lens[i]] to dest in
+// order, in one call into C, until the provider refuses one: it returns
+// how many it took and that refusal's errno (0 when it took them all). It
+// injects none and returns EBADF on an endpoint not open, and EINVAL when
+// off and lens are empty or of different lengths, or a message is longer
+// than InjectSize or ends past mem.
 func (e *Endpoint) InjectRunTo(mem []byte, off, lens []uint32, dest Addr) (int, Errno) {
 	if errno := e.injectable(nil); errno != 0 {
 		return 0, errno
