@@ -27,7 +27,7 @@ type injectRun struct {
 // accounted as postInject accounts an untracked one it posted. It stops
 // before a send that is not an inject (a buffered, zero-copy or confirm
 // key has no injectKey mark), goes to another peer, or that postInject
-// would track or park (injects.tracks, waitsForConfirm), as those decide
+// would track or park (injects.tracksAt), as those decide
 // with the counts of the injects before it; and at the first inject the
 // provider refuses. drainHandOff then hands it the rest again: a run
 // refused at its first inject posts nothing (0), which leaves that inject
@@ -47,7 +47,7 @@ func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
 	}
 	m := 0
 	for i, key := range keys[:min(len(keys), len(r.off))] {
-		if key&injectKey == 0 || e.inj.to[key&^injectKey] != to || !e.untracked(to.slot, i) {
+		if key&injectKey == 0 || e.inj.to[key&^injectKey] != to || e.inj.runStops(to.slot, i) {
 			break
 		}
 		idx := key &^ injectKey
@@ -68,16 +68,10 @@ func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
 	return d
 }
 
-// untracked says whether the inject to the peer in slot with ahead
-// injects of a run before it (not yet counted) would go untracked and
-// unparked by postInject.
-func (e *Endpoint) untracked(slot uint32, ahead int) bool {
-	c := &e.inj.ok
-	if c.set == nil || int(slot) >= len(c.inFlight) {
-		return true
-	}
-	if e.inj.perPeer[slot].Load()-int32(ahead) <= 1 {
-		return false // the last queued: tracked, or waits for the confirm
-	}
-	return c.inFlight[slot] != 0 || c.run[slot]+uint32(ahead) < trackEvery
+// runStops says whether a run stops before the inject to the peer in slot
+// with ahead injects of the run before it: postInject would track it or
+// might park it (tracksAt).
+func (q *injects) runStops(slot uint32, ahead int) bool {
+	track, mayWait := q.tracksAt(slot, ahead)
+	return track || mayWait
 }
