@@ -75,3 +75,12 @@ func (q *injects) runStops(slot uint32, ahead int) bool {
 	track, mayWait := q.tracksAt(slot, ahead)
 	return track || mayWait
 }
+
+// Joins says whether the queued send with key next may follow the one
+// with key prev in a run: both are injects to the same peer
+// (sendcore.RunPoster). It runs with the hand-off queue's lock held, on
+// the poller goroutine.
+func (k *kind) Joins(prev, next uint32) bool {
+	e := (*Endpoint)(k)
+	return prev&next&injectKey != 0 && e.inj.to[prev&^injectKey] == e.inj.to[next&^injectKey]
+}

@@ -77,9 +77,15 @@ func (c *Core) SetPostFunc(post PostFunc) { c.postSend, c.runner = post, nil }
 // leading sends of keys (lengths ns) that it can post as a run, in order,
 // and returns how many it posted, each as the kind's post would have (0:
 // the first is posted alone, by the kind's post). It runs on the poller
-// goroutine with the post guard held.
+// goroutine with the post guard held. Joins says whether the send with
+// key next may follow the one with key prev in a run; it is asked with
+// the hand-off queue's lock held, so it must be cheap and take no lock
+// the queue's producers hold: the core hands PostRun only sends that
+// join, and posts a send alone without asking PostRun when the next one
+// does not join it.
 type RunPoster interface {
 	PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int
+	Joins(prev, next uint32) bool
 }
 
 // RunMax is the most queued sends drainHandOff hands a RunPoster at once
@@ -89,7 +95,7 @@ const RunMax = 32
 // postRun posts a run of at most max queued sends through the kind's
 // PostRun and returns how many it posted.
 func (c *Core) postRun(ep *fabric.Endpoint, max int) int {
-	k := c.hand.peekRun(c.runKeys[:min(max, RunMax)], c.runNs[:])
+	k := c.hand.peekRun(c.runKeys[:min(max, RunMax)], c.runNs[:], c.runner)
 	if k < 2 {
 		return 0
 	}
@@ -123,23 +129,35 @@ func (h *handOff) push(key uint32, n int) (queued, schedule bool) {
 // peek returns the oldest send; ok is false when none is queued, and the
 // drain then counts as finished.
 func (h *handOff) peek() (s queuedSend, ok bool) {
+	s, _, ok = h.peekFor(nil)
+	return s, ok
+}
+
+// peekFor is peek, and says whether the next oldest send joins the oldest
+// in a run of r (nil: no run).
+func (h *handOff) peekFor(r RunPoster) (s queuedSend, run, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.n.Load() == 0 {
 		h.scheduled = false
-		return queuedSend{}, false
+		return queuedSend{}, false, false
 	}
-	return h.ring[h.head], true
+	s = h.ring[h.head]
+	run = r != nil && h.n.Load() > 1 && r.Joins(s.key, h.ring[(h.head+1)%len(h.ring)].key)
+	return s, run, true
 }
 
-// peekRun copies up to len(keys) of the oldest sends into keys and ns and
-// returns how many.
-func (h *handOff) peekRun(keys []uint32, ns []int) int {
+// peekRun copies up to len(keys) of the oldest sends into keys and ns,
+// while each joins the one before it in a run of r, and returns how many.
+func (h *handOff) peekRun(keys []uint32, ns []int, r RunPoster) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := min(int(h.n.Load()), len(keys), len(ns))
 	for i := range k {
 		q := h.ring[(h.head+i)%len(h.ring)]
+		if i > 0 && !r.Joins(keys[i-1], q.key) {
+			return i
+		}
 		keys[i], ns[i] = q.key, q.n
 	}
 	return k
@@ -292,7 +310,7 @@ func (c *Core) drainHandOff() {
 				return
 			}
 		}
-		q, ok := c.hand.peek()
+		q, run, ok := c.hand.peekFor(c.runner)
 		if !ok {
 			return
 		}
@@ -300,7 +318,7 @@ func (c *Core) drainHandOff() {
 		if !open {
 			return // closing: teardown cancels what is queued
 		}
-		if c.runner != nil && budget > 1 {
+		if run && budget > 1 {
 			if d := c.postRun(ep, int(budget)); d > 0 {
 				c.Guard.Release()
 				c.hand.popRun(d)
