@@ -527,8 +527,8 @@ int64_t netio_injectto_run(struct fid_ep *ep, const char *base, const uint32_t *
 
 	for (i = 0; i < n; i++) {
 		ret = fi_inject(ep, base + off[i], len[i], dest);
-		if (ret)
+		if (ret < 0) /* a refusal; a positive return is taken, as errnoOfSize says */
 			break;
 	}
-	return (int64_t)i << 32 | (uint32_t)(ret < 0 ? -ret : ret);
+	return (int64_t)i << 32 | (uint32_t)(ret < 0 ? -ret : 0);
 }
