@@ -29,21 +29,22 @@ type injectRun struct {
 // key has no injectKey mark), goes to another peer, or that postInject
 // would track or park (injects.tracksAt), as those decide
 // with the counts of the injects before it; and at the first inject the
-// provider refuses. drainHandOff then hands it the rest again: a run
-// refused at its first inject posts nothing (0), which leaves that inject
-// to the kind's post (refused again, it is parked as any refused send,
-// and the peer's later sends queue behind it in its lane). It runs on the
-// poller goroutine (sendcore.RunPoster).
-func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
+// provider refuses, whose errno it returns. drainHandOff then posts the
+// refused inject alone (sendcore.RunPoster): a run refused at its first
+// inject posts nothing (0), which leaves that inject to the kind's post
+// too (refused again, it is parked as any refused send, and the peer's
+// later sends queue behind it in its lane), so a refused inject is offered
+// twice at most. It runs on the poller goroutine.
+func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) (int, fabric.Errno) {
 	e := (*Endpoint)(k)
 	r := &e.run
 	if r.singly || keys[0]&injectKey == 0 {
-		return 0
+		return 0, 0
 	}
 	to := e.inj.to[keys[0]&^injectKey]
 	dest, ok := e.peers.lookup(to)
 	if !ok || e.park.busy(to.slot) || int(to.slot) >= len(e.inj.perPeer) {
-		return 0
+		return 0, 0
 	}
 	m := 0
 	for i, key := range keys[:min(len(keys), len(r.off))] {
@@ -55,9 +56,10 @@ func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
 		m++
 	}
 	if m < 2 {
-		return 0
+		return 0, 0
 	}
-	d, _ := r.post(ep, e.inj.mem, r.off[:m], r.lens[:m], dest)
+	d, errno := r.post(ep, e.inj.mem, r.off[:m], r.lens[:m], dest)
+	d = min(max(d, 0), m) // a wrapped post (a test's) may return anything
 	if d > 0 {
 		e.park.lanes[to.slot].unreachable = false
 	}
@@ -65,7 +67,7 @@ func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int {
 		e.inj.ok.took(to.slot)
 		e.c.Complete(k, idx|injectKey, poll.Result{Status: netio.OK})
 	}
-	return d
+	return d, errno
 }
 
 // runStops says whether a run stops before the inject to the peer in slot

@@ -184,10 +184,12 @@ func TestInjectRunsStopAtRunMax(t *testing.T) {
 }
 
 // TestInjectRunRefusedMidRun: a run the provider refuses after two
-// injects, and refuses again at its start, leaves the rest to the single
-// post, which the provider refuses once more: that inject is parked, the
-// rest queue behind it in the lane, and all arrive once, in order, from
-// the retries; the accounting stays even.
+// injects leaves the refused one to the single post (offered twice, not
+// three times), and the next run starts after it; refused at its start,
+// that run leaves its first to the single post, which the provider
+// refuses once more: that inject is parked, the rest queue behind it in
+// the lane, and all arrive once, in order, from the retries; the
+// accounting stays even.
 func TestInjectRunRefusedMidRun(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
@@ -230,11 +232,11 @@ func TestInjectRunRefusedMidRun(t *testing.T) {
 			r := log.get()
 			require.GreaterOrEqual(t, len(r), 2)
 			assert.Equal(t, names("a", 0, 20)[:len(r[0])], r[0], "the first run")
-			assert.Equal(t, names("a", 2, 2+len(r[1])), r[1], "the second starts at the refused inject")
+			assert.Equal(t, names("a", 3, 3+len(r[1])), r[1], "the single post took the refused inject, the second run starts after it")
 			laneMu.Lock()
 			assert.NotEmpty(t, refusedSingle)
 			assert.Equal(t, 2, lanePosts[refusedSingle], "the refused single post is retried once from its lane")
-			assert.Len(t, lanePosts, 18, "the rest went out singly")
+			assert.Len(t, lanePosts, 17, "the rest went out singly")
 			laneMu.Unlock()
 			closedClean(t, rp.tx)
 		})

@@ -76,7 +76,10 @@ func (c *Core) SetPostFunc(post PostFunc) { c.postSend, c.runner = post, nil }
 // call (rdm's injects: one cgo call for many fi_inject). PostRun posts the
 // leading sends of keys (lengths ns) that it can post as a run, in order,
 // and returns how many it posted, each as the kind's post would have (0:
-// the first is posted alone, by the kind's post). It runs on the poller
+// the first is posted alone, by the kind's post), and the errno of the
+// provider's refusal that stopped it, if one did. After a temporary
+// refusal the drain posts the refused send alone next, so that it is
+// offered to the provider twice at most. It runs on the poller
 // goroutine with the post guard held. Joins says whether the send with
 // key next may follow the one with key prev in a run; it is asked with
 // the hand-off queue's lock held, so it must be cheap and take no lock
@@ -84,7 +87,7 @@ func (c *Core) SetPostFunc(post PostFunc) { c.postSend, c.runner = post, nil }
 // join, and posts a send alone without asking PostRun when the next one
 // does not join it.
 type RunPoster interface {
-	PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) int
+	PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) (int, fabric.Errno)
 	Joins(prev, next uint32) bool
 }
 
@@ -92,18 +95,19 @@ type RunPoster interface {
 // (the size of a RunPoster's scratch).
 const RunMax = 32
 
-// postRun posts a run of at most max queued sends through the kind's
-// PostRun and returns how many it posted.
-func (c *Core) postRun(ep *fabric.Endpoint, max int) int {
-	k := c.hand.peekRun(c.runKeys[:min(max, RunMax)], c.runNs[:], c.runner)
+// postRun posts a run of no more than most queued sends through the kind's
+// PostRun and returns how many it posted and the errno that stopped it.
+func (c *Core) postRun(ep *fabric.Endpoint, most int) (int, fabric.Errno) {
+	k := c.hand.peekRun(c.runKeys[:min(most, RunMax)], c.runNs[:], c.runner)
 	if k < 2 {
-		return 0
+		return 0, 0
 	}
-	d := c.runner.PostRun(ep, c.runKeys[:k], c.runNs[:k])
+	d, errno := c.runner.PostRun(ep, c.runKeys[:k], c.runNs[:k])
+	d = min(max(d, 0), k) // no more than it was handed
 	for range d {
 		c.conf.tookSend(true)
 	}
-	return d
+	return d, errno
 }
 
 // busy reports whether sends are queued.
@@ -303,6 +307,7 @@ func (c *Core) scheduleDrain() { c.Poller.Go(c.drainFn) }
 // starve the poller's completions and every other endpoint's work (Do).
 func (c *Core) drainHandOff() {
 	c.hand.stalled.Store(false)
+	single := false // the oldest was refused for now in a run: post it alone
 	for budget := c.hand.n.Load(); ; budget-- {
 		if budget <= 0 {
 			if c.hand.busy() {
@@ -318,14 +323,16 @@ func (c *Core) drainHandOff() {
 		if !open {
 			return // closing: teardown cancels what is queued
 		}
-		if run && budget > 1 {
-			if d := c.postRun(ep, int(budget)); d > 0 {
+		if run && budget > 1 && !single {
+			if d, errno := c.postRun(ep, int(budget)); d > 0 {
 				c.Guard.Release()
 				c.hand.popRun(d)
 				budget -= int32(d - 1)
+				single = errno.Temporary()
 				continue
 			}
 		}
+		single = false
 		errno := c.post(ep, q.key, q.n)
 		c.Guard.Release()
 		if errno.Temporary() {

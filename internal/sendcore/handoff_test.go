@@ -95,11 +95,11 @@ func TestHandOffRunWrapsAround(t *testing.T) {
 // joinAll is a RunPoster whose sends all join, posting nothing.
 type joinAll struct{}
 
-func (joinAll) PostRun(*fabric.Endpoint, []uint32, []int) int { return 0 }
-func (joinAll) Joins(uint32, uint32) bool                     { return true }
+func (joinAll) PostRun(*fabric.Endpoint, []uint32, []int) (int, fabric.Errno) { return 0, 0 }
+func (joinAll) Joins(uint32, uint32) bool                                     { return true }
 
 // joinBelow is a RunPoster whose sends with keys below it join.
 type joinBelow uint32
 
-func (joinBelow) PostRun(*fabric.Endpoint, []uint32, []int) int { return 0 }
-func (j joinBelow) Joins(prev, next uint32) bool                { return prev < uint32(j) && next < uint32(j) }
+func (joinBelow) PostRun(*fabric.Endpoint, []uint32, []int) (int, fabric.Errno) { return 0, 0 }
+func (j joinBelow) Joins(prev, next uint32) bool                                { return prev < uint32(j) && next < uint32(j) }
