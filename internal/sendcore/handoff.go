@@ -103,11 +103,21 @@ func (c *Core) postRun(ep *fabric.Endpoint, most int) (int, fabric.Errno) {
 		return 0, 0
 	}
 	d, errno := c.runner.PostRun(ep, c.runKeys[:k], c.runNs[:k])
-	d = min(max(d, 0), k) // no more than it was handed
-	for range d {
-		c.conf.tookSend(true)
+	return min(max(d, 0), k), errno // no more than it was handed
+}
+
+// runPoster returns the kind as a RunPoster when the drain may hand it
+// runs: PostRun does the kind's own accounting, not the core's inject
+// path (Options.Inject) nor its count of what the provider holds
+// (ConfirmInjects), so only for a core with neither. InitHandOff,
+// InitInject and ConfirmInjects ask it, in whatever order a kind calls
+// them.
+func (c *Core) runPoster() RunPoster {
+	if c.inj.post != nil || c.conf.cntr != nil {
+		return nil
 	}
-	return d, errno
+	r, _ := c.kind.(RunPoster)
+	return r
 }
 
 // busy reports whether sends are queued.
@@ -210,7 +220,7 @@ func (h *handOff) reset() {
 func (c *Core) InitHandOff(capacity int, post func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
 	c.hand.init(capacity)
 	c.postSend = post
-	c.runner, _ = c.kind.(RunPoster)
+	c.runner = c.runPoster()
 	c.drainFn = c.drainHandOff
 	c.handOffTimer = time.AfterFunc(time.Hour, c.scheduleDrain)
 	c.handOffTimer.Stop()

@@ -137,3 +137,36 @@ func TestDrainHandOffRunAllocs(t *testing.T) {
 	assert.Zero(t, allocs)
 	assert.Equal(t, 8*101, r.posted, "every send went in a run")
 }
+
+// runKind is a Kind that posts runs (its Kind methods are never called).
+type runKind struct {
+	Kind
+	*fakeRunner
+}
+
+// TestRunnerOnlyWithoutCoreInjects: a run skips the core's inject
+// accounting, so the drain hands runs only to a core with neither its
+// inject path nor ConfirmInjects, whichever the kind sets up first.
+func TestRunnerOnlyWithoutCoreInjects(t *testing.T) {
+	post := func(*fabric.Endpoint, uint32, int) fabric.Errno { return 0 }
+	newCore := func() *Core {
+		c := &Core{kind: runKind{fakeRunner: &fakeRunner{}}}
+		c.opts.Inject = true
+		return c
+	}
+	c := newCore()
+	c.InitHandOff(4, post)
+	assert.NotNil(t, c.runner, "a RunPoster kind, nothing else: runs")
+	c.InitInject(4, nil, post)
+	assert.Nil(t, c.runner, "the core's inject path: no runs")
+
+	c = newCore()
+	c.InitInject(4, nil, post)
+	c.InitHandOff(4, post)
+	assert.Nil(t, c.runner, "the inject path set up first: no runs")
+
+	c = newCore()
+	c.InitHandOff(4, post)
+	c.ConfirmInjects(openTestCounter(t), 0, 0)
+	assert.Nil(t, c.runner, "the core counts what the provider holds: no runs")
+}
