@@ -62,34 +62,76 @@ func TestInjectRunToClosedEndpoint(t *testing.T) {
 	assert.Equal(t, fabric.EBADF, errno)
 }
 
-// TestInjectRunToRefusedMidRun: injecting runs of 7 to a peer that posts
-// no receive until the provider refuses one ends with EAGAIN (not a
-// packing of count and errno that loses either) and a count below the
-// run's. sockets only: tcp takes 64 Ki runs to a peer that does not
-// read without refusing one.
+// TestInjectRunToRefusedMidRun: injecting runs to a peer that posts no
+// receive until the provider refuses one ends with EAGAIN (not a packing
+// of count and errno that loses either); once the peer has taken a few
+// messages, runs go on until one is refused mid-run, after a count above
+// 0 (tried until it happens, bounded); and the peer then receives exactly the injects counted
+// taken, no more. sockets only: tcp takes 64 Ki runs to a peer that does
+// not read without refusing one.
 func TestInjectRunToRefusedMidRun(t *testing.T) {
 	for _, prov := range []string{"sockets"} {
 		t.Run(prov, func(t *testing.T) {
 			srv, cli := openStack(t, prov), openStack(t, prov)
-			cep := connectPair(t, srv, cli, func(*fabric.Endpoint) {})
-			const run = 7
+			var sep *fabric.Endpoint
+			cep := connectPair(t, srv, cli, func(ep *fabric.Endpoint) { sep = ep })
+			const run = 64
 			size := cep.InjectSize()
 			mem := make([]byte, run*size)
 			off, lens := make([]uint32, run), make([]uint32, run)
 			for i := range off {
 				off[i], lens[i] = uint32(i*size), uint32(size)
 			}
+			rbuf := mmap(t, size)
+			received := 0
+			receiveOne := func() {
+				require.Zero(t, sep.Recv(addr(rbuf), size, 0, uint64(received)))
+				c, ce := waitCompletion(t, srv, 5*time.Second)
+				require.Nil(t, ce)
+				require.Equal(t, uint64(received), c.Context)
+				received++
+			}
 			taken, n, errno := 0, 0, fabric.Errno(0)
 			for range 1 << 16 {
-				if n, errno = cep.InjectRunTo(mem, off, lens, 0); errno != 0 {
+				if n, errno = cep.InjectRunTo(mem, off[:7], lens[:7], 0); errno != 0 {
 					break
 				}
 				taken += n
 			}
 			taken += n
 			require.Equal(t, fabric.EAGAIN, errno, "the provider refuses once its queue is full")
-			assert.Less(t, n, run)
-			t.Logf("refused after %d injects, %d of the last run", taken, n)
+			assert.Less(t, n, 7)
+			midRun := 0
+			for range 1000 { // the peer takes one; the provider sends more
+				receiveOne()
+				time.Sleep(time.Millisecond) // for its progress thread
+				for range 1 << 10 {
+					if n, errno = cep.InjectRunTo(mem, off, lens, 0); errno != 0 {
+						break
+					}
+					taken += n
+				}
+				taken += n
+				require.Equal(t, fabric.EAGAIN, errno)
+				if n > 0 {
+					midRun = n
+					break
+				}
+			}
+			require.Positive(t, midRun, "no run was refused after some of its injects")
+			for received < taken {
+				receiveOne()
+			}
+			require.Zero(t, sep.Recv(addr(rbuf), size, 0, 1<<40))
+			n, _, errno = srv.cq.Read()
+			require.Zero(t, errno)
+			time.Sleep(50 * time.Millisecond)
+			if n == 0 {
+				n, _, errno = srv.cq.Read()
+				require.Zero(t, errno)
+			}
+			assert.Zero(t, n, "nothing arrives beyond the injects counted taken")
+			t.Logf("refused mid-run after %d of %d; %d injects taken, as many received", midRun, run, taken)
 		})
 	}
 }
