@@ -208,6 +208,29 @@ func (e *Endpoint) InjectTo(b []byte, dest Addr) Errno {
 	return errnoOfSize(C.netio_injectto(e.c, firstByte(b), C.size_t(len(b)), C.uint64_t(dest)))
 }
 
+// InjectRunTo injects the messages mem[off[i]:off[i]+lens[i]] to dest in
+// order, in one call into C, until the provider refuses one: it returns
+// how many it took and that refusal's errno (0 when it took them all). It
+// injects none and returns EBADF on an endpoint not open, and EINVAL when
+// off and lens are empty or of different lengths, or a message is longer
+// than InjectSize or ends past mem.
+func (e *Endpoint) InjectRunTo(mem []byte, off, lens []uint32, dest Addr) (int, Errno) {
+	if errno := e.injectable(nil); errno != 0 {
+		return 0, errno
+	}
+	if len(off) != len(lens) || len(off) == 0 {
+		return 0, EINVAL
+	}
+	for i, n := range lens {
+		if int(n) > e.injectSize || uint64(off[i])+uint64(n) > uint64(len(mem)) {
+			return 0, EINVAL
+		}
+	}
+	r := C.netio_injectto_run(e.c, (*C.char)(firstByte(mem)), (*C.uint32_t)(unsafe.Pointer(&off[0])),
+		(*C.uint32_t)(unsafe.Pointer(&lens[0])), C.size_t(len(off)), C.uint64_t(dest))
+	return int(r >> 32), Errno(uint32(r))
+}
+
 // String names the address for logs.
 func (a Addr) String() string {
 	if a == AddrNotAvail { // the same number as AddrUnspec in libfabric

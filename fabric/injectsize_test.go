@@ -11,6 +11,21 @@ import (
 	"github.com/netio-go/netio/fabric"
 )
 
+// receivingPair connects a client endpoint (returned) to a server on srv
+// that posted one receive of 4 KiB into rbuf.
+func receivingPair(t *testing.T, prov string) (srv *stack, cep *fabric.Endpoint, rbuf []byte) {
+	t.Helper()
+	srv, cli := openStack(t, prov), openStack(t, prov)
+	rbuf = mmap(t, 4096)
+	rmr, err := srv.dom.RegisterMemory(addr(rbuf), len(rbuf), fabric.AccessRecv, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, rmr.Close()) })
+	cep = connectPair(t, srv, cli, func(sep *fabric.Endpoint) {
+		require.Zero(t, sep.Recv(addr(rbuf), len(rbuf), rmr.Desc(), 1))
+	})
+	return srv, cep, rbuf
+}
+
 // TestInjectRefusesPastInjectSize: Inject and InjectCounted refuse a
 // message one byte past the endpoint's InjectSize with EINVAL and send
 // nothing (tcp would keep a pointer to the caller's memory past 128
@@ -18,14 +33,7 @@ import (
 func TestInjectRefusesPastInjectSize(t *testing.T) {
 	for _, prov := range providers {
 		t.Run(prov, func(t *testing.T) {
-			srv, cli := openStack(t, prov), openStack(t, prov)
-			rbuf := mmap(t, 4096)
-			rmr, err := srv.dom.RegisterMemory(addr(rbuf), len(rbuf), fabric.AccessRecv, 1)
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, rmr.Close()) })
-			cep := connectPair(t, srv, cli, func(sep *fabric.Endpoint) {
-				require.Zero(t, sep.Recv(addr(rbuf), len(rbuf), rmr.Desc(), 1))
-			})
+			srv, cep, rbuf := receivingPair(t, prov)
 			size := cep.InjectSize()
 			require.Positive(t, size)
 			require.Less(t, size, len(rbuf))

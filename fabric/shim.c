@@ -518,3 +518,17 @@ ssize_t netio_injectto(struct fid_ep *ep, const void *buf, size_t len, uint64_t 
 {
 	return fi_inject(ep, buf, len, dest);
 }
+
+int64_t netio_injectto_run(struct fid_ep *ep, const char *base, const uint32_t *off,
+			   const uint32_t *len, size_t n, uint64_t dest)
+{
+	ssize_t ret = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		ret = fi_inject(ep, base + off[i], len[i], dest);
+		if (ret < 0) /* a refusal; a positive return is taken, as errnoOfSize says */
+			break;
+	}
+	return (int64_t)i << 32 | (uint32_t)(ret < 0 ? -ret : 0);
+}

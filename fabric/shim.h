@@ -148,5 +148,10 @@ int netio_getname_raw(struct fid *fid, void *buf, size_t *len);
 ssize_t netio_sendto(netio_ep_h ep, uintptr_t buf, size_t len, uintptr_t desc, uint64_t dest, uint64_t ctx);
 ssize_t netio_sendvto(struct fid_ep *ep, const struct iovec *iov, const uintptr_t *desc, size_t count, uint64_t dest, uint64_t ctx);
 ssize_t netio_injectto(struct fid_ep *ep, const void *buf, size_t len, uint64_t dest);
+/* netio_injectto_run injects n messages (base + off[i], len[i] bytes) to
+ * dest in order until the provider refuses one: returns how many it took
+ * << 32 | that refusal's errno (0 if it took all). */
+int64_t netio_injectto_run(struct fid_ep *ep, const char *base, const uint32_t *off,
+			   const uint32_t *len, size_t n, uint64_t dest);
 
 #endif

@@ -40,6 +40,7 @@ type Endpoint struct {
 	zc    zerocopy.Sends // header slots, when Config.ZeroCopy is set
 	inj   injects        // the inject queue
 	park  parking        // sends the provider refused for now, by peer (poller goroutine only)
+	run   injectRun      // PostRun's scratch (poller goroutine only)
 
 	closer          sendcore.Closer // Close once, the shared poller released after
 	recv            *slots.Memory   // receive buffers, all posted while open
@@ -137,10 +138,13 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	if err = e.inj.ok.init(mgr, e.cfg.MaxPeers, e.bufs.Pool.Len()+e.zc.Len(), e.inj.len(), e.injectSize); err != nil {
 		return err
 	}
-	// Every send is queued for the poller once at most: room for all.
+	// Every send is queued for the poller once at most: room for all, and
+	// for the RunMax entries of a run PostRun posted (freeing their inject
+	// slots for new sends) before popRun removes them.
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
-	e.c.InitHandOff(sends, e.postSend)
+	e.c.InitHandOff(sends+sendcore.RunMax, e.postSend)
 	e.park.init(e.cfg.MaxPeers, sends, e.retryParked, e.postTo, e.c.Poller)
+	e.run.post = (*fabric.Endpoint).InjectRunTo
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {
 		return err

@@ -9,9 +9,25 @@ import (
 type LanePost = func(ep *fabric.Endpoint, key uint32, n int, to Peer) fabric.Errno
 
 // WrapLanePost puts wrap between e's sends (queued and parked) and the
-// provider, on the poller goroutine.
+// provider, on the poller goroutine; e then posts no runs of injects, so
+// that every send goes through wrap.
 func WrapLanePost(e *Endpoint, wrap func(LanePost) LanePost) {
-	e.c.Poller.Do(func() { e.park.post = wrap(e.park.post) })
+	e.c.Poller.Do(func() { e.park.post, e.run.singly = wrap(e.park.post), true })
+}
+
+// RunPost posts a run of injects (fabric.Endpoint.InjectRunTo).
+type RunPost = func(ep *fabric.Endpoint, mem []byte, off, lens []uint32, dest fabric.Addr) (int, fabric.Errno)
+
+// WrapRunPost puts run between e's runs of injects and the provider and,
+// unless nil, lane between its single sends and the provider, on the
+// poller goroutine; e goes on posting runs.
+func WrapRunPost(e *Endpoint, run func(RunPost) RunPost, lane func(LanePost) LanePost) {
+	e.c.Poller.Do(func() {
+		e.run.post = run(e.run.post)
+		if lane != nil {
+			e.park.post = lane(e.park.post)
+		}
+	})
 }
 
 // WrapHandOffPost puts wrap between e's hand-off queue and its post.

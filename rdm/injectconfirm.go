@@ -112,15 +112,29 @@ func (c *confirms) init(mgr *domain.Manager, peers, sends, queue, size int) erro
 }
 
 // tracks says whether the next inject to the peer in slot asks for a
-// completion: it is the last one queued to that peer, or the peer's
-// trackEvery+1-th untracked one in a row; never while the peer's previous
-// tracked inject is in flight.
+// completion (tracksAt with none ahead).
 func (q *injects) tracks(slot uint32) bool {
+	track, _ := q.tracksAt(slot, 0)
+	return track
+}
+
+// tracksAt is the tracking rule, for the inject to the peer in slot with
+// ahead injects to it before it not yet counted (a run's, PostRun): track
+// says it asks for a completion, as it is the last one queued to that peer
+// or the peer's trackEvery+1-th untracked one in a row, never while the
+// peer's previous tracked inject is in flight; mayWait says it is the last
+// one queued while that tracked inject is in flight, so that it may wait
+// for it (waitsForConfirm decides with its lane).
+func (q *injects) tracksAt(slot uint32, ahead int) (track, mayWait bool) {
 	c := &q.ok
-	if c.set == nil || int(slot) >= len(c.inFlight) || c.inFlight[slot] != 0 {
-		return false
+	if c.set == nil || int(slot) >= len(c.inFlight) {
+		return false, false
 	}
-	return q.perPeer[slot].Load() <= 1 || c.run[slot] >= trackEvery
+	last := q.perPeer[slot].Load()-int32(ahead) <= 1
+	if c.inFlight[slot] != 0 {
+		return false, last
+	}
+	return last || c.run[slot]+uint32(ahead) >= trackEvery, false
 }
 
 // waitsForConfirm says whether the inject to the peer in slot, the last
@@ -134,8 +148,7 @@ func (q *injects) tracks(slot uint32) bool {
 // for a send the provider would have taken. It is asked by postSend with
 // the lane empty, and by retryLane with this inject at the lane's head.
 func (e *Endpoint) waitsForConfirm(slot uint32) bool {
-	c := &e.inj.ok
-	if c.set == nil || int(slot) >= len(c.inFlight) || c.inFlight[slot] == 0 || e.inj.perPeer[slot].Load() > 1 {
+	if _, mayWait := e.inj.tracksAt(slot, 0); !mayWait {
 		return false
 	}
 	if int(slot) >= len(e.park.lanes) {

@@ -109,7 +109,12 @@ type Core struct {
 	// (poll.FastGoroutineID); see handOffDue.
 	postDirect bool
 	// postSend is the kind's post of one send, by key and length (see Send).
-	postSend     func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
+	postSend func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
+	// runner is the kind when it posts runs of sends (RunPoster), with
+	// the scratch drainHandOff hands it a run in.
+	runner       RunPoster
+	runKeys      [RunMax]uint32
+	runNs        [RunMax]int
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
 	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
 	inj          injector    // the inject path (Options.Inject)

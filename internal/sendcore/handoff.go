@@ -70,7 +70,55 @@ func (c *Core) PostFunc() PostFunc { return c.postSend }
 
 // SetPostFunc replaces the kind's post; tests put a fault between the core
 // and the provider with it.
-func (c *Core) SetPostFunc(post PostFunc) { c.postSend = post }
+func (c *Core) SetPostFunc(post PostFunc) { c.postSend, c.runner = post, nil }
+
+// RunPoster is a Kind that posts a run of queued sends in one provider
+// call (rdm's injects: one cgo call for many fi_inject). PostRun posts the
+// leading sends of keys (lengths ns) that it can post as a run, in order,
+// and returns how many it posted, each as the kind's post would have (0:
+// the first is posted alone, by the kind's post), and the errno of the
+// provider's refusal that stopped it, if one did. After a temporary
+// refusal the drain posts the refused send alone next, so that it is
+// offered to the provider twice at most. It runs on the poller
+// goroutine with the post guard held. Joins says whether the send with
+// key next may follow the one with key prev in a run; it is asked with
+// the hand-off queue's lock held, so it must be cheap and take no lock
+// the queue's producers hold: the core hands PostRun only sends that
+// join, and posts a send alone without asking PostRun when the next one
+// does not join it.
+type RunPoster interface {
+	PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) (int, fabric.Errno)
+	Joins(prev, next uint32) bool
+}
+
+// RunMax is the most queued sends drainHandOff hands a RunPoster at once
+// (the size of a RunPoster's scratch).
+const RunMax = 32
+
+// postRun posts a run of no more than most queued sends through the kind's
+// PostRun and returns how many it posted and the errno that stopped it.
+func (c *Core) postRun(ep *fabric.Endpoint, most int) (int, fabric.Errno) {
+	k := c.hand.peekRun(c.runKeys[:min(most, RunMax)], c.runNs[:], c.runner)
+	if k < 2 {
+		return 0, 0
+	}
+	d, errno := c.runner.PostRun(ep, c.runKeys[:k], c.runNs[:k])
+	return min(max(d, 0), k), errno // no more than it was handed
+}
+
+// runPoster returns the kind as a RunPoster when the drain may hand it
+// runs: PostRun does the kind's own accounting, not the core's inject
+// path (Options.Inject) nor its count of what the provider holds
+// (ConfirmInjects), so only for a core with neither. InitHandOff,
+// InitInject and ConfirmInjects ask it, in whatever order a kind calls
+// them.
+func (c *Core) runPoster() RunPoster {
+	if c.inj.post != nil || c.conf.cntr != nil {
+		return nil
+	}
+	r, _ := c.kind.(RunPoster)
+	return r
+}
 
 // busy reports whether sends are queued.
 func (h *handOff) busy() bool { return h.n.Load() > 0 }
@@ -95,13 +143,51 @@ func (h *handOff) push(key uint32, n int) (queued, schedule bool) {
 // peek returns the oldest send; ok is false when none is queued, and the
 // drain then counts as finished.
 func (h *handOff) peek() (s queuedSend, ok bool) {
+	s, _, ok = h.peekFor(nil)
+	return s, ok
+}
+
+// peekFor is peek, and says whether the next oldest send joins the oldest
+// in a run of r (nil: no run).
+func (h *handOff) peekFor(r RunPoster) (s queuedSend, run, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.n.Load() == 0 {
 		h.scheduled = false
-		return queuedSend{}, false
+		return queuedSend{}, false, false
 	}
-	return h.ring[h.head], true
+	s = h.ring[h.head]
+	run = r != nil && h.n.Load() > 1 && r.Joins(s.key, h.ring[(h.head+1)%len(h.ring)].key)
+	return s, run, true
+}
+
+// peekRun copies up to len(keys) of the oldest sends into keys and ns,
+// while each joins the one before it in a run of r, and returns how many.
+func (h *handOff) peekRun(keys []uint32, ns []int, r RunPoster) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := min(int(h.n.Load()), len(keys), len(ns))
+	for i := range k {
+		q := h.ring[(h.head+i)%len(h.ring)]
+		if i > 0 && !r.Joins(keys[i-1], q.key) {
+			return i
+		}
+		keys[i], ns[i] = q.key, q.n
+	}
+	return k
+}
+
+// popRun removes the k oldest sends, once posted.
+func (h *handOff) popRun(k int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k = min(k, int(h.n.Load()))
+	clear(h.ring[h.head:min(h.head+k, len(h.ring))])
+	if h.head+k > len(h.ring) {
+		clear(h.ring[:h.head+k-len(h.ring)])
+	}
+	h.head = (h.head + k) % len(h.ring)
+	h.n.Add(-int32(k))
 }
 
 // pop removes the oldest send, once it has been posted (or failed). After
@@ -134,6 +220,7 @@ func (h *handOff) reset() {
 func (c *Core) InitHandOff(capacity int, post func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno) {
 	c.hand.init(capacity)
 	c.postSend = post
+	c.runner = c.runPoster()
 	c.drainFn = c.drainHandOff
 	c.handOffTimer = time.AfterFunc(time.Hour, c.scheduleDrain)
 	c.handOffTimer.Stop()
@@ -230,6 +317,7 @@ func (c *Core) scheduleDrain() { c.Poller.Go(c.drainFn) }
 // starve the poller's completions and every other endpoint's work (Do).
 func (c *Core) drainHandOff() {
 	c.hand.stalled.Store(false)
+	single := false // the oldest was refused for now in a run: post it alone
 	for budget := c.hand.n.Load(); ; budget-- {
 		if budget <= 0 {
 			if c.hand.busy() {
@@ -237,7 +325,7 @@ func (c *Core) drainHandOff() {
 				return
 			}
 		}
-		q, ok := c.hand.peek()
+		q, run, ok := c.hand.peekFor(c.runner)
 		if !ok {
 			return
 		}
@@ -245,6 +333,16 @@ func (c *Core) drainHandOff() {
 		if !open {
 			return // closing: teardown cancels what is queued
 		}
+		if run && budget > 1 && !single {
+			if d, errno := c.postRun(ep, int(budget)); d > 0 {
+				c.Guard.Release()
+				c.hand.popRun(d)
+				budget -= int32(d - 1)
+				single = errno.Temporary()
+				continue
+			}
+		}
+		single = false
 		errno := c.post(ep, q.key, q.n)
 		c.Guard.Release()
 		if errno.Temporary() {

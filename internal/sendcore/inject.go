@@ -116,6 +116,7 @@ func (c *Core) InitInject(capacity int, table Table, post PostFunc) {
 	c.inj.batch = make([]report, 0, n)
 	c.inj.table, c.inj.post = table, post
 	c.inj.reportFn = c.reportInjected
+	c.runner = c.runPoster() // none with the core's inject path
 }
 
 // SetInjectSize sets the largest message injected: the provider's

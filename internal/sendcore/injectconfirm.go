@@ -73,6 +73,7 @@ func (c *Core) ConfirmInjects(cntr *fabric.Counter, linger time.Duration, maxHel
 		maxHeld = DefaultMaxHeld
 	}
 	c.conf.cntr, c.conf.linger, c.conf.maxHeld = cntr, linger, uint64(maxHeld)
+	c.runner = c.runPoster() // none with a count of what the provider holds
 }
 
 // InjectsUnconfirmed returns how many injects reported OK the provider
