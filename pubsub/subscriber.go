@@ -333,8 +333,9 @@ var lockedPollers atomic.Int32
 // of a stream yields in every gap between buffers, and with four
 // subscribers and their publisher on two cores those switches were the
 // largest part of what a subscriber spends beside its messages. A locked
-// poller yields with sched_yield alone. A locked poller does not hand its
-// P to the process's other goroutines while it spins, so one P is always
+// poller yields with sched_yield alone. A locked poller hands its P to
+// the process's other goroutines only once every 8 ms while it spins
+// (internal/poll/schedpass.go), so one P is always
 // left to them: with one P free the poller stays unlocked.
 func subscriberRuntime(rt cq.Runtime, free int) (_ cq.Runtime, locked bool) {
 	c := &rt.PollerConfig

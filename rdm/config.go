@@ -85,8 +85,10 @@ type Config struct {
 	// goroutine (Inject). 0 selects DefaultInjectQueue. A sender that
 	// streams injects and waits in WaitInject wants half the queue to take
 	// the poller longer to post than a sleeping goroutine takes to wake on
-	// a busy machine (about 0.2 ms measured): 256 on tcp;ofi_rxm, where an
-	// inject takes about 4 µs (netio-perf client --inject uses 256).
+	// a busy machine (docs/performance.md, "rdm 64 B inject: the full
+	// queue's wait"): a few hundred on tcp;ofi_rxm (netio-perf client
+	// --inject uses 1024, which also cuts the sender's wake-ups per
+	// message).
 	// The last inject to a slow peer holds a slot for up to half
 	// PeerTimeout (see Inject): with InjectQueue slow peers the queue is
 	// full.

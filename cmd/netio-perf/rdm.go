@@ -119,13 +119,12 @@ func ignoreData(*rdm.Endpoint, rdm.Peer, []byte) {}
 // rdmInjectQueue is the client's inject queue (--inject). It must be long
 // enough that the poller, posting about one inject per 4 µs on
 // tcp;ofi_rxm, takes longer to post half of it than a sleeping sender
-// takes to wake on a busy machine (about 0.2 ms measured), so that it does
+// takes to wake on a busy machine, so that it does
 // not run dry while the sender waits in WaitInject (docs/performance.md,
 // "rdm 64 B inject: the full queue's wait"): 256 (0.5 ms) is enough for
 // that. It is 1024 (2 ms) because the sender sleeps and wakes once per
 // half queue posted, and the poller reads its CQ about as often: 4 times
-// the queue is a quarter of those per message, 0.84x the sender's context
-// switches and 0.86x its user CPU per message, for 768 more slots of
+// the queue is a quarter of those per message, for 768 more slots of
 // inject_size bytes of Go memory (docs/performance.md, "rdm 64 B inject:
 // the sender's context switches and Go user space").
 const rdmInjectQueue = 1024

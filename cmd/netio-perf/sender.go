@@ -18,7 +18,8 @@ import (
 
 // waitBackoff bounds every wait of the sending goroutine, so that it looks
 // again even if no completion signals it (a transmit queue that was full
-// for another reason than our own sends).
+// for another reason than our own sends, or --inject refused at
+// SendConfig.MaxInjectsHeld, which no completion ends).
 const waitBackoff = time.Millisecond
 
 // sender streams messages of one size through a buffered send endpoint,

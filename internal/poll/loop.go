@@ -302,7 +302,8 @@ func (p *Poller) block() wakeReason {
 // sched_yield the provider's own threads (the sockets progress thread) and
 // the peer's poller when both share a core on a loaded machine. A poller
 // locked to its thread skips Gosched, which would hand the thread over
-// (see cq.Config.LockOSThread).
+// (see cq.Config.LockOSThread); it passes through the scheduler once
+// every schedPassEvery instead (schedpass.go).
 func (p *Poller) yield() {
 	if !p.cfg.LockOSThread {
 		runtime.Gosched()

@@ -12,19 +12,16 @@ import (
 // (a spinning poller mostly is: ReadSpin, the provider's reads) takes its
 // P away, which counts as work done and resets the monitor to its
 // shortest sleep: it then wakes every 20 µs (with the kernel's timer
-// slack, about every 70 µs), doubling only after 50 idle ticks. A
-// subscriber of netio-perf, one of four, made 730 monitor nanosleeps a
-// second at load 4 (541, with 31 tgkill, at load 16), each a wake-up of a
-// thread on a busy core (docs/performance.md, "A locked poller passes
-// through the scheduler").
+// slack, about every 70 µs), doubling only after 50 idle ticks. Each is a
+// wake-up of a thread on a busy core (docs/performance.md, "A locked
+// poller passes through the scheduler").
 //
 // So a locked poller passes through the scheduler itself, with one
 // runtime.Gosched, when schedPassEvery has gone by since its last pass:
 // the scheduling tick moves before the monitor's 10 ms are up, the
-// monitor finds nothing to take, and its sleeps lengthen (310 nanosleeps
-// and 3 tgkill a second in the subscriber above, at load 16). A
-// locked goroutine's Gosched hands its thread over (two thread wake-ups,
-// 10-13 µs of CPU here), so the period is as long as the 10 ms allow with
+// monitor finds nothing to take, and its sleeps lengthen. A locked
+// goroutine's Gosched hands its thread over (two thread wake-ups), so the
+// period is as long as the 10 ms allow with
 // a margin for a late clock check: about 125 passes a second.
 const schedPassEvery = 8 * time.Millisecond
 

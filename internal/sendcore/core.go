@@ -116,7 +116,7 @@ type Core struct {
 	runKeys      [RunMax]uint32
 	runNs        [RunMax]int
 	drainFn      func()      // drainHandOff, bound once so that handing off does not allocate
-	handOffTimer *time.Timer // drains a stalled queue if no completion does (handOffRetry)
+	handOffTimer *time.Timer // drains a stalled queue if no completion does (HandOffRetry)
 	inj          injector    // the inject path (Options.Inject)
 	conf         confirmer   // what the provider still holds of the injects (ConfirmInjects)
 	// unconfirmed counts the injects reported OK that nothing confirmed

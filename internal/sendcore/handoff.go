@@ -68,8 +68,9 @@ type PostFunc = func(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 // PostFunc returns the kind's post, for a test to wrap.
 func (c *Core) PostFunc() PostFunc { return c.postSend }
 
-// SetPostFunc replaces the kind's post; tests put a fault between the core
-// and the provider with it.
+// SetPostFunc replaces the kind's post and turns runs off (RunPoster), so
+// that every queued send goes through post; tests put a fault between the
+// core and the provider with it.
 func (c *Core) SetPostFunc(post PostFunc) { c.postSend, c.runner = post, nil }
 
 // RunPoster is a Kind that posts a run of queued sends in one provider
