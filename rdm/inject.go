@@ -190,10 +190,17 @@ func (e *Endpoint) postInject(ep *fabric.Endpoint, idx uint32, n int, to Peer, d
 	}
 	errno := ep.InjectTo(e.inj.piece(idx, n), dest)
 	if errno == 0 {
-		e.inj.ok.took(to.slot)
-		e.c.Complete((*kind)(e), idx|injectKey, poll.Result{Status: netio.OK})
+		e.injected(to.slot, idx)
 	}
 	return errno
+}
+
+// injected accounts the untracked inject in queue slot idx, to the peer
+// in slot, that the provider took: counted for the peer's confirmation,
+// and its key reported OK (postInject, PostRun).
+func (e *Endpoint) injected(slot, idx uint32) {
+	e.inj.ok.took(slot)
+	e.c.Complete((*kind)(e), idx|injectKey, poll.Result{Status: netio.OK})
 }
 
 // InjectSize returns the largest message Inject takes: the provider's

@@ -1,9 +1,7 @@
 package rdm
 
 import (
-	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
-	"github.com/netio-go/netio/internal/poll"
 	"github.com/netio-go/netio/internal/sendcore"
 )
 
@@ -64,8 +62,7 @@ func (k *kind) PostRun(ep *fabric.Endpoint, keys []uint32, ns []int) (int, fabri
 		e.park.lanes[to.slot].unreachable = false
 	}
 	for _, idx := range r.idx[:d] {
-		e.inj.ok.took(to.slot)
-		e.c.Complete(k, idx|injectKey, poll.Result{Status: netio.OK})
+		e.injected(to.slot, idx)
 	}
 	return d, errno
 }
