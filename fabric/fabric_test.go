@@ -364,8 +364,9 @@ func postSend(t *testing.T, s *stack, ep *fabric.Endpoint, msg string, ctx uint6
 	require.Zero(t, ep.Send(addr(buf), len(msg), mr.Desc(), ctx))
 }
 
-// preset, presetCPP and presetBuf are what the environment named before the package
-// applied its defaults (package variables are set before any test runs).
+// preset, presetCPP and presetBuf are what the environment named before
+// the package applied its defaults (package variables are set before any
+// test runs).
 var (
 	preset, presetSet       = os.LookupEnv(fabric.TCPStagingEnv)
 	presetCPP, presetCPPSet = os.LookupEnv(fabric.RxMCompPerProgressEnv)

@@ -27,8 +27,8 @@ func TestSocketsConnectionBuffers(t *testing.T) {
 	}
 	req, err := strconv.Atoi(fabric.SocketsBufSize())
 	require.NoError(t, err)
-	rmemMax, ok := procInts("/proc/sys/net/core/rmem_max", 0)
-	tcpRmem, ok2 := procInts("/proc/sys/net/ipv4/tcp_rmem", 1)
+	rmemMax, ok := procInt("/proc/sys/net/core/rmem_max", 0)
+	tcpRmem, ok2 := procInt("/proc/sys/net/ipv4/tcp_rmem", 1)
 	if !ok || !ok2 {
 		t.Skip("no /proc/sys/net to read the kernel's buffer sizes from")
 	}
@@ -44,9 +44,9 @@ func TestSocketsConnectionBuffers(t *testing.T) {
 		"the connection sockets accepted has the receive buffer %s asks for", fabric.SocketsBufSizeEnv)
 }
 
-// procInts returns the field-th integer of a /proc file, false when the
+// procInt returns the field-th integer of a /proc file, false when the
 // file or the field cannot be read.
-func procInts(path string, field int) (int, bool) {
+func procInt(path string, field int) (int, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
