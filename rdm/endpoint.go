@@ -69,7 +69,8 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 		return nil, err
 	}
 	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr}
-	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true}
+	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true,
+		ReportedAtPost: injectKey} // postInject reports an untracked inject as the provider takes it
 	if err := e.open(mgr, node, service, opts); err != nil {
 		e.c.MarkTornDown()
 		err = joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
