@@ -22,8 +22,10 @@ type Snapshot struct {
 	Canceled  uint64 // sends reported Canceled: pending when the endpoint ended
 }
 
-// Posted counts a send of n bytes. Count before the post: once posted, the
-// completion may come at once, and Completed must never pass Sent.
+// Posted counts a send of n bytes (Core.Send does). Count before the post:
+// once posted, the completion may come at once, and Completed must never
+// pass Sent; only a send posted on the goroutine that reports its
+// completion may be counted after its post (see Core.Send).
 func (c *Counters) Posted(n int) {
 	c.sent.Add(1)
 	c.bytes.Add(uint64(n))
