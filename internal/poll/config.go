@@ -81,9 +81,6 @@ type Config struct {
 	// test's (WithClock in export_test.go), which lets a test decide how
 	// long each gap between works lasts for the poller.
 	now func() time.Time
-	// runnable reports whether a goroutine waits for a P (runnableProbe),
-	// or a test's answer (WithRunnable in export_test.go).
-	runnable func() bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -107,9 +104,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.now == nil {
 		c.now = time.Now
-	}
-	if c.runnable == nil {
-		c.runnable = newRunnableProbe().waiting
 	}
 	return c, nil
 }

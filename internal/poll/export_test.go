@@ -9,17 +9,9 @@ func WithClock(c Config, now func() time.Time) Config {
 	return c
 }
 
-// WithRunnable returns c with the poller's question whether a goroutine
-// waits for a P (runnableProbe) answered by runnable.
-func WithRunnable(c Config, runnable func() bool) Config {
-	c.runnable = runnable
-	return c
-}
-
 // SchedPasses returns how often a locked poller passed through the
 // scheduler (schedPass).
 func SchedPasses(p *Poller) uint64 { return p.passes.Load() }
 
-// SchedPassEvery is how often a poller whose yields made no Gosched passes
-// through the scheduler.
+// SchedPassEvery is how often a locked poller passes through the scheduler.
 const SchedPassEvery = schedPassEvery

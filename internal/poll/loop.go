@@ -30,11 +30,13 @@ func (p *Poller) run() {
 	blind := budget            // the budget after timed-out blocks on a queue without descriptor (blindBudget)
 	blindBlock := false        // the last round timed out blocking on such a queue
 	eqDue := true              // read the event queue in this round
-	sinceEQ := 0               // completions delivered since the last event queue read
-	// pass makes the passes through the scheduler that the yields did not
-	pass := &schedPass{now: p.cfg.now, last: p.cfg.now()}
+	var pass *schedPass        // a locked poller's passes through the scheduler
+	if p.cfg.LockOSThread {
+		pass = &schedPass{now: p.cfg.now, last: p.cfg.now()}
+	}
+	sinceEQ := 0 // completions delivered since the last event queue read
 	for iter := uint(1); !p.stopping.Load(); iter++ {
-		if pass.round(iter) {
+		if pass != nil && pass.round(iter) {
 			p.passes.Add(1)
 		}
 		n := p.pollCQ(spin)
@@ -59,7 +61,7 @@ func (p *Poller) run() {
 		}
 		p.empty.Add(1)
 		if p.cfg.Mode == BusyPoll {
-			p.yield(pass)
+			p.yield()
 			spin = spinSlice
 			continue
 		}
@@ -68,7 +70,7 @@ func (p *Poller) run() {
 			idleSince = now
 		}
 		if now.Sub(idleSince) < budget {
-			p.yield(pass)
+			p.yield()
 			spin = spinSlice
 			continue
 		}
@@ -79,7 +81,7 @@ func (p *Poller) run() {
 		}
 		switch p.block() {
 		case pending:
-			p.yield(pass) // something is pending: look again, but let others run
+			p.yield() // something is pending: look again, but let others run
 		case ready:
 			p.wakeups.Add(1)
 			// A queue's descriptor woke us: traffic (or a Do) again, so a
@@ -298,15 +300,13 @@ func (p *Poller) block() wakeReason {
 // application's goroutines (a spinning poller holds one of GOMAXPROCS
 // slots; on two cores two pollers would leave the sender none), and
 // sched_yield the provider's own threads (the sockets progress thread) and
-// the peer's poller when both share a core on a loaded machine. The
-// Gosched comes only when a goroutine waits for a P (runnable.go). A
-// poller locked to its thread skips it, which would hand the thread over
-// (see cq.Config.LockOSThread). A poller whose yields made no Gosched
-// passes through the scheduler once every schedPassEvery (schedpass.go).
-func (p *Poller) yield(pass *schedPass) {
-	if !p.cfg.LockOSThread && p.cfg.runnable() {
+// the peer's poller when both share a core on a loaded machine. A poller
+// locked to its thread skips Gosched, which would hand the thread over
+// (see cq.Config.LockOSThread); it passes through the scheduler once
+// every schedPassEvery instead (schedpass.go).
+func (p *Poller) yield() {
+	if !p.cfg.LockOSThread {
 		runtime.Gosched()
-		pass.yielded = true
 	}
 	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }

@@ -16,13 +16,8 @@ import (
 // wake-up of a thread on a busy core (docs/performance.md, "A locked
 // poller passes through the scheduler").
 //
-// An unlocked poller's yields call runtime.Gosched only when a goroutine
-// waits for a P (runnable.go), so one that no other goroutine needs never
-// goes through the scheduler either.
-//
-// So a poller passes through the scheduler itself, with one
-// runtime.Gosched, when schedPassEvery has gone by since its last pass
-// (a Gosched of its yields counts as one):
+// So a locked poller passes through the scheduler itself, with one
+// runtime.Gosched, when schedPassEvery has gone by since its last pass:
 // the scheduling tick moves before the monitor's 10 ms are up, the
 // monitor finds nothing to take, and its sleeps lengthen. A locked
 // goroutine's Gosched hands its thread over (two thread wake-ups), so the
@@ -39,23 +34,18 @@ const schedPassCheck = 64
 // schedPass decides when a locked poller passes through the scheduler.
 // It belongs to the poller goroutine.
 type schedPass struct {
-	now     func() time.Time
-	last    time.Time // the last pass, or the clock read that found yielded
-	yielded bool      // a yield called runtime.Gosched since the last clock read
+	now  func() time.Time
+	last time.Time
 }
 
 // round is called before every loop round iter; it calls runtime.Gosched
 // once schedPassEvery has gone by since the last pass, and says whether it
-// did. A Gosched of the poller's yields (yielded) counts as a pass.
+// did.
 func (s *schedPass) round(iter uint) bool {
 	if iter%schedPassCheck != 0 {
 		return false
 	}
 	now := s.now()
-	if s.yielded {
-		s.last, s.yielded = now, false
-		return false
-	}
 	if now.Sub(s.last) < schedPassEvery {
 		return false
 	}

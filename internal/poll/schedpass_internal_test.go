@@ -26,20 +26,3 @@ func TestSchedPassEvery(t *testing.T) {
 	now = now.Add(schedPassEvery)
 	assert.True(t, s.round(4*schedPassCheck), "and passes again after as long")
 }
-
-// A Gosched of the poller's yields counts as a pass: the next clock read
-// starts the count again, so no pass comes while the yields keep making
-// them, and one comes schedPassEvery after the last.
-func TestSchedPassCountsYields(t *testing.T) {
-	now := time.Unix(1000, 0)
-	s := schedPass{now: func() time.Time { return now }, last: now}
-	for i := uint(1); i <= 10; i++ {
-		now = now.Add(schedPassEvery)
-		s.yielded = true
-		assert.False(t, s.round(i*schedPassCheck), "a yield's Gosched in period %d", i)
-	}
-	now = now.Add(schedPassEvery - time.Nanosecond)
-	assert.False(t, s.round(11*schedPassCheck), "just before schedPassEvery after the last yield's Gosched")
-	now = now.Add(time.Nanosecond)
-	assert.True(t, s.round(12*schedPassCheck), "schedPassEvery after it")
-}
