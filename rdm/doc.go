@@ -32,8 +32,9 @@
 //
 // Callbacks run on the poller goroutine and must not block.
 //
-// A sender that streams to a peer costs least as one busy goroutine, as a
-// C sender is one thread: post the next messages from OnSendCompleted
+// A sender that streams small messages to a peer (up to the provider's
+// eager size, 16 KiB on tcp;ofi_rxm) costs least as one busy goroutine, as
+// a C sender is one thread: post the next messages from OnSendCompleted
 // (GetBuffer, fill, SendBuffer), where a send is posted at once on the
 // poller goroutine, and let the application's goroutine post the first
 // window and sleep until the callback hands it a send refused for now

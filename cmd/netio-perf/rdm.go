@@ -165,7 +165,7 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 	if to == "" {
 		to = o.connect.String()
 	}
-	if !o.inject {
+	if refills(o) {
 		s.refill = &rdmRefill{s: s}
 	}
 	ep, err := s.openRDM(mgr, rdmLocal(o.provider, hostPort{IP: local}, ""), to, o.bufs, cq.Runtime{PollerConfig: o.poll.config()})

@@ -27,6 +27,21 @@ type rdmRefill struct {
 	err   atomic.Pointer[error] // the first post that failed for good
 }
 
+// rdmRefillMax is the largest message the rdm client sends by refilling
+// from its completions: ofi_rxm's default eager size (FI_OFI_RXM_BUFFER_SIZE,
+// 16 KiB), below which a message costs a few microseconds of CPU and the
+// Go runtime's hand-offs around a sending goroutine are a large part of
+// it. A larger message (a rendezvous) costs tens of microseconds, where a
+// goroutine woken once per quarter window is lost in the noise, and the
+// refill measured 0.86 of the sending goroutine's rate at 64 KiB by round
+// median in 20 loaded rounds (docs/performance.md, "the client as one
+// busy goroutine"); those sizes keep the sending goroutine.
+const rdmRefillMax = 16 << 10
+
+// refills reports whether the rdm client o sends by refilling from its
+// completions: buffered sends of at most rdmRefillMax bytes.
+func refills(o clientOptions) bool { return !o.inject && o.size <= rdmRefillMax }
+
 // refillResult is what one refill post did.
 type refillResult uint8
 

@@ -173,3 +173,17 @@ func TestRDMRefillHandsRefusedPostToGoroutine(t *testing.T) {
 	assert.Equal(t, count, f.sends, "every message sent once")
 	assert.Equal(t, uint64(count), s.sent.Load())
 }
+
+// TestRDMRefillSizes: the rdm client refills from its completions for
+// buffered messages up to ofi_rxm's eager size only.
+func TestRDMRefillSizes(t *testing.T) {
+	for _, c := range []struct {
+		size   int
+		inject bool
+		want   bool
+	}{{64, false, true}, {4096, false, true}, {16 << 10, false, true}, {16<<10 + 1, false, false}, {64 << 10, false, false}, {64, true, false}} {
+		o := clientOptions{size: c.size}
+		o.inject = c.inject
+		assert.Equal(t, c.want, refills(o), "size %d, inject %v", c.size, c.inject)
+	}
+}

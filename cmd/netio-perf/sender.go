@@ -43,7 +43,7 @@ type sender struct {
 	inject   bool                 // --inject: endpoint.SendConfig.Inject
 	refill   *rdmRefill           // --endpoint rdm client: completions refill the window (rdmrefill.go)
 
-	sent  atomic.Uint64 // messages posted; written by the sending goroutine only
+	sent  atomic.Uint64 // messages posted; written by the sending goroutine, and by the rdm refill on the poller goroutine (rdmrefill.go: claim)
 	freed chan struct{} // capacity 1: in-flight messages reached lowWater
 	waits uint64        // how often the sending goroutine waited (wait, waitSignal); its own
 	timer *time.Timer
