@@ -177,7 +177,11 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 	if o.inject {
 		sendErr = s.runInject(ctx, ep, o.count)
 	} else {
-		sendErr = s.refill.run(ctx, o.count)
+		if s.refill != nil {
+			sendErr = s.refill.run(ctx, o.count)
+		} else {
+			_, sendErr = s.run(ctx, o.count, time.Time{})
+		}
 		drainErr = s.drain(ctx)
 	}
 	elapsed := time.Since(start)
