@@ -20,7 +20,8 @@ import (
 // a sending goroutine woken at the low-water mark cost the client 1.3 times
 // the C sender's CPU per 4 KiB message in the Go runtime's hand-offs
 // (docs/performance.md, "rdm `tcp;ofi_rxm` 4 KiB and 64 KiB: what a run's
-// scheduling shows", and "the rdm client's 4 KiB rate").
+// scheduling shows", and "rdm `tcp;ofi_rxm` 4 KiB: the client as one busy
+// goroutine").
 type rdmRefill struct {
 	s     *sender
 	count atomic.Uint64         // messages to send in all; 0: not started
