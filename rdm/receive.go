@@ -26,14 +26,11 @@ func (e *Endpoint) receiveCompleted(idx uint32, r poll.Result) {
 	}
 	from := e.peers.from(r.Source)
 	data := e.recv.Piece(idx).Bytes[:r.Len:r.Len]
+	e.received.Add(1)
+	e.receivedBytes.Add(uint64(r.Len))
 	e.inOnData = true
 	e.deliver(from, data)
 	e.inOnData = false
-	// Counted once delivered, not before: a reply that OnData sends is
-	// posted without these two locked adds in its way (docs/performance.md,
-	// "shm 64 B latency: the read-to-send span").
-	e.received.Add(1)
-	e.receivedBytes.Add(uint64(r.Len))
 	if e.freeAfterOnData {
 		_ = e.recv.Close() // OnData closed the endpoint
 		return

@@ -132,7 +132,7 @@ type Stats struct {
 	// all min(MaxPeers+2, InjectQueue) are held no inject is tracked (see
 	// Inject).
 	InjectConfirmsHeld int
-	Received           uint64 // libfabric messages received: passed to OnData, or coalesced buffers decoded for OnMessage; counted once delivered
+	Received           uint64 // libfabric messages received: passed to OnData, or coalesced buffers decoded for OnMessage
 	ReceivedBytes      uint64 // bytes of them
 	ReceiveErrors      uint64 // receives that failed, buffers that could not be posted again, and malformed coalesced buffers (OnReceiveError)
 	Decoded            uint64 // messages decoded from coalesced buffers for OnMessage
