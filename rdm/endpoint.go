@@ -361,6 +361,10 @@ func (e *Endpoint) releaseResources() error {
 	}
 	if e.inOnData {
 		e.freeAfterOnData = true
+		// The registry folds the counters once this returns: count the
+		// messages OnMessage was given from this buffer now (deliver
+		// does not); OnData's receive was counted before OnData ran.
+		e.decoded.Add(uint64(e.dec.Count()))
 	} else if e.recv != nil {
 		if cerr := e.recv.Close(); err == nil {
 			err = cerr
