@@ -1,6 +1,7 @@
 package poll
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -48,9 +49,14 @@ func TestOwnerTableFindsEveryOwner(t *testing.T) {
 	}
 	check("registered")
 	for _, id := range []uint32{1, 24, 12, 2, 23, 9, 10, 16} { // ends, middle, both sides of a halving
+		before := p.owners.Load()
+		want := slices.Clone(*before)
 		p.Unregister(Owner{id: id})
 		delete(live, id)
 		check("unregistered")
+		// The poller goroutine may be reading the published table: it is
+		// copied, never changed in place.
+		assert.Equal(t, want, *before, "unregistering %d left the table it replaced as it was", id)
 	}
 	p.Unregister(Owner{id: 12})
 	p.Unregister(Owner{id: 99})
