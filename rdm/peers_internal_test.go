@@ -12,7 +12,9 @@ import (
 // receive by its address; the sender it found last is checked first, but
 // only as the current table has it: once that peer is removed a message
 // from its address names no peer, and once its slot and address belong to
-// a peer added later, that peer (its new generation).
+// a peer added later, that peer (its new generation). The fast path is
+// seen at work: a sender found through the map is kept, and found again
+// in a table without the map.
 func TestFromChecksTheLastSenderAgainstTheTable(t *testing.T) {
 	const addrA, addrB fabric.Addr = 5, 7
 	var ps peers
@@ -22,7 +24,12 @@ func TestFromChecksTheLastSenderAgainstTheTable(t *testing.T) {
 	})
 	a, b := Peer{slot: 1, gen: 1}, Peer{slot: 2, gen: 1}
 	assert.Equal(t, a, ps.from(addrA))
-	assert.Equal(t, a, ps.from(addrA), "again: the last sender")
+	assert.Equal(t, addrA, ps.lastSrc, "found through the map: kept to check first")
+	assert.Equal(t, a, ps.lastFrom)
+	full := ps.table.Load()
+	ps.table.Store(&peerTable{entries: full.entries}) // the same peers, no map: only the fast path finds a
+	assert.Equal(t, a, ps.from(addrA), "again: the last sender, checked against the table first")
+	ps.table.Store(full)
 	assert.Equal(t, b, ps.from(addrB), "another sender")
 	assert.Equal(t, Peer{}, ps.from(9), "an address of no peer")
 	assert.Equal(t, b, ps.from(addrB), "an unknown sender leaves the last one as it was")
