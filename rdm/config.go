@@ -103,6 +103,17 @@ type Config struct {
 	// meanwhile. 0 selects DefaultInjectLinger; a negative value closes
 	// without waiting.
 	InjectLinger time.Duration
+	// ShareProcess lets an shm endpoint open while other shm endpoints of
+	// the process are open, if each of them set it too; without it Open
+	// refuses a second one with an error matching
+	// ErrOneEndpointPerProcess (see there for why). Setting it is a
+	// promise about the order of closes: close an endpoint only once every
+	// other endpoint of the process has received all it sent (their
+	// OnData ran for each message) and will send it nothing more; anything
+	// else can crash the process inside libfabric 1.17. Tools that keep
+	// both sides of an exchange in one process (netio-perf's rdm sweep)
+	// set it. Other providers ignore it.
+	ShareProcess bool
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }

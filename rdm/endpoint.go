@@ -32,6 +32,9 @@ type Endpoint struct {
 	// injectSize is the provider's inject_size, read at Open: info is
 	// freed at Close, while Inject may still be asked.
 	injectSize int
+	// counted: the endpoint holds a claim of its process (perprocess.go),
+	// given back once its libfabric endpoint is closed.
+	counted bool
 
 	bufs  sendcore.Buffers
 	dests []Peer // by buffer ID: where a posted buffer goes
@@ -64,15 +67,23 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	counted, err := claimProcess(mgr.Provider(), cfg.ShareProcess)
+	if err != nil {
+		return nil, fmt.Errorf("rdm: open %q: %w", addr, err)
+	}
 	poller, err := acquirePoller(mgr, cfg.Poller, cfg.PollerConfig)
 	if err != nil {
+		if counted {
+			releaseProcess(cfg.ShareProcess)
+		}
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr}
+	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr, counted: counted}
 	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true}
 	if err := e.open(mgr, node, service, opts); err != nil {
 		e.c.MarkTornDown()
 		err = joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
+		e.releaseProcess()
 		return nil, joinRelease(err, releasePoller(mgr))
 	}
 	e.c.Register(stats.KindRDM)
@@ -306,8 +317,19 @@ func (e *Endpoint) Close() error {
 	e.lingerInjects()
 	return e.closer.Close(e.c.Poller, func() error {
 		e.flushAllOnClose()
-		return joinRelease(e.c.Close(), releasePoller(e.mgr))
+		err := e.c.Close()
+		e.releaseProcess() // the libfabric endpoint is closed
+		return joinRelease(err, releasePoller(e.mgr))
 	})
+}
+
+// releaseProcess gives back the endpoint's claim of its process, if it
+// holds one (claimProcess).
+func (e *Endpoint) releaseProcess() {
+	if e.counted {
+		e.counted = false
+		releaseProcess(e.cfg.ShareProcess)
+	}
 }
 
 // closeEndpoint closes the libfabric endpoint, then frees its info.

@@ -108,7 +108,8 @@ func pingPongConfig(size int, poller *cq.Poller, on func(*endpoint.ReceiveEndpoi
 				on(nil, d)
 			}
 		},
-		Runtime: cq.Runtime{Poller: poller},
+		Runtime:      cq.Runtime{Poller: poller},
+		ShareProcess: shareProcess,
 	}
 }
 
