@@ -28,7 +28,9 @@ func inSubprocess(t *testing.T, shape string, limit time.Duration) bool {
 		return true
 	}
 	out, err := runChild(t, shape, limit)
-	assert.NoError(t, err, "the child running %s failed or died:\n%s", shape, tail(out, 4000))
+	if assert.NoError(t, err, "the child running %s failed or died:\n%s", shape, tail(out, 4000)) {
+		assert.Contains(t, string(out), "--- PASS: "+t.Name()+" ", "the child ran the test")
+	}
 	return false
 }
 

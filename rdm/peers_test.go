@@ -104,7 +104,9 @@ func TestManySendersOneReceiver(t *testing.T) {
 	const senders, count, size = 16, 200, 512
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			skipManyInProcess(t, p.name)
+			if !manyHere(t, p.name) {
+				return
+			}
 			mgr := openDomain(t, p.name)
 			got := newStreams(size)
 			rx := open(t, mgr, p.local, rdm.Config{OnData: got.onData,
@@ -138,7 +140,9 @@ func TestOneSenderManyReceivers(t *testing.T) {
 	const receivers, count, size = 16, 100, 512
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			skipManyInProcess(t, p.name)
+			if !manyHere(t, p.name) {
+				return
+			}
 			mgr := openDomain(t, p.name)
 			var ok, other atomic.Int64
 			// The receivers first, so that the sender closes before them:
@@ -220,17 +224,16 @@ func TestPeerChurn(t *testing.T) {
 	}
 }
 
-// skipManyInProcess skips a test of many endpoints streaming in one
-// process on the provider where libfabric 1.17 crashes the process that
-// way: udp;ofi_rxd ends with SIGSEGV inside fi_cq_readfrom in some runs of
-// 16 endpoints in one process even with every provider call on one
-// goroutine (poller.go), and the damage then crashes later tests of other
-// providers; the same streams between processes run clean (tests/cpeer
-// --endpoint rdm). Its two- and three-endpoint tests run here. (shm opens
-// one endpoint per process: not in providers.)
-func skipManyInProcess(t *testing.T, provider string) {
+// manyHere reports whether a test of many endpoints streaming in one
+// process runs here. On udp;ofi_rxd it runs in a child process instead
+// (and the parent only checks the child): that shape was recorded
+// crashing libfabric 1.17 (SIGSEGV inside fi_cq_readfrom) on 2026-11-25,
+// and a crash would take later tests of other providers down with it. It
+// ran clean in 39 of 39 runs since (docs/providers.md, "Threads").
+func manyHere(t *testing.T, provider string) bool {
 	t.Helper()
-	if provider == "udp;ofi_rxd" {
-		t.Skipf("%s: many endpoints streaming in one process crash inside libfabric 1.17 (SIGSEGV in fi_cq_readfrom); tested between processes instead", provider)
+	if provider != "udp;ofi_rxd" {
+		return true
 	}
+	return inSubprocess(t, "many", 3*time.Minute)
 }
