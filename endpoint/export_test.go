@@ -15,3 +15,9 @@ func ReconnectingSendsHeld(r *ReconnectingSender) uint64 {
 	}
 	return SendsHeld(r.ep)
 }
+
+// BacklogRetries counts the timer's retries of r's refused backlog.
+func BacklogRetries(r *ReconnectingSender) uint64 { return r.retries.Load() }
+
+// BacklogRetryMax is the cap of the wait between those retries.
+const BacklogRetryMax = backlogRetryMax

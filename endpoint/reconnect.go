@@ -25,10 +25,26 @@ const (
 )
 
 // backlogRetry is how long a backlog whose post the provider refused with
-// a buffer free waits before it is posted again, if no completion drains
-// it first: the send core's retry of a stalled hand-off, for the same
-// reason (see retryDrain).
+// a buffer free first waits before it is posted again, if no completion
+// drains it first: the send core's retry of a stalled hand-off, for the
+// same reason (see retryDrain). Each further refusal in a row doubles the
+// wait, up to backlogRetryMax, and a post taken brings it back to
+// backlogRetry: a peer stalled for seconds then costs a retry every
+// backlogRetryMax instead of every millisecond (a timer, a lock and a
+// refused post each), and a short stall still ends within about
+// backlogRetry of the provider taking sends again.
 const backlogRetry = sendcore.HandOffRetry
+
+// backlogRetryMax caps the wait between retries of a refused backlog: a
+// stalled peer that recovers waits at most this long for the backlog to
+// move on by itself (a completion or a Send drains it at once).
+const backlogRetryMax = 64 * time.Millisecond
+
+// nextBacklogRetry is the wait after a retry of wait that was refused
+// again: twice as long, at most backlogRetryMax.
+func nextBacklogRetry(wait time.Duration) time.Duration {
+	return min(2*wait, backlogRetryMax)
+}
 
 // ReconnectConfig configures a ReconnectingSender.
 type ReconnectConfig struct {
@@ -168,6 +184,10 @@ type ReconnectingSender struct {
 	nextKey uint64
 	closed  bool
 	retry   *time.Timer // drains the backlog again after a refusal (retryDrain)
+	// retryWait is the wait before the next retry after a refusal:
+	// backlogRetry, doubled by each refusal in a row (nextBacklogRetry).
+	retryWait time.Duration
+	retries   atomic.Uint64 // retryDrain runs, for tests of the backoff
 
 	handedOver, completed, failed, canceled atomic.Uint64
 	connections, dialErrors                 atomic.Uint64
@@ -202,6 +222,7 @@ func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*R
 	}
 	r.retry = time.AfterFunc(time.Hour, r.retryDrain)
 	r.retry.Stop()
+	r.retryWait = backlogRetry
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.entry = mgr.Registry().AddEndpoint(stats.Endpoint{Kind: stats.KindReconnecting, Peer: addr}, r.fillStats)
 	go r.run()
@@ -296,17 +317,20 @@ func (r *ReconnectingSender) post(key uint64, data []byte) (st netio.Status, ref
 }
 
 // drain posts waiting messages, oldest first, while buffers are free. A
-// post the provider refused with a buffer free arms the retry timer.
+// post the provider refused with a buffer free arms the retry timer, for
+// longer after each refusal in a row; a post taken shortens it again.
 // Callers hold mu.
 func (r *ReconnectingSender) drain() {
 	for r.n > 0 && r.ep != nil {
 		slot := &r.backlog[r.head]
 		if st, refused := r.post(slot.key, slot.data); st != netio.OK {
 			if refused {
-				r.retry.Reset(backlogRetry)
+				r.retry.Reset(r.retryWait)
+				r.retryWait = nextBacklogRetry(r.retryWait)
 			}
 			return
 		}
+		r.retryWait = backlogRetry // progress: a new refusal retries soon
 		r.head = (r.head + 1) % len(r.backlog)
 		r.n--
 	}
@@ -320,6 +344,7 @@ func (r *ReconnectingSender) drain() {
 // sends nothing more would wait until Close canceled it. It runs on the
 // timer's goroutine.
 func (r *ReconnectingSender) retryDrain() {
+	r.retries.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.closed {

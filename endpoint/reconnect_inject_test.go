@@ -76,7 +76,8 @@ func TestReconnectingSenderInject(t *testing.T) {
 // at the bound after every report was made, so no completion restarts it.
 // Once the receiver goes on, the whole backlog arrives, in order, every key
 // reported OK once, with no further Send: the sender retries a refused
-// backlog on a timer. Before, it waited until Close canceled it. The
+// backlog on a timer, backing off while the stall lasts (counted over a
+// window of it). Before, it waited until Close canceled it. The
 // report queue (sendcore.InjectQueueFactor per buffer) holds the whole
 // backlog, so that no send goes the regular way, whose completion after
 // the release would restart the drain and hide the fault.
@@ -134,6 +135,18 @@ func TestReconnectingSenderRetriesBacklogAtBound(t *testing.T) {
 			endpoint.ReconnectingSendsHeld(rs) >= boundHeld
 	}, "the drain refused at the bound, every send it posted reported, messages left in the backlog")
 	t.Logf("at the bound: %+v", rs.Stats())
+
+	// While the peer stays stalled the timer backs off: over a window of
+	// about 8 caps, at most one retry per cap plus the doubling up to it
+	// (1, 2, ... 32 ms) and slack, where a retry every millisecond made
+	// hundreds; and at least one, or the backlog would wait for Close.
+	const window = 500 * time.Millisecond
+	before := endpoint.BacklogRetries(rs)
+	time.Sleep(window)
+	retries := endpoint.BacklogRetries(rs) - before
+	t.Logf("%d retries in %v of stall", retries, window)
+	assert.LessOrEqual(t, retries, uint64(window/endpoint.BacklogRetryMax)+10, "retries back off while the peer stays stalled")
+	assert.NotZero(t, retries, "the refused backlog is still retried")
 
 	release()
 	waitFor(t, 30*time.Second, func() bool { return rcv.count.Load() == backlog }, "the whole backlog delivered")
