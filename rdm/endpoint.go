@@ -33,8 +33,9 @@ type Endpoint struct {
 	// freed at Close, while Inject may still be asked.
 	injectSize int
 	// counted: the endpoint holds a claim of its process (perprocess.go),
-	// given back once its libfabric endpoint is closed.
-	counted bool
+	// given back once its libfabric endpoint is closed, by whichever path
+	// closes it (Close, a teardown, a failed Open).
+	counted atomic.Bool
 
 	bufs  sendcore.Buffers
 	dests []Peer // by buffer ID: where a posted buffer goes
@@ -78,7 +79,8 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 		}
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr, counted: counted}
+	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr}
+	e.counted.Store(counted)
 	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true}
 	if err := e.open(mgr, node, service, opts); err != nil {
 		e.c.MarkTornDown()
@@ -317,22 +319,20 @@ func (e *Endpoint) Close() error {
 	e.lingerInjects()
 	return e.closer.Close(e.c.Poller, func() error {
 		e.flushAllOnClose()
-		err := e.c.Close()
-		e.releaseProcess() // the libfabric endpoint is closed
-		return joinRelease(err, releasePoller(e.mgr))
+		return joinRelease(e.c.Close(), releasePoller(e.mgr))
 	})
 }
 
 // releaseProcess gives back the endpoint's claim of its process, if it
-// holds one (claimProcess).
+// still holds one (claimProcess).
 func (e *Endpoint) releaseProcess() {
-	if e.counted {
-		e.counted = false
+	if e.counted.CompareAndSwap(true, false) {
 		releaseProcess(e.cfg.ShareProcess)
 	}
 }
 
-// closeEndpoint closes the libfabric endpoint, then frees its info.
+// closeEndpoint closes the libfabric endpoint, then frees its info and
+// gives back the endpoint's claim of the process.
 func (e *Endpoint) closeEndpoint() {
 	if ep := e.c.Guard.Endpoint(); ep != nil {
 		e.forgetOnClose()
@@ -341,6 +341,7 @@ func (e *Endpoint) closeEndpoint() {
 		}
 	}
 	e.info.Free()
+	e.releaseProcess() // its region is unmapped now (perprocess.go)
 }
 
 // handler routes the endpoint's completions: receives by their key's mark,
