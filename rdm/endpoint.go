@@ -222,7 +222,8 @@ func (e *Endpoint) Addr() string { return e.addr }
 // AddPeer makes the peer at addr ("HOST:PORT", or a name for shm) known
 // and returns its handle. Adding a peer twice returns the same handle,
 // also when Config.MaxPeers peers are held. An address that does not parse
-// for the provider, or a peer name holding a NUL byte, is an error matching
+// for the provider, a peer name holding a NUL byte, or on shm the name of
+// a closed endpoint of this process (ErrRetiredName), is an error matching
 // netio.ErrBadAddress; a new peer past Config.MaxPeers, one matching
 // netio.ErrNoResources; after Close, netio.ErrClosed.
 func (e *Endpoint) AddPeer(addr string) (Peer, error) {
@@ -332,16 +333,33 @@ func (e *Endpoint) releaseProcess() {
 }
 
 // closeEndpoint closes the libfabric endpoint, then frees its info and
-// gives back the endpoint's claim of the process.
+// gives back the endpoint's claim of the process; its name stays retired
+// (retireName). If fi_close fails the claim is kept for the process's life:
+// the region may still be mapped and in use, and another endpoint of the
+// process must not open beside it as if it were gone.
 func (e *Endpoint) closeEndpoint() {
 	if ep := e.c.Guard.Endpoint(); ep != nil {
 		e.forgetOnClose()
+		e.retireName(ep)
 		if err := ep.Close(); err != nil {
-			e.c.Log.Error().Err(err).Msg("closing rdm endpoint")
+			e.c.Log.Error().Err(err).Bool("claimKept", e.counted.Swap(false)).Msg("closing rdm endpoint")
 		}
 	}
 	e.info.Free()
 	e.releaseProcess() // its region is unmapped now (perprocess.go)
+}
+
+// retireName records the endpoint's name as a closed one's (perprocess.go),
+// asking the provider for it when Open failed before learning it.
+func (e *Endpoint) retireName(ep *fabric.Endpoint) {
+	if !quirks.For(e.mgr.Provider()).RegionsSharedInProcess {
+		return
+	}
+	name := e.addr
+	if name == "" {
+		name, _ = localAddr(ep, e.mgr.Provider()) // "" if it cannot say: nothing to refuse
+	}
+	retireName(e.mgr.Provider(), name)
 }
 
 // handler routes the endpoint's completions: receives by their key's mark,

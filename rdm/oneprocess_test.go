@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,6 +45,13 @@ func runChild(t *testing.T, shape string, limit time.Duration) ([]byte, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), childEnv+"="+shape)
+	// A child past its limit gets SIGQUIT, which prints its goroutines and
+	// exits through the runtime, so that a test binary that hung says where;
+	// SIGKILL only if it has not ended 10 s later. (Its shm regions in
+	// /dev/shm are left either way: libfabric unlinks them only at a
+	// close.)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	return cmd.CombinedOutput()
 }
 
@@ -125,6 +134,7 @@ func TestOneShmEndpointPerProcess(t *testing.T) {
 		e, err := rdm.Open(c.mgr, "", c.cfg)
 		assert.ErrorIs(t, err, rdm.ErrOneEndpointPerProcess, "case %d", i)
 		assert.ErrorIs(t, err, netio.ErrNotSupported, "case %d", i)
+		assert.ErrorContains(t, err, "1 endpoint(s) of shm open here already, 1 of them without ShareProcess", "case %d", i)
 		assert.Nil(t, e, "case %d", i)
 	}
 	assert.Equal(t, regs, mgr.Stats().Registrations, "a refused Open registers nothing")
@@ -137,6 +147,7 @@ func TestOneShmEndpointPerProcess(t *testing.T) {
 	require.NoError(t, err, "both set ShareProcess")
 	_, err = rdm.Open(mgr, "", cfg)
 	assert.ErrorIs(t, err, rdm.ErrOneEndpointPerProcess, "one that does not set it stays out")
+	assert.ErrorContains(t, err, "2 endpoint(s) of shm open here already, 0 of them without ShareProcess (this one does not set it)")
 	require.NoError(t, a.Close())
 	require.NoError(t, b.Close())
 	require.NoError(t, a.Close(), "Close twice gives the claim back once")
@@ -180,12 +191,18 @@ func TestShmCloseBesideAnother(t *testing.T) {
 // closeBesideAnother is the child's shape (see TestShmCloseBesideAnother).
 func closeBesideAnother(t *testing.T) {
 	const size = 8 << 10 // above shm's 4 KiB inject size: answered into the sender's region
-	gate, held := make(chan struct{}), make(chan struct{})
-	var first sync.Once
+	gate, held, second := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
 	rx := open(t, openDomain(t, "shm"), "", rdm.Config{ShareProcess: true,
 		Receive: netio.ReceiveParams{BufferSize: size, BufferCount: 8},
 		OnData: func(*rdm.Endpoint, rdm.Peer, []byte) {
-			first.Do(func() { close(held); <-gate })
+			switch calls.Add(1) {
+			case 1:
+				close(held)
+				<-gate
+			case 2:
+				close(second)
+			}
 		}})
 	t.Cleanup(func() { close(gate) }) // before rx closes, should the shape fail early
 	tx, err := rdm.Open(openDomain(t, "shm"), "", rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) {},
@@ -194,15 +211,24 @@ func closeBesideAnother(t *testing.T) {
 	peer, err := tx.AddPeer(rx.Addr())
 	require.NoError(t, err)
 	sendNow(t, tx, peer, 64)
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		require.Fail(t, "the first message never arrived")
-	}
+	require.True(t, closedWithin(held, 10*time.Second), "the first message never arrived")
 	sendNow(t, tx, peer, size)
 	require.NoError(t, tx.Close())
-	gate <- struct{}{}                 // the receiver goes on, to the second message
-	time.Sleep(200 * time.Millisecond) // and handles it meanwhile
+	gate <- struct{}{} // the receiver goes on, to the second message
+	// The process dies first, or the receiver survived it.
+	assert.True(t, closedWithin(second, 10*time.Second), "the second message neither arrived nor crashed the process")
+}
+
+// closedWithin reports whether ch is closed within limit.
+func closedWithin(ch <-chan struct{}, limit time.Duration) bool {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // sendNow sends n bytes to peer, retrying while the provider is not ready.
@@ -215,4 +241,82 @@ func sendNow(t *testing.T, e *rdm.Endpoint, peer rdm.Peer, n int) {
 		require.Equal(t, netio.NoResources, st)
 		require.True(t, time.Now().Before(deadline), "the send was never taken")
 	}
+}
+
+// TestShareProcessRefusesProgressTimeout: on shm, ProgressTimeout's
+// teardown closes the endpoint exactly when its sends are pending, which
+// ShareProcess promises never happens; Open refuses the pair, changing
+// nothing (the claim is not taken: the same Open without the timeout
+// opens). A provider without the hazard takes both.
+func TestShareProcessRefusesProgressTimeout(t *testing.T) {
+	mgr := openDomain(t, "shm")
+	cfg := rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) {}, ShareProcess: true, ProgressTimeout: time.Second}
+	e, err := rdm.Open(mgr, "", cfg)
+	assert.ErrorIs(t, err, netio.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "ShareProcess with ProgressTimeout")
+	assert.True(t, e == nil, "no endpoint")
+	assert.Zero(t, mgr.Stats().Registrations, "a refused Open registers nothing")
+	without := cfg
+	without.ProgressTimeout = 0
+	e, err = rdm.Open(mgr, "", without)
+	require.NoError(t, err, "without the timeout it opens")
+	require.NoError(t, e.Close())
+
+	e, err = rdm.Open(openDomain(t, "tcp;ofi_rxm"), "127.0.0.1:0", cfg)
+	require.NoError(t, err, "tcp;ofi_rxm closes an endpoint under nobody")
+	require.NoError(t, e.Close())
+}
+
+// TestRetiredShmName: libfabric 1.17's shm keeps a closed endpoint's name
+// in its process-wide list with its unmapped region, and looks peers up
+// there first; AddPeer refuses the name of a closed endpoint of the
+// process (ErrRetiredName, netio.ErrBadAddress) and adds nothing, whether
+// the provider made the name or the caller chose it. Open of a chosen name
+// again is fine: shm appends a process-wide index to every name, so the
+// new endpoint's differs.
+func TestRetiredShmName(t *testing.T) {
+	mgr := openDomain(t, "shm")
+	cfg := rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) {}}
+	var retired []string
+	for _, name := range []string{"", "netio-retired"} {
+		e, err := rdm.Open(mgr, name, cfg)
+		require.NoError(t, err)
+		retired = append(retired, e.Addr())
+		require.NoError(t, e.Close())
+	}
+	e := open(t, mgr, "netio-retired", cfg)
+	assert.NotContains(t, retired, e.Addr(), "a chosen name opened again is a new name")
+	for _, name := range retired {
+		p, err := e.AddPeer(name)
+		assert.ErrorIs(t, err, rdm.ErrRetiredName, name)
+		assert.ErrorIs(t, err, netio.ErrBadAddress, name)
+		assert.Equal(t, rdm.Peer{}, p)
+	}
+	assert.Zero(t, e.Peers(), "a refused AddPeer adds nothing")
+	_, err := e.AddPeer(e.Addr())
+	assert.NoError(t, err, "an open endpoint's name is not retired")
+}
+
+// TestShmClaimReleasedAtTeardown: an shm endpoint torn down by
+// ProgressTimeout (its send to a name nobody has never completes) gives
+// its claim of the process back there, not only at Close: another endpoint
+// opens before the first's Close.
+func TestShmClaimReleasedAtTeardown(t *testing.T) {
+	mgr := openDomain(t, "shm")
+	canceled := make(chan struct{})
+	var once sync.Once
+	e := open(t, mgr, "", rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) {},
+		ProgressTimeout: 200 * time.Millisecond, PeerTimeout: time.Minute,
+		OnSendCompleted: func(_ uint64, st netio.Status) {
+			if st == netio.Canceled {
+				once.Do(func() { close(canceled) })
+			}
+		}})
+	peer, err := e.AddPeer("fi_shm://netio-nobody:0:999999")
+	require.NoError(t, err)
+	sendNow(t, e, peer, 64)
+	require.True(t, closedWithin(canceled, 30*time.Second), "ProgressTimeout never tore the endpoint down")
+	next, err := rdm.Open(mgr, "", rdm.Config{OnData: func(*rdm.Endpoint, rdm.Peer, []byte) {}})
+	require.NoError(t, err, "the teardown gave the claim back")
+	require.NoError(t, next.Close())
 }

@@ -145,9 +145,6 @@ func TestOneSenderManyReceivers(t *testing.T) {
 			}
 			mgr := openDomain(t, p.name)
 			var ok, other atomic.Int64
-			// The receivers first, so that the sender closes before them:
-			// shm maps a receiver's region once per process, and a
-			// receiver closed first would unmap it under the sender.
 			var sinks []*streams
 			var addrs []string
 			var rxs []*rdm.Endpoint
