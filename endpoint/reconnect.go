@@ -27,12 +27,14 @@ const (
 // backlogRetry is how long a backlog whose post the provider refused with
 // a buffer free first waits before it is posted again, if no completion
 // drains it first: the send core's retry of a stalled hand-off, for the
-// same reason (see retryDrain). Each further refusal in a row doubles the
-// wait, up to backlogRetryMax, and a post taken brings it back to
-// backlogRetry: a peer stalled for seconds then costs a retry every
-// backlogRetryMax instead of every millisecond (a timer, a lock and a
-// refused post each), and a short stall still ends within about
-// backlogRetry of the provider taking sends again.
+// same reason (see retryDrain). Each retry of the timer's own that is
+// refused again doubles the wait, up to backlogRetryMax, and a post taken
+// brings it back to backlogRetry: a peer stalled for seconds then costs a
+// retry every backlogRetryMax instead of every millisecond (a timer, a
+// lock and a refused post each). Refusals met by Send or a completion
+// neither double the wait nor push a pending retry out, so a burst of
+// Sends into a stall that clears at once still retries after about
+// backlogRetry.
 const backlogRetry = sendcore.HandOffRetry
 
 // backlogRetryMax caps the wait between retries of a refused backlog: a
@@ -185,9 +187,11 @@ type ReconnectingSender struct {
 	closed  bool
 	retry   *time.Timer // drains the backlog again after a refusal (retryDrain)
 	// retryWait is the wait before the next retry after a refusal:
-	// backlogRetry, doubled by each refusal in a row (nextBacklogRetry).
-	retryWait time.Duration
-	retries   atomic.Uint64 // retryDrain runs, for tests of the backoff
+	// backlogRetry, doubled by each of the timer's retries refused in a
+	// row (nextBacklogRetry).
+	retryWait    time.Duration
+	retryPending bool          // retry is armed; under mu
+	retries      atomic.Uint64 // retryDrain runs, for tests of the backoff
 
 	handedOver, completed, failed, canceled atomic.Uint64
 	connections, dialErrors                 atomic.Uint64
@@ -265,7 +269,7 @@ func (r *ReconnectingSender) Send(data []byte) (uint64, netio.Status) {
 	r.n++
 	r.accept(len(data))
 	if r.ep != nil {
-		r.drain()
+		r.drain(false)
 	}
 	return key, netio.OK
 }
@@ -317,22 +321,36 @@ func (r *ReconnectingSender) post(key uint64, data []byte) (st netio.Status, ref
 }
 
 // drain posts waiting messages, oldest first, while buffers are free. A
-// post the provider refused with a buffer free arms the retry timer, for
-// longer after each refusal in a row; a post taken shortens it again.
+// post the provider refused with a buffer free arms the retry timer unless
+// it is armed already; fromTimer says the timer's own retry runs it, whose
+// refusal doubles the wait first. A post taken shortens the wait again.
 // Callers hold mu.
-func (r *ReconnectingSender) drain() {
+func (r *ReconnectingSender) drain(fromTimer bool) {
 	for r.n > 0 && r.ep != nil {
 		slot := &r.backlog[r.head]
 		if st, refused := r.post(slot.key, slot.data); st != netio.OK {
 			if refused {
-				r.retry.Reset(r.retryWait)
-				r.retryWait = nextBacklogRetry(r.retryWait)
+				r.armRetry(fromTimer)
 			}
 			return
 		}
 		r.retryWait = backlogRetry // progress: a new refusal retries soon
 		r.head = (r.head + 1) % len(r.backlog)
 		r.n--
+	}
+}
+
+// armRetry arms the retry timer after a refused post, unless a retry is
+// pending: pushing it out would let a stream of refused Sends delay it
+// for ever. A refusal of the timer's own retry (again) doubles the wait.
+// Callers hold mu.
+func (r *ReconnectingSender) armRetry(again bool) {
+	if again {
+		r.retryWait = nextBacklogRetry(r.retryWait)
+	}
+	if !r.retryPending {
+		r.retryPending = true
+		r.retry.Reset(r.retryWait)
 	}
 }
 
@@ -347,8 +365,9 @@ func (r *ReconnectingSender) retryDrain() {
 	r.retries.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.retryPending = false
 	if !r.closed {
-		r.drain()
+		r.drain(true)
 	}
 }
 
@@ -357,7 +376,7 @@ func (r *ReconnectingSender) retryDrain() {
 func (r *ReconnectingSender) onCompleted(key uint64, st netio.Status) {
 	if st == netio.OK {
 		r.mu.Lock()
-		r.drain()
+		r.drain(false)
 		r.mu.Unlock()
 	}
 	if st == netio.OK {
@@ -443,7 +462,7 @@ func (r *ReconnectingSender) attach(ep *SendEndpointBuffered) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ep = ep
-	r.drain()
+	r.drain(false)
 }
 
 // detach stops Send from posting on the current connection.
