@@ -234,9 +234,11 @@ func (s *sink) rdmConfig(bufSize, bufs int, pc cq.Config) rdm.Config {
 
 // shareProcess: the rdm sweep keeps both sides of an exchange in one
 // process, and closes them only after everything sent arrived
-// (awaitDelivery; the ping-pong's last message is answered by none), the
-// close order rdm.Config.ShareProcess asks for shm. Server and client
-// modes open one endpoint per process, where it changes nothing.
+// (awaitDelivery, and closeRDMPair after a failed stream, which leaves them
+// open on shm if it did not; the ping-pong's last message is answered by
+// none), the close order rdm.Config.ShareProcess asks for shm. None sets
+// ProgressTimeout, which shm refuses with it. Server and client modes open
+// one endpoint per process, where it changes nothing.
 const shareProcess = true
 
 // onRDMData counts (and verifies, in any order) one message.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/rdm"
 	"github.com/netio-go/netio/sendbuf"
 )
@@ -41,14 +43,44 @@ func (w *sweeper) throughputRDM(ctx context.Context, size int, row *sweepRow) er
 	if err != nil {
 		return err
 	}
-	defer rx.Close()
 	s := newSender(size, nil)
 	tx, err := s.openRDM(w.mgr, w.sweepLocal(), rx.Addr(), window, cq.Runtime{PollerConfig: w.poll.config()})
 	if err != nil {
+		_ = rx.Close() // nothing was sent to it
 		return err
 	}
-	defer tx.Close()
-	return w.stream(ctx, s, sk, size, window, rxBufs, row)
+	err = w.stream(ctx, s, sk, size, window, rxBufs, row)
+	settle := func() error {
+		return awaitDelivery(context.WithoutCancel(ctx), sk, s.sent.Load(), rdmSettleLimit)
+	}
+	return closeRDMPair(err, quirks.For(w.mgr.Provider()).RegionsSharedInProcess, settle, tx, rx)
+}
+
+// rdmSettleLimit bounds how long closeRDMPair waits for the receiver after
+// a failed stream.
+const rdmSettleLimit = 5 * time.Second
+
+// closeRDMPair closes the throughput part's sender, then its receiver,
+// after the stream ended with err, keeping rdm.Config.ShareProcess's
+// promise: close an endpoint only once the other has received all it sent.
+// On success the stream waited for that (awaitDelivery). After an error
+// (a cancel, a failed run or drain, messages late) the sender has stopped
+// sending, and settle waits a bounded time for the receiver to count every
+// message handed over. If that fails on a provider whose endpoints share
+// regions in the process (shm), closing the sender could crash the process
+// (SIGSEGV inside libfabric, rdm.ErrOneEndpointPerProcess): it returns the
+// error and leaves both endpoints open. The sweep then stops, its domain's
+// close is refused while their registrations live, and the process exits,
+// which unmaps the regions with nothing left to touch them.
+func closeRDMPair(err error, sharedRegions bool, settle func() error, tx, rx io.Closer) error {
+	if err != nil {
+		if serr := settle(); serr != nil && sharedRegions {
+			return fmt.Errorf("%w (both endpoints left open: closing the sender now could crash the process: %v)", err, serr)
+		}
+	}
+	_ = tx.Close()
+	_ = rx.Close() // after the sender, which sends it nothing more
+	return err
 }
 
 // latencyRDM bounces one message between two connectionless endpoints,
