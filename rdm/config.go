@@ -112,13 +112,14 @@ type Config struct {
 	// promise about the order of closes: close an endpoint only once every
 	// other endpoint of the process has received all it sent (their
 	// OnData ran for each message) and will send it nothing more; anything
-	// else can crash the process inside libfabric 1.17. Closing the
-	// endpoint's domain closes the endpoint and counts as a close. The
-	// library must not close it either: Open refuses ShareProcess with
-	// ProgressTimeout on shm (netio.ErrInvalidArgument), whose teardown
-	// closes the endpoint exactly when its sends are pending. Tools that
-	// keep both sides of an exchange in one process (netio-perf's rdm
-	// sweep) set it. Other providers ignore it.
+	// else can crash the process inside libfabric 1.17. Any close of the
+	// libfabric endpoint counts, not only Close: the library must not close
+	// it either, so Open refuses ShareProcess with ProgressTimeout on shm
+	// (netio.ErrInvalidArgument), whose teardown closes the endpoint
+	// exactly when its sends are pending. (The domain's Close does not
+	// close it: it is refused while the endpoint's registrations live.)
+	// Tools that keep both sides of an exchange in one process
+	// (netio-perf's rdm sweep) set it. Other providers ignore it.
 	ShareProcess bool
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
