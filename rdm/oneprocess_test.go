@@ -2,8 +2,10 @@ package rdm_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -47,12 +49,26 @@ func runChild(t *testing.T, shape string, limit time.Duration) ([]byte, error) {
 	cmd.Env = append(os.Environ(), childEnv+"="+shape)
 	// A child past its limit gets SIGQUIT, which prints its goroutines and
 	// exits through the runtime, so that a test binary that hung says where;
-	// SIGKILL only if it has not ended 10 s later. (Its shm regions in
-	// /dev/shm are left either way: libfabric unlinks them only at a
-	// close.)
+	// SIGKILL only if it has not ended 10 s later.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
 	cmd.WaitDelay = 10 * time.Second
-	return cmd.CombinedOutput()
+	out, err := cmd.CombinedOutput()
+	removeShmRegions(cmd)
+	return out, err
+}
+
+// removeShmRegions removes the shm regions an ended child left in
+// /dev/shm: shm names a region after the process that made it
+// ("PID:..."), and libfabric unlinks it only at a close, which a child
+// that crashed or was killed never reached.
+func removeShmRegions(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	names, _ := filepath.Glob(fmt.Sprintf("/dev/shm/%d:*", cmd.Process.Pid))
+	for _, n := range names {
+		_ = os.Remove(n)
+	}
 }
 
 // tail is the last n bytes of b, as a string.
