@@ -39,8 +39,8 @@
 // poller goroutine, and let the application's goroutine post the first
 // window and sleep until the callback hands it a send refused for now
 // (NoResources) or the end. A goroutine woken to refill the window costs a
-// thread wake-up per wake on each side of the hand-off, and its own Go
-// runtime work: on two cores a 4 KiB tcp;ofi_rxm sender that way spent
-// about 1.3 times the C sender's CPU a message (docs/performance.md;
-// cmd/netio-perf's rdm client is written so, rdmrefill.go).
+// thread wake-up per wake on each side of the hand-off and its own Go
+// runtime work, which on a busy host is a large part of a small message's
+// cost (docs/performance.md; cmd/netio-perf's rdm client is written so,
+// rdmrefill.go).
 package rdm
