@@ -42,7 +42,7 @@ type PublisherStats struct {
 	SharedBuffers   uint64 // Shared mode: buffers posted, each encoded once
 	SharedSends     uint64 // Shared mode: sends of those buffers to subscribers that took them
 	SharedFree      int    // Shared mode: buffers free now (all of MaxInFlight when nothing is in flight)
-	SharedFlushes   uint64 // Shared mode: housekeeping rounds that looked for partly filled buffers (none while none is filled)
+	SharedFlushes   uint64 // Shared mode: housekeeping rounds that looked for partly filled buffers (none while none is filled), each counted before it posts anything
 }
 
 // Stats returns the publisher's counters.
