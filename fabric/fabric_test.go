@@ -367,11 +367,13 @@ func postSend(t *testing.T, s *stack, ep *fabric.Endpoint, msg string, ctx uint6
 	require.Zero(t, ep.Send(addr(buf), len(msg), mr.Desc(), ctx))
 }
 
-// preset and presetCPP are what the environment named before the package
-// applied its defaults (package variables are set before any test runs).
+// preset, presetCPP and presetBuf are what the environment named before
+// the package applied its defaults (package variables are set before any
+// test runs).
 var (
 	preset, presetSet       = os.LookupEnv(fabric.TCPStagingEnv)
 	presetCPP, presetCPPSet = os.LookupEnv(fabric.RxMCompPerProgressEnv)
+	presetBuf, presetBufSet = os.LookupEnv(fabric.SocketsBufSizeEnv)
 )
 
 // TestProviderDefaults: the package's defaults reach the C environment
@@ -385,6 +387,7 @@ func TestProviderDefaults(t *testing.T) {
 	}{
 		{fabric.TCPStagingEnv, "0", preset, presetSet, fabric.TCPStaging},
 		{fabric.RxMCompPerProgressEnv, "64", presetCPP, presetCPPSet, fabric.RxMCompPerProgress},
+		{fabric.SocketsBufSizeEnv, "4194304", presetBuf, presetBufSet, fabric.SocketsBufSize},
 	} {
 		got := c.get()
 		want, set := os.LookupEnv(c.name)

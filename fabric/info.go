@@ -73,7 +73,8 @@ type Info struct {
 
 // GetInfo calls fi_getinfo and returns the first matching entry. The
 // first call in a process applies the package's provider settings unless
-// the environment names them (TCPStagingEnv, RxMCompPerProgressEnv).
+// the environment names them (TCPStagingEnv, RxMCompPerProgressEnv,
+// SocketsBufSizeEnv).
 func GetInfo(h Hints) (*Info, error) {
 	applyProviderDefaults()
 	var ch C.struct_netio_hints

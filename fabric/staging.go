@@ -50,11 +50,39 @@ const TCPStagingEnv = "FI_TCP_STAGING_SBUF_SIZE"
 // its overflow list, as they did before.
 const RxMCompPerProgressEnv = "FI_OFI_RXM_COMP_PER_PROGRESS"
 
+// SocketsBufSizeEnv is the libfabric setting that fixes the sockets
+// provider's socket send and receive buffer sizes (FI_SOCKETS_MAX_BUF_SZ,
+// SO_SNDBUF and SO_RCVBUF; libfabric's default 0 leaves them to the
+// kernel, whose receive buffer starts at tcp_rmem's default, 128 KiB, and
+// grows only for a reader that keeps up).
+//
+// libfabric 1.17's sockets provider reads a message's 24-byte header with
+// MSG_PEEK and takes nothing off the socket until all 24 bytes are there.
+// A receiver that fell behind can be left with the first bytes of a header
+// in a buffer whose kernel memory is all but used up (one stall: 10 bytes
+// waiting, 106,583 bytes of receive memory charged, a 131,072-byte
+// buffer): the kernel advertises a zero window, the rest of the header
+// never comes, and the connection stalls for ever, the receiver's progress
+// thread peeking and the sender's data queued (fabric's
+// TestInjectRunToRefusedMidRun on sockets under CPU load). Linux opens the
+// window while at least half the buffer is free, so a buffer far larger
+// than what a few waiting bytes are charged keeps it open.
+//
+// Unless the process's environment already names it, the package sets it
+// to "4194304" (the kernel doubles it, bounded by net.core.rmem_max and
+// wmem_max) before its first call into libfabric, as it does for
+// TCPStagingEnv. sockets applies it to its listening socket, so it covers
+// what the accepting side of a connection receives (the peer a sender
+// connects to); the connecting side keeps the kernel's buffer. The memory
+// is the kernel's, taken only while data waits.
+const SocketsBufSizeEnv = "FI_SOCKETS_MAX_BUF_SZ"
+
 // providerDefaults are the libfabric settings the package applies before
 // its first GetInfo unless the environment names them.
 var providerDefaults = []struct{ name, value string }{
 	{TCPStagingEnv, "0"},
 	{RxMCompPerProgressEnv, "64"},
+	{SocketsBufSizeEnv, "4194304"},
 }
 
 var defaultsOnce sync.Once
@@ -82,6 +110,12 @@ func TCPStaging() string { return providerSetting(TCPStagingEnv) }
 // package's default has been applied: "64" unless the program named its
 // own.
 func RxMCompPerProgress() string { return providerSetting(RxMCompPerProgressEnv) }
+
+// SocketsBufSize returns the socket buffer size libfabric's sockets
+// provider reads from the C environment (see SocketsBufSizeEnv), after the
+// package's default has been applied: "4194304" unless the program named
+// its own.
+func SocketsBufSize() string { return providerSetting(SocketsBufSizeEnv) }
 
 // providerSetting returns name's value in the C environment once the
 // package's defaults are applied, "" when it is unset.

@@ -10,6 +10,7 @@
 provider_env() {
 	export FI_TCP_STAGING_SBUF_SIZE="${FI_TCP_STAGING_SBUF_SIZE:-0}"
 	export FI_OFI_RXM_COMP_PER_PROGRESS="${FI_OFI_RXM_COMP_PER_PROGRESS:-64}"
+	export FI_SOCKETS_MAX_BUF_SZ="${FI_SOCKETS_MAX_BUF_SZ:-4194304}"
 }
 
 # scratch_dir makes the scratch directory ${dir} and the list ${pids} of
