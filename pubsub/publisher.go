@@ -78,6 +78,8 @@ type Publisher struct {
 	refusedSessions atomic.Uint64
 	refusedTags     atomic.Uint64
 	lostPending     atomic.Uint64
+
+	room roomWait // WaitRoom's callers (room.go)
 }
 
 // tagState is one served tag: its sequence number and subscriptions,
@@ -208,6 +210,7 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 			ln.Close()
 			return nil, err
 		}
+		p.sh.pub = p
 	}
 	empty := map[uint64]*tagState{}
 	p.tags.Store(&empty)
@@ -367,6 +370,7 @@ func (p *Publisher) housekeeping() {
 					ss.mu.Unlock()
 				}
 			}
+			p.roomTick(sessions)
 			clear(sessions)
 			if p.sh != nil {
 				continue // shared buffers carry their own SYNC records

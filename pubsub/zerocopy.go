@@ -95,6 +95,7 @@ func (p *Publisher) PublishZeroCopy(tag uint64, status uint8, data []byte, key u
 	select {
 	case idx = <-p.zcFree:
 	default:
+		p.room.pool.Store(true)
 		return NoResources
 	}
 	e := &p.zc[idx]
@@ -168,6 +169,7 @@ func (p *Publisher) zcRelease(idx uint32) {
 	}
 	key := e.key
 	p.zcFree <- idx
+	p.poolFreed()
 	if cb := p.cfg.OnPublishCompleted; cb != nil {
 		cb(key, st)
 	}

@@ -1,0 +1,247 @@
+package pubsub_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/pubsub"
+)
+
+// roomModes are the modes whose Block refusals WaitRoom is tested on:
+// Shared (a post queued on the session) and Buffered (the pending slot).
+var roomModes = []struct {
+	name string
+	mode pubsub.Mode
+}{{"shared", pubsub.Shared}, {"buffered", pubsub.Buffered}}
+
+// refusedPublisher starts a Block publisher of tag 1 and the other tags
+// in mode with 4 send buffers of 64 KiB and one subscriber of them all
+// that stops reading at its first message until release is closed, and
+// publishes 48 KiB messages on tag 1 until
+// Publish refuses for good (the subscriber's connection is full and a
+// message waits for it). It returns the publisher, the subscriber and how
+// many messages were taken.
+func refusedPublisher(t *testing.T, mgr *domain.Manager, mode pubsub.Mode, release <-chan struct{}, other ...uint64) (*pubsub.Publisher, *pubsub.Subscriber, *collector, uint64) {
+	t.Helper()
+	tags := append([]uint64{1}, other...)
+	cfg := smallShared(tags, pubsub.Block)
+	cfg.Mode = mode
+	p := newPublisher(t, mgr, cfg)
+	c := newCollector()
+	stallUntil(c, release)
+	scfg := c.config(p.Addr())
+	scfg.Receive = netio.ReceiveParams{BufferSize: 64 << 10, BufferCount: 4}
+	sub := newSubscriber(t, mgr, scfg)
+	require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), tags...))
+	buf := make([]byte, 48<<10)
+	var taken uint64
+	deadline := time.Now().Add(30 * time.Second)
+	var refusedSince time.Time
+	for refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond {
+		require.True(t, time.Now().Before(deadline), "never refused for good after %d messages", taken)
+		if p.Publish(1, payload(buf, 1, taken)) == pubsub.NoResources {
+			if refusedSince.IsZero() {
+				refusedSince = time.Now()
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		refusedSince = time.Time{}
+		taken++
+		p.Flush()
+	}
+	require.True(t, p.Subscribers()[0].Pending, "refused without a message waiting")
+	return p, sub, c, taken
+}
+
+// waitRoomAsync runs WaitRoom(ctx) on its own goroutine and returns where
+// its answer goes, once the call sleeps (RoomSleeps counts it).
+func waitRoomAsync(t *testing.T, ctx context.Context, p *pubsub.Publisher) <-chan error {
+	t.Helper()
+	sleeps := p.Stats().RoomSleeps
+	done := make(chan error, 1)
+	go func() { done <- p.WaitRoom(ctx) }()
+	waitFor(t, 10*time.Second, func() bool { return p.Stats().RoomSleeps > sleeps }, "WaitRoom to sleep")
+	return done
+}
+
+// TestWaitRoomWakesOnRoom: WaitRoom sleeps while the refusing subscriber
+// does not read (its message stays pending) and returns once it reads
+// again and its connection has room; Publish then takes the message, and
+// the subscriber gets everything in order.
+func TestWaitRoomWakesOnRoom(t *testing.T) {
+	for _, m := range roomModes {
+		t.Run(m.name, func(t *testing.T) {
+			mgr := openDomain(t, "tcp")
+			release := make(chan struct{})
+			p, _, c, taken := refusedPublisher(t, mgr, m.mode, release)
+			done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+			// A stalled subscriber makes no room: the call must still sleep
+			// after the housekeeping ticks that let go of refusals with room.
+			time.Sleep(50 * time.Millisecond)
+			select {
+			case err := <-done:
+				t.Fatalf("WaitRoom returned %v while the subscriber did not read", err)
+			default:
+			}
+			before := p.Stats()
+			close(release)
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("WaitRoom not woken after the subscriber read again")
+			}
+			after := p.Stats()
+			assert.Greater(t, after.RoomWakes+after.RoomTickWakes, before.RoomWakes+before.RoomTickWakes, "returned without a wake")
+			buf := make([]byte, 48<<10)
+			require.Equal(t, pubsub.OK, p.Publish(1, payload(buf, 1, taken)), "no room after WaitRoom")
+			p.Flush()
+			waitFor(t, 20*time.Second, func() bool { return c.count.Load() == int64(taken+1) }, "%d messages", taken+1)
+			checkInOrder(t, c, 1, 0, taken+1)
+			assert.Empty(t, c.problems())
+		})
+	}
+}
+
+// TestWaitRoomClose: Close wakes a caller waiting for a subscriber that
+// does not read, with an error matching netio.ErrClosed; later calls
+// answer the same at once.
+func TestWaitRoomClose(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	release := make(chan struct{})
+	defer close(release)
+	p, _, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release)
+	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+	require.NoError(t, p.Close())
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, netio.ErrClosed)
+	case <-time.After(20 * time.Second):
+		t.Fatal("WaitRoom not woken by Close")
+	}
+	assert.ErrorIs(t, p.WaitRoom(context.Background()), netio.ErrClosed)
+}
+
+// TestWaitRoomUnsubscribe: the refusing subscriber unsubscribing from the
+// tag ends its refusal, which wakes the waiting caller, though it stays
+// subscribed to another tag and still does not read; Publish then answers
+// NoSubscriptions instead of NoResources.
+func TestWaitRoomUnsubscribe(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	release := make(chan struct{})
+	defer close(release)
+	p, sub, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release, 2)
+	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+	require.NoError(t, sub.Unsubscribe(ctxT(t, 10*time.Second), 1))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("WaitRoom not woken when the refusing subscriber unsubscribed")
+	}
+	assert.Equal(t, pubsub.NoSubscriptions, p.Publish(1, make([]byte, 64)))
+	assert.Equal(t, 1, p.Stats().Subscribers, "the subscriber left: its refusal ended with it")
+}
+
+// TestWaitRoomContext: a waiting caller returns its context's cause when
+// it ends, and a call with nothing refused returns nil at once, without
+// allocating.
+func TestWaitRoomContext(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	release := make(chan struct{})
+	defer close(release)
+	p, _, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release)
+	cause := errors.New("run over")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := waitRoomAsync(t, ctx, p)
+	cancel(cause)
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, cause)
+	case <-time.After(20 * time.Second):
+		t.Fatal("WaitRoom not ended by its context")
+	}
+
+	idle := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{1}, Mode: pubsub.Shared})
+	ctx2 := context.Background()
+	assert.NoError(t, idle.WaitRoom(ctx2), "nothing refused")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = idle.WaitRoom(ctx2) }))
+	assert.Zero(t, idle.Stats().RoomSleeps)
+}
+
+// TestWaitRoomBatches: a publisher that waits in WaitRoom whenever its
+// subscriber, which takes a millisecond per message, refuses is woken at
+// most once per half of its send buffers (one message each), not once per
+// completion, and nothing is lost.
+func TestWaitRoomBatches(t *testing.T) {
+	const messages, bufs = 400, 8
+	for _, m := range roomModes {
+		t.Run(m.name, func(t *testing.T) {
+			mgr := openDomain(t, "tcp")
+			p := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{1}, Mode: m.mode, Policy: pubsub.Block,
+				FlushInterval: time.Minute, Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: bufs}})
+			c := newCollector()
+			c.stall = func() { time.Sleep(time.Millisecond) }
+			cfg := c.config(p.Addr())
+			cfg.Receive = netio.ReceiveParams{BufferSize: 64 << 10, BufferCount: 2}
+			sub := newSubscriber(t, mgr, cfg)
+			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 1))
+			ctx := ctxT(t, 60*time.Second)
+			buf := make([]byte, 48<<10) // one message a buffer: a buffer sent per Publish
+			start := time.Now()
+			for seq := range uint64(messages) {
+				for p.Publish(1, payload(buf, 1, seq)) == pubsub.NoResources {
+					require.NoError(t, p.WaitRoom(ctx), "seq %d", seq)
+				}
+			}
+			elapsed := time.Since(start)
+			p.Flush()
+			waitFor(t, 30*time.Second, func() bool { return c.count.Load() == messages }, "%d messages", messages)
+			checkInOrder(t, c, 1, 0, messages)
+			st := p.Stats()
+			require.NotZero(t, st.RoomSleeps, "never waited: the subscriber kept up, the test shows nothing")
+			assert.NotZero(t, st.RoomWakes, "no wake from a send completion: %+v", st)
+			// A wake per completion would give one per message once the
+			// socket is full. The batch is bufs/2 completions; the
+			// housekeeping tick (5 ms) lets a refusal go sooner when no
+			// completion came over a whole tick, at most once per tick.
+			ticks := uint64(elapsed/(5*time.Millisecond)) + 1
+			assert.LessOrEqual(t, st.RoomTickWakes, ticks, "%+v", st)
+			assert.LessOrEqual(t, st.RoomWakes, uint64(messages/(bufs/2)+1), "wakes for %d sends in %v: %+v", messages, elapsed, st)
+			t.Logf("%d messages in %v: %d sleeps, %d wakes, %d by the tick", messages, elapsed, st.RoomSleeps, st.RoomWakes, st.RoomTickWakes)
+		})
+	}
+}
+
+// TestWaitRoomOnPoller: called from a callback on the publisher's poller
+// goroutine (OnPublishCompleted), WaitRoom answers ErrWaitOnPoller at once
+// instead of waiting for completions that poller would run.
+func TestWaitRoomOnPoller(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	got := make(chan error, 1)
+	var p *pubsub.Publisher
+	ready := make(chan struct{})
+	p = newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{1}, Mode: pubsub.ZeroCopy,
+		OnPublishCompleted: func(uint64, pubsub.Status) {
+			<-ready
+			got <- p.WaitRoom(context.Background())
+		}})
+	close(ready)
+	c := newCollector()
+	require.NoError(t, newSubscriber(t, mgr, c.config(p.Addr())).Subscribe(ctxT(t, 10*time.Second), 1))
+	require.Equal(t, pubsub.OK, p.PublishZeroCopy(1, 0, payload(make([]byte, 64), 1, 0), 7))
+	select {
+	case err := <-got:
+		assert.ErrorIs(t, err, pubsub.ErrWaitOnPoller)
+	case <-time.After(20 * time.Second):
+		t.Fatal("OnPublishCompleted not called")
+	}
+}
