@@ -120,10 +120,10 @@ func (r *roomWait) clear(mark *atomic.Bool, count *atomic.Uint64) {
 // longer applies) and Close wake it too; a refusal whose batch does not
 // come (some room, then no completion over a whole housekeeping tick of 5
 // ms: sends held by a stalled subscriber) is let go on the tick. While no
-// caller waits the
-// completions only load a flag: Publish pays nothing for it. Any number of
-// goroutines may wait at once; it does not allocate in steady state. Called
-// on the poller goroutine (from a callback) it returns ErrWaitOnPoller.
+// caller waits the completions only load a flag: Publish pays nothing for
+// it. Any number of goroutines may wait at once; it does not allocate in
+// steady state. Called on the poller goroutine (from a callback) it
+// returns ErrWaitOnPoller.
 func (p *Publisher) WaitRoom(ctx context.Context) error {
 	if p.isClosed.Load() {
 		return errRoomClosed
