@@ -245,3 +245,45 @@ func TestWaitRoomOnPoller(t *testing.T) {
 		t.Fatal("OnPublishCompleted not called")
 	}
 }
+
+// TestWaitRoomPool: Block subscribers that stopped reading empty the
+// Shared pool, so Publish on a tag of its own answers NoResources for the
+// pool; WaitRoom sleeps until they read again, and the buffers that come
+// back wake it (not the housekeeping tick's let-go); Publish then takes
+// the message.
+func TestWaitRoomPool(t *testing.T) {
+	const size = 48 << 10
+	mgr := openDomain(t, "tcp")
+	p := newPublisher(t, mgr, smallShared([]uint64{1, 2, 3}, pubsub.Block))
+	_, _, release := stalledTwo(t, mgr, p)
+	buf := make([]byte, size)
+	var seq [2]uint64
+	deadline := time.Now().Add(30 * time.Second)
+	for p.Stats().SharedFree != 0 || p.Publish(3, payload(buf, 3, 0)) != pubsub.NoResources {
+		require.True(t, time.Now().Before(deadline), "the pool never emptied: %+v", p.Stats())
+		for i, tag := range []uint64{1, 2} {
+			if p.Publish(tag, payload(buf, tag, seq[i])) == pubsub.OK {
+				seq[i]++
+			}
+		}
+		p.Flush()
+		time.Sleep(time.Millisecond)
+	}
+	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+	time.Sleep(20 * time.Millisecond) // past housekeeping ticks: no room, no wake
+	select {
+	case err := <-done:
+		t.Fatalf("WaitRoom returned %v while the pool was empty", err)
+	default:
+	}
+	before := p.Stats()
+	release()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("WaitRoom not woken by the buffers coming back")
+	}
+	assert.Greater(t, p.Stats().RoomWakes, before.RoomWakes, "not woken by a buffer given back: %+v", p.Stats())
+	require.Equal(t, pubsub.OK, publishAll(t, p, 3, buf, 0, time.Now().Add(20*time.Second)))
+}
