@@ -257,18 +257,9 @@ func TestWaitRoomPool(t *testing.T) {
 	p := newPublisher(t, mgr, smallShared([]uint64{1, 2, 3}, pubsub.Block))
 	_, _, release := stalledTwo(t, mgr, p)
 	buf := make([]byte, size)
-	var seq [2]uint64
-	deadline := time.Now().Add(30 * time.Second)
-	for p.Stats().SharedFree != 0 || p.Publish(3, payload(buf, 3, 0)) != pubsub.NoResources {
-		require.True(t, time.Now().Before(deadline), "the pool never emptied: %+v", p.Stats())
-		for i, tag := range []uint64{1, 2} {
-			if p.Publish(tag, payload(buf, tag, seq[i])) == pubsub.OK {
-				seq[i]++
-			}
-		}
-		p.Flush()
-		time.Sleep(time.Millisecond)
-	}
+	fillPool(t, p, buf, func() bool {
+		return p.Stats().SharedFree == 0 && p.Publish(3, payload(buf, 3, 0)) == pubsub.NoResources
+	})
 	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
 	time.Sleep(20 * time.Millisecond) // past housekeeping ticks: no room, no wake
 	select {
