@@ -3,6 +3,7 @@ package pubsub_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/pubsub"
 )
@@ -72,6 +74,29 @@ func waitRoomAsync(t *testing.T, ctx context.Context, p *pubsub.Publisher) <-cha
 	return done
 }
 
+// wokenBy checks that the WaitRoom call answering on done still sleeps
+// past a few housekeeping ticks, then returns nil once release made room
+// (what says how), and returns the publisher's counters from before
+// release.
+func wokenBy(t *testing.T, p *pubsub.Publisher, done <-chan error, release func(), what string) pubsub.PublisherStats {
+	t.Helper()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("WaitRoom returned %v before %s", err, what)
+	default:
+	}
+	before := p.Stats()
+	release()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("WaitRoom not woken by %s", what)
+	}
+	return before
+}
+
 // TestWaitRoomWakesOnRoom: WaitRoom sleeps while the refusing subscriber
 // does not read (its message stays pending) and returns once it reads
 // again and its connection has room; Publish then takes the message, and
@@ -85,20 +110,7 @@ func TestWaitRoomWakesOnRoom(t *testing.T) {
 			done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
 			// A stalled subscriber makes no room: the call must still sleep
 			// after the housekeeping ticks that let go of refusals with room.
-			time.Sleep(50 * time.Millisecond)
-			select {
-			case err := <-done:
-				t.Fatalf("WaitRoom returned %v while the subscriber did not read", err)
-			default:
-			}
-			before := p.Stats()
-			close(release)
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(20 * time.Second):
-				t.Fatal("WaitRoom not woken after the subscriber read again")
-			}
+			before := wokenBy(t, p, done, func() { close(release) }, "the subscriber reading again")
 			after := p.Stats()
 			assert.Greater(t, after.RoomWakes+after.RoomTickWakes, before.RoomWakes+before.RoomTickWakes, "returned without a wake")
 			buf := make([]byte, 48<<10)
@@ -222,27 +234,33 @@ func TestWaitRoomBatches(t *testing.T) {
 }
 
 // TestWaitRoomOnPoller: called from a callback on the publisher's poller
-// goroutine (OnPublishCompleted), WaitRoom answers ErrWaitOnPoller at once
-// instead of waiting for completions that poller would run.
+// goroutine (here a subscriber's OnMessage, the two sharing one poller),
+// WaitRoom answers ErrWaitOnPoller at once instead of waiting for
+// completions that poller would run.
 func TestWaitRoomOnPoller(t *testing.T) {
 	mgr := openDomain(t, "tcp")
+	poller, err := cq.Open(mgr, cq.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, poller.Close()) }) // after the publisher and subscriber: cleanups run in reverse
+	cfg := pubsub.PublisherConfig{Tags: []uint64{1}}
+	cfg.Poller = poller
+	p := newPublisher(t, mgr, cfg)
 	got := make(chan error, 1)
-	var p *pubsub.Publisher
-	ready := make(chan struct{})
-	p = newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{1}, Mode: pubsub.ZeroCopy,
-		OnPublishCompleted: func(uint64, pubsub.Status) {
-			<-ready
-			got <- p.WaitRoom(context.Background())
-		}})
-	close(ready)
-	c := newCollector()
-	require.NoError(t, newSubscriber(t, mgr, c.config(p.Addr())).Subscribe(ctxT(t, 10*time.Second), 1))
-	require.Equal(t, pubsub.OK, p.PublishZeroCopy(1, 0, payload(make([]byte, 64), 1, 0), 7))
+	scfg := pubsub.SubscriberConfig{Bus: pubsub.Fixed(p.Addr()), OnMessage: func(pubsub.Message) {
+		select {
+		case got <- p.WaitRoom(context.Background()):
+		default:
+		}
+	}}
+	scfg.Poller = poller
+	require.NoError(t, newSubscriber(t, mgr, scfg).Subscribe(ctxT(t, 10*time.Second), 1))
+	require.Equal(t, pubsub.OK, p.Publish(1, make([]byte, 64)))
+	p.Flush()
 	select {
 	case err := <-got:
 		assert.ErrorIs(t, err, pubsub.ErrWaitOnPoller)
 	case <-time.After(20 * time.Second):
-		t.Fatal("OnPublishCompleted not called")
+		t.Fatal("the message never came")
 	}
 }
 
@@ -261,20 +279,42 @@ func TestWaitRoomPool(t *testing.T) {
 		return p.Stats().SharedFree == 0 && p.Publish(3, payload(buf, 3, 0)) == pubsub.NoResources
 	})
 	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
-	time.Sleep(20 * time.Millisecond) // past housekeeping ticks: no room, no wake
-	select {
-	case err := <-done:
-		t.Fatalf("WaitRoom returned %v while the pool was empty", err)
-	default:
-	}
-	before := p.Stats()
-	release()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("WaitRoom not woken by the buffers coming back")
-	}
+	before := wokenBy(t, p, done, release, "the buffers coming back")
 	assert.Greater(t, p.Stats().RoomWakes, before.RoomWakes, "not woken by a buffer given back: %+v", p.Stats())
 	require.Equal(t, pubsub.OK, publishAll(t, p, 3, buf, 0, time.Now().Add(20*time.Second)))
+}
+
+// TestWaitRoomZeroCopyPool: in ZeroCopy mode a subscriber that stopped
+// reading holds every publish in flight (MaxInFlight 4), so
+// PublishZeroCopy answers NoResources for the pool; WaitRoom sleeps until
+// it reads again, and the publishes that complete wake it.
+func TestWaitRoomZeroCopyPool(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	p := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{1}, Mode: pubsub.ZeroCopy, Policy: pubsub.Drop, MaxInFlight: 4})
+	stalled := make(chan struct{})
+	release := sync.OnceFunc(func() { close(stalled) })
+	defer release()
+	c := newCollector()
+	stallUntil(c, stalled)
+	sub := newSubscriber(t, mgr, c.config(p.Addr()))
+	require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 1))
+	data := make([]byte, 48<<10) // never written while in flight
+	deadline := time.Now().Add(30 * time.Second)
+	var refusedSince time.Time
+	for key := uint64(0); refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond; {
+		require.True(t, time.Now().Before(deadline), "never out of publishes in flight for good after %d", key)
+		if p.PublishZeroCopy(1, 0, data, key) != pubsub.NoResources {
+			refusedSince = time.Time{}
+			key++
+			continue
+		}
+		if refusedSince.IsZero() {
+			refusedSince = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+	before := wokenBy(t, p, done, release, "the publishes completing")
+	assert.Greater(t, p.Stats().RoomWakes, before.RoomWakes, "not woken by a completed publish: %+v", p.Stats())
+	assert.NotEqual(t, pubsub.NoResources, p.PublishZeroCopy(1, 0, data, 99))
 }
