@@ -31,4 +31,16 @@
 // domain with domain.Config.Endpoints = domain.EndpointRDM.
 //
 // Callbacks run on the poller goroutine and must not block.
+//
+// A sender that streams small messages to a peer (up to the provider's
+// eager size, 16 KiB on tcp;ofi_rxm) costs least as one busy goroutine, as
+// a C sender is one thread: post the next messages from OnSendCompleted
+// (GetBuffer, fill, SendBuffer), where a send is posted at once on the
+// poller goroutine, and let the application's goroutine post the first
+// window and sleep until the callback hands it a send refused for now
+// (NoResources) or the end. A goroutine woken to refill the window costs a
+// thread wake-up per wake on each side of the hand-off and its own Go
+// runtime work, which on a busy host is a large part of a small message's
+// cost (docs/performance.md; cmd/netio-perf's rdm client is written so,
+// rdmrefill.go).
 package rdm

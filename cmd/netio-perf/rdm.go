@@ -142,7 +142,7 @@ func (s *sender) openRDM(mgr *domain.Manager, local, to string, bufs int, rt cq.
 		Send:            netio.BufferedSendParams{BufferSize: s.size, BufferCount: bufs},
 		Receive:         senderReceive,
 		OnData:          ignoreData,
-		OnSendCompleted: s.onCompleted,
+		OnSendCompleted: s.rdmCompletion(),
 		InjectQueue:     rdmInjectQueue,
 		Runtime:         rt,
 	})
@@ -165,6 +165,9 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 	if to == "" {
 		to = o.connect.String()
 	}
+	if refills(o) {
+		s.refill = &rdmRefill{s: s}
+	}
 	ep, err := s.openRDM(mgr, rdmLocal(o.provider, hostPort{IP: local}, ""), to, o.bufs, cq.Runtime{PollerConfig: o.poll.config()})
 	if err != nil {
 		return err
@@ -174,7 +177,11 @@ func runRDMClient(ctx context.Context, o clientOptions, mgr *domain.Manager, loc
 	if o.inject {
 		sendErr = s.runInject(ctx, ep, o.count)
 	} else {
-		_, sendErr = s.run(ctx, o.count, time.Time{})
+		if s.refill != nil {
+			sendErr = s.refill.run(ctx, o.count)
+		} else {
+			_, sendErr = s.run(ctx, o.count, time.Time{})
+		}
 		drainErr = s.drain(ctx)
 	}
 	elapsed := time.Since(start)

@@ -88,3 +88,19 @@ func TestRDMServerFromTwoClients(t *testing.T) {
 	assert.True(t, s.Verify)
 	assert.Zero(t, s.VerifyErrors)
 }
+
+// TestRDMClientAboveRefillMax: a client of messages above rdmRefillMax
+// sends from its goroutine (no refill), every message verified; the
+// client of TestRDMServerFromTwoClients refills.
+func TestRDMClientAboveRefillMax(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	srv := startServer(t, ctx, "--endpoint", "rdm", "--count", "1000", "--buf-size", "64K", "--verify", "--json")
+	assert.Equal(t, exitOK, run(ctx, []string{"client", "--endpoint", "rdm", "--connect", srv.addr, "--size", "64K",
+		"--count", "1000", "--bufs", "16", "--verify", "--json"}, io.Discard, io.Discard))
+	code, last := srv.wait(t, ctx)
+	assert.Equal(t, exitOK, code)
+	s := decodeReport(t, last)
+	assert.Equal(t, uint64(1000), s.Messages)
+	assert.Zero(t, s.VerifyErrors)
+}

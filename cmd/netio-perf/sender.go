@@ -41,9 +41,11 @@ type sender struct {
 	pat      *testpattern.Pattern // nil: buffers are sent as they are, not filled
 	lowWater uint64               // wake the sender when at most this many are in flight
 	inject   bool                 // --inject: endpoint.SendConfig.Inject
+	refill   *rdmRefill           // --endpoint rdm client: completions refill the window (rdmrefill.go)
 
-	sent  atomic.Uint64 // messages posted; written by the sending goroutine only
+	sent  atomic.Uint64 // messages posted; written by the sending goroutine, and by the rdm refill on the poller goroutine (rdmrefill.go: claim)
 	freed chan struct{} // capacity 1: in-flight messages reached lowWater
+	waits uint64        // how often the sending goroutine waited (wait, waitSignal); its own
 	timer *time.Timer
 
 	completed, failed atomic.Uint64
@@ -135,14 +137,29 @@ func (s *sender) setWindow(bufs int) { s.lowWater = uint64(bufs - max(1, bufs/4)
 // messages in flight have dropped to the low-water mark. It runs on the
 // poller goroutine and does not block.
 func (s *sender) onCompleted(_ uint64, st netio.Status) {
+	s.count(st)
+	s.signalAtLowWater()
+}
+
+// count counts a completion with status st.
+func (s *sender) count(st netio.Status) {
 	if st == netio.OK {
 		s.completed.Add(1)
 	} else {
 		s.failed.Add(1)
 	}
-	if s.sent.Load()-s.done() > s.lowWater {
-		return
+}
+
+// signalAtLowWater wakes the sending goroutine when the messages in
+// flight have dropped to the low-water mark.
+func (s *sender) signalAtLowWater() {
+	if s.sent.Load()-s.done() <= s.lowWater {
+		s.signal()
 	}
+}
+
+// signal wakes the sending goroutine's wait. It does not block.
+func (s *sender) signal() {
 	select {
 	case s.freed <- struct{}{}:
 	default: // a wake-up is pending already
@@ -279,11 +296,26 @@ func (s *sender) postZeroCopy(ctx context.Context, k uint64) error {
 // wait blocks until a completion returned a buffer, waitBackoff passed, the
 // connection ended or the context ended.
 func (s *sender) wait(ctx context.Context) error {
+	s.waits++
 	s.timer.Reset(waitBackoff)
 	defer s.timer.Stop()
 	select {
 	case <-s.freed:
 	case <-s.timer.C:
+	case <-s.gone:
+		return s.closedErr()
+	case <-ctx.Done():
+		return fmt.Errorf("after %d messages: %w", s.sent.Load(), context.Cause(ctx))
+	}
+	return nil
+}
+
+// waitSignal blocks until signal, the connection ended or the context
+// ended, with no timer: for a caller that knows a completion will signal.
+func (s *sender) waitSignal(ctx context.Context) error {
+	s.waits++
+	select {
+	case <-s.freed:
 	case <-s.gone:
 		return s.closedErr()
 	case <-ctx.Done():
