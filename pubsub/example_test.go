@@ -131,9 +131,10 @@ func ExampleDirectory() {
 }
 
 // The retry rule under Block: when Publish answers NoResources (a
-// subscriber has no room), wait in WaitRoom, then publish the same message
-// again. WaitRoom sleeps until the subscriber that refused has room for a
-// batch, without polling.
+// subscriber has no room), wait in WaitRoom for the same tag, then publish
+// the same message again. WaitRoom sleeps until what refused that tag has
+// room for a batch, without polling; it waits as long as Publish would
+// refuse, so its ctx has a deadline.
 func ExamplePublisher_WaitRoom() {
 	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
 	if err != nil {
@@ -171,7 +172,7 @@ func ExamplePublisher_WaitRoom() {
 				fmt.Println("message", i, st)
 				return
 			}
-			if err := pub.WaitRoom(ctx); err != nil { // ctx ended or pub closed
+			if err := pub.WaitRoom(ctx, 1); err != nil { // ctx ended or pub closed
 				fmt.Println(err)
 				return
 			}

@@ -101,6 +101,11 @@ type tagState struct {
 	shGen uint64
 	shRun int
 
+	// poolGen is the pool refusal (refusal.gen) that last refused a
+	// message of the tag: WaitRoom for the tag waits on the pool only
+	// while that refusal stands.
+	poolGen atomic.Uint64
+
 	// Counters: written under mu, atomics so that snapshots (package
 	// stats) read them without it.
 	published, noSubs, refused, delivered, dropped, failed atomic.Uint64

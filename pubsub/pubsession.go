@@ -68,10 +68,9 @@ type pubSession struct {
 	// WaitRoom (room.go): refused is set when ss made Publish answer
 	// NoResources, and cleared when it has roomLow sends' room again (set
 	// at hello: half of what it holds in flight) or its refusal no longer
-	// applies; tickFree is its room at the last housekeeping tick.
-	refused  atomic.Bool
-	roomLow  int
-	tickFree int
+	// applies.
+	refused refusal
+	roomLow int
 }
 
 // acceptLoop takes control connections until Close.

@@ -12,14 +12,18 @@ import (
 
 // Waiting for room (WaitRoom): whatever answered NoResources marks itself
 // refused, a Block session (its pending slot or queued post) or the
-// publisher's own pool (Shared buffers, ZeroCopy publishes in flight).
-// While some caller waits (roomWait.armed), the completion path of a
-// marked source asks whether it has room for a batch again, half of what
-// it holds in flight, and then clears its mark and wakes the waiters once;
-// with nobody waiting it only loads armed. The housekeeping tick clears a
-// mark whose source has some room that did not grow over a whole tick, so
-// a waiter whose batch never comes (sends held by a stalled subscriber)
-// still wakes, while one whose batch is on its way is not woken early.
+// publisher's own pool (Shared buffers, ZeroCopy publishes in flight); a
+// tag the pool refused records which pool refusal it was. A call for a
+// tag waits on the marked Block sessions of that tag's subscribers and on
+// the pool when the pool's current refusal refused that tag. While some
+// caller waits (roomWait.armed), the completion path of a marked source
+// asks whether it has room for a batch again, half of what it holds in
+// flight, and then clears its mark and wakes the waiters once; with
+// nobody waiting it only loads armed. The housekeeping tick clears a mark
+// whose source has some room that did not grow over a whole tick of the
+// same refusal, so a waiter whose batch never comes (sends held by a
+// stalled subscriber) still wakes, while one whose batch is on its way is
+// not woken early.
 
 // ErrWaitOnPoller is WaitRoom's error when called on the publisher's
 // poller goroutine (from a callback such as OnPublishCompleted): the
@@ -30,12 +34,14 @@ var ErrWaitOnPoller = errors.New("pubsub: WaitRoom called on the poller goroutin
 // not allocate.
 var errRoomClosed = fmt.Errorf("pubsub: WaitRoom: %w", netio.ErrClosed)
 
+// errRoomTag is WaitRoom's error for a tag not served.
+var errRoomTag = fmt.Errorf("pubsub: WaitRoom: %w: tag not served", netio.ErrInvalidArgument)
+
 // roomWait is a publisher's WaitRoom callers, each on a channel of its
 // own, and the pool's refusal mark.
 type roomWait struct {
-	armed    atomic.Int32 // WaitRoom calls in progress
-	pool     atomic.Bool  // the pool (Shared buffers, ZeroCopy publishes) refused
-	tickFree int          // the pool's free entries at the last housekeeping tick
+	armed atomic.Int32 // WaitRoom calls in progress
+	pool  refusal      // the pool (Shared buffers, ZeroCopy publishes) refused
 
 	mu    sync.Mutex
 	chans []chan struct{} // one per call in progress
@@ -45,6 +51,28 @@ type roomWait struct {
 	// has room for a batch again or whose refusal ended; tickWakes the
 	// refusals the housekeeping tick let go.
 	sleeps, wakes, tickWakes atomic.Uint64
+}
+
+// refusal is the mark of a source that made Publish answer NoResources.
+type refusal struct {
+	set atomic.Bool
+	// gen counts the refusals begun: a tag the pool refused records the
+	// pool's gen, and waits on the pool only while that refusal stands.
+	gen atomic.Uint64
+	// tickFree is the source's room at the last housekeeping tick of this
+	// refusal, -1 when none saw it yet: reset whenever the mark is set or
+	// cleared, so a let-go compares two ticks of one refusal.
+	tickFree atomic.Int64
+}
+
+// mark sets r if it is not set, as a new refusal.
+func (r *refusal) mark() {
+	if r.set.Load() {
+		return
+	}
+	r.tickFree.Store(-1) // before set: a tick that sees set sees -1
+	r.gen.Add(1)
+	r.set.Store(true)
 }
 
 // enter registers a call: its channel gets a token at each wake from now.
@@ -85,10 +113,11 @@ func (r *roomWait) leave(ch chan struct{}) {
 // clear clears mark if it is set and gives every waiting call a token (a
 // call that has one keeps one), counting the wake in count (nil: a
 // caller's own check, not counted).
-func (r *roomWait) clear(mark *atomic.Bool, count *atomic.Uint64) {
-	if !mark.CompareAndSwap(true, false) {
+func (r *roomWait) clear(mark *refusal, count *atomic.Uint64) {
+	if !mark.set.CompareAndSwap(true, false) {
 		return
 	}
+	mark.tickFree.Store(-1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ch := range r.chans {
@@ -102,38 +131,49 @@ func (r *roomWait) clear(mark *atomic.Bool, count *atomic.Uint64) {
 	}
 }
 
-// WaitRoom waits until a Publish (or PublishZeroCopy) that answered
-// NoResources may take a message again, and returns nil; or ctx ends
-// (its cause), or the publisher closes (an error matching
-// netio.ErrClosed). The retry rule: on NoResources, call WaitRoom, then
-// Publish the same message again; if that answers NoResources once more
-// (another subscriber, or another goroutine took the room first), wait
-// again. It returns at once when nothing refused since the last room
-// came back.
+// WaitRoom waits until a Publish (or PublishZeroCopy) of tag that
+// answered NoResources may take a message again, and returns nil; or ctx
+// ends (its cause), or the publisher closes (an error matching
+// netio.ErrClosed). The retry rule: on NoResources, call WaitRoom with the
+// same tag, then Publish the same message again; if that answers
+// NoResources once more (another subscriber, or another goroutine took the
+// room first), wait again. It returns at once when nothing that refused
+// tag since the last room came back still refuses it: a subscriber
+// refusing only other tags does not hold it. A tag not served is refused
+// with an error matching netio.ErrInvalidArgument.
 //
-// It waits without polling: the subscriber (or the publisher's pool of
-// Shared buffers or ZeroCopy publishes) that refused wakes it once from
-// its send completions, when it has room for a batch again, half of what
-// it holds in flight (Send.BufferCount buffers, MaxInFlight in ZeroCopy
-// mode), so the caller refills a batch per wake instead of one buffer per
-// completion. A subscriber that unsubscribes or leaves (its refusal no
-// longer applies) and Close wake it too; a refusal whose batch does not
-// come (some room, then no completion over a whole housekeeping tick of 5
-// ms: sends held by a stalled subscriber) is let go on the tick. While no
-// caller waits the completions only load a flag: Publish pays nothing for
-// it. Any number of goroutines may wait at once; it does not allocate in
-// steady state. Called on the poller goroutine (from a callback) it
-// returns ErrWaitOnPoller.
-func (p *Publisher) WaitRoom(ctx context.Context) error {
+// It waits without polling: each Block subscriber of tag that refused
+// (and the publisher's pool of Shared buffers or ZeroCopy publishes, when
+// it refused tag) wakes it once from its send completions, when it has
+// room for a batch again, half of what it holds in flight
+// (Send.BufferCount buffers, MaxInFlight in ZeroCopy mode), so the caller
+// refills a batch per wake instead of one buffer per completion. A
+// subscriber that unsubscribes or leaves (its refusal no longer applies)
+// and Close wake it too; a refusal whose batch does not come (some room,
+// then no completion over a whole housekeeping tick of 5 ms: sends held by
+// a stalled subscriber) is let go on the tick. It waits as long as Publish
+// would refuse, which is for good while a Block subscriber of tag stops
+// reading with a message waiting for it: pass a ctx with a deadline.
+// While no caller waits the completions only load a flag: Publish pays
+// nothing for it. Any number of goroutines may wait at once; it does not
+// allocate in steady state. It must not be called from any publisher
+// callback (OnPublishCompleted may run on the poller or on a session's
+// control goroutine, whose progress it may wait for); on the poller
+// goroutine it returns ErrWaitOnPoller.
+func (p *Publisher) WaitRoom(ctx context.Context, tag uint64) error {
 	if p.isClosed.Load() {
 		return errRoomClosed
+	}
+	ts := (*p.tags.Load())[tag]
+	if ts == nil {
+		return errRoomTag
 	}
 	if p.poller.OnPollerGoroutine() {
 		return ErrWaitOnPoller
 	}
 	ch := p.room.enter()
 	defer p.room.leave(ch)
-	for p.refusalStands() {
+	for p.refusalStands(ts) {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
@@ -152,21 +192,17 @@ func (p *Publisher) WaitRoom(ctx context.Context) error {
 	return nil
 }
 
-// refusalStands reports whether a refusal still stands: a marked source
-// without room for a batch. Marks whose room came back are cleared.
-func (p *Publisher) refusalStands() bool {
-	stands := false
-	if p.room.pool.Load() {
-		if free, low := p.poolRoom(); free >= max(low, 1) {
-			p.room.clear(&p.room.pool, nil)
-		} else {
-			stands = true
-		}
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, ss := range p.sessions {
-		if !ss.refused.Load() {
+// refusalStands reports whether a refusal of ts still stands: the pool's,
+// if it refused ts, or that of a marked Block subscriber of ts, without
+// room for a batch. Marks whose room came back are cleared.
+func (p *Publisher) refusalStands(ts *tagState) bool {
+	stands := p.poolRefuses(ts)
+	ts.mu.Lock()
+	subs := ts.subs // replaced, never changed in place, when subscribers change
+	ts.mu.Unlock()
+	for _, s := range subs {
+		ss := s.sess
+		if ss.policy != Block || !ss.refused.set.Load() {
 			continue
 		}
 		if ss.roomy(ss.roomLow) {
@@ -176,6 +212,28 @@ func (p *Publisher) refusalStands() bool {
 		}
 	}
 	return stands
+}
+
+// poolRefuses reports whether the pool's refusal that refused ts stands:
+// it is still marked and has room for less than a batch (else the mark
+// is cleared).
+func (p *Publisher) poolRefuses(ts *tagState) bool {
+	pool := &p.room.pool
+	if !pool.set.Load() || ts.poolGen.Load() != pool.gen.Load() {
+		return false
+	}
+	if free, low := p.poolRoom(); free >= max(low, 1) {
+		p.room.clear(pool, nil)
+		return false
+	}
+	return true
+}
+
+// refusePool marks the pool refused, for ts: it had no entry free for a
+// message of ts.
+func (p *Publisher) refusePool(ts *tagState) {
+	p.room.pool.mark()
+	ts.poolGen.Store(p.room.pool.gen.Load())
 }
 
 // poolRoom returns the free entries of the publisher's pool (Shared
@@ -194,7 +252,7 @@ func (p *Publisher) poolRoom() (free, low int) {
 // poolFreed runs after an entry went back to the pool: it wakes the
 // waiters when the pool refused and has a batch free again.
 func (p *Publisher) poolFreed() {
-	if p.room.armed.Load() == 0 || !p.room.pool.Load() {
+	if p.room.armed.Load() == 0 || !p.room.pool.set.Load() {
 		return
 	}
 	if free, low := p.poolRoom(); free >= max(low, 1) {
@@ -204,7 +262,7 @@ func (p *Publisher) poolFreed() {
 
 // markRefused marks ss as the Block subscriber that made Publish answer
 // NoResources. ss.mu is held.
-func (ss *pubSession) markRefused() { ss.refused.Store(true) }
+func (ss *pubSession) markRefused() { ss.refused.mark() }
 
 // roomy reports whether ss has nothing pending and at least low sends'
 // room in its connection. ss.refused was seen set (so hello is done).
@@ -225,7 +283,7 @@ func (ss *pubSession) free() int {
 // was retried): when ss refused and a caller waits, it wakes the waiters
 // once ss has room for a batch.
 func (ss *pubSession) noteRoom() {
-	if ss.p.room.armed.Load() == 0 || !ss.refused.Load() || !ss.roomy(ss.roomLow) {
+	if ss.p.room.armed.Load() == 0 || !ss.refused.set.Load() || !ss.roomy(ss.roomLow) {
 		return
 	}
 	ss.p.room.clear(&ss.refused, &ss.p.room.wakes)
@@ -234,35 +292,40 @@ func (ss *pubSession) noteRoom() {
 // letGo clears ss's refusal, waking the waiters, when it no longer
 // applies (a subscription of ss ended).
 func (ss *pubSession) letGo() {
-	if ss.refused.Load() {
+	if ss.refused.set.Load() {
 		ss.p.room.clear(&ss.refused, &ss.p.room.wakes)
 	}
 }
 
 // roomTick runs on the housekeeping tick while a caller waits: a refusal
 // whose source has some room (nothing pending), and no more than at the
-// previous tick, is let go, so a batch that does not come (its sends held
-// by a stalled subscriber) does not hold a waiter. sessions is the tick's
-// list; tickFree fields are the housekeeping goroutine's own.
+// previous tick of the same refusal, is let go, so a batch that does not
+// come (its sends held by a stalled subscriber) does not hold a waiter.
+// sessions is the tick's list.
 func (p *Publisher) roomTick(sessions []*pubSession) {
 	if p.room.armed.Load() == 0 {
 		return
 	}
-	if p.room.pool.Load() {
+	if p.room.pool.set.Load() {
 		free, _ := p.poolRoom()
-		if free > 0 && free <= p.room.tickFree {
-			p.room.clear(&p.room.pool, &p.room.tickWakes)
-		}
-		p.room.tickFree = free
+		p.room.tick(&p.room.pool, free, free > 0)
 	}
 	for _, ss := range sessions {
-		if !ss.refused.Load() || !ss.roomy(0) {
-			continue
+		if ss.refused.set.Load() {
+			p.room.tick(&ss.refused, ss.free(), !ss.pending.Load())
 		}
-		free := ss.free()
-		if free <= ss.tickFree {
-			p.room.clear(&ss.refused, &p.room.tickWakes)
-		}
-		ss.tickFree = free
 	}
+}
+
+// tick lets r go, waking the waiters, when its source has room (some) and
+// free, its room now, is no more than at the previous tick of the same
+// refusal; otherwise it records free for the next tick, unless the mark
+// was set or cleared meanwhile.
+func (r *roomWait) tick(mark *refusal, free int, some bool) {
+	prev := mark.tickFree.Load()
+	if some && prev >= 0 && int64(free) <= prev {
+		r.clear(mark, &r.tickWakes)
+		return
+	}
+	mark.tickFree.CompareAndSwap(prev, int64(free))
 }

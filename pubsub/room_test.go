@@ -42,15 +42,24 @@ func refusedPublisher(t *testing.T, mgr *domain.Manager, mode pubsub.Mode, relea
 	scfg.Receive = netio.ReceiveParams{BufferSize: 64 << 10, BufferCount: 4}
 	sub := newSubscriber(t, mgr, scfg)
 	require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), tags...))
+	pending := func() bool { si := p.Subscribers(); return len(si) == 1 && si[0].Pending }
+	taken := publishUntilRefused(t, p, 1, pending)
+	return p, sub, c, taken
+}
+
+// publishUntilRefused publishes 48 KiB messages on tag, from number 0,
+// until Publish refuses for good (refused for 100 ms and pending says a
+// message waits), and returns how many were taken.
+func publishUntilRefused(t *testing.T, p *pubsub.Publisher, tag uint64, pending func() bool) uint64 {
+	t.Helper()
 	buf := make([]byte, 48<<10)
 	var taken uint64
 	deadline := time.Now().Add(30 * time.Second)
 	var refusedSince time.Time
-	pending := func() bool { si := p.Subscribers(); return len(si) == 1 && si[0].Pending }
 	for refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond || !pending() {
 		require.True(t, time.Now().Before(deadline), "never refused for good, a message waiting, after %d messages: %+v %+v",
 			taken, p.Stats(), p.Subscribers())
-		if p.Publish(1, payload(buf, 1, taken)) == pubsub.NoResources {
+		if p.Publish(tag, payload(buf, tag, taken)) == pubsub.NoResources {
 			if refusedSince.IsZero() {
 				refusedSince = time.Now()
 			}
@@ -61,16 +70,16 @@ func refusedPublisher(t *testing.T, mgr *domain.Manager, mode pubsub.Mode, relea
 		taken++
 		p.Flush()
 	}
-	return p, sub, c, taken
+	return taken
 }
 
-// waitRoomAsync runs WaitRoom(ctx) on its own goroutine and returns where
-// its answer goes, once the call sleeps (RoomSleeps counts it).
-func waitRoomAsync(t *testing.T, ctx context.Context, p *pubsub.Publisher) <-chan error {
+// waitRoomAsync runs WaitRoom(ctx, tag) on its own goroutine and returns
+// where its answer goes, once the call sleeps (RoomSleeps counts it).
+func waitRoomAsync(t *testing.T, ctx context.Context, p *pubsub.Publisher, tag uint64) <-chan error {
 	t.Helper()
 	sleeps := p.Stats().RoomSleeps
 	done := make(chan error, 1)
-	go func() { done <- p.WaitRoom(ctx) }()
+	go func() { done <- p.WaitRoom(ctx, tag) }()
 	waitFor(t, 10*time.Second, func() bool { return p.Stats().RoomSleeps > sleeps }, "WaitRoom to sleep")
 	return done
 }
@@ -108,7 +117,7 @@ func TestWaitRoomWakesOnRoom(t *testing.T) {
 			mgr := openDomain(t, "tcp")
 			release := make(chan struct{})
 			p, _, c, taken := refusedPublisher(t, mgr, m.mode, release)
-			done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+			done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 1)
 			// A stalled subscriber makes no room: the call must still sleep
 			// after the housekeeping ticks that let go of refusals with room.
 			before := wokenBy(t, p, done, func() { close(release) }, "the subscriber reading again")
@@ -132,7 +141,7 @@ func TestWaitRoomClose(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	p, _, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release)
-	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 1)
 	require.NoError(t, p.Close())
 	select {
 	case err := <-done:
@@ -140,7 +149,7 @@ func TestWaitRoomClose(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("WaitRoom not woken by Close")
 	}
-	assert.ErrorIs(t, p.WaitRoom(context.Background()), netio.ErrClosed)
+	assert.ErrorIs(t, p.WaitRoom(context.Background(), 1), netio.ErrClosed)
 }
 
 // TestWaitRoomUnsubscribe: the refusing subscriber unsubscribing from the
@@ -152,7 +161,7 @@ func TestWaitRoomUnsubscribe(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	p, sub, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release, 2)
-	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 1)
 	require.NoError(t, sub.Unsubscribe(ctxT(t, 10*time.Second), 1))
 	select {
 	case err := <-done:
@@ -174,7 +183,7 @@ func TestWaitRoomContext(t *testing.T) {
 	p, _, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release)
 	cause := errors.New("run over")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	done := waitRoomAsync(t, ctx, p)
+	done := waitRoomAsync(t, ctx, p, 1)
 	cancel(cause)
 	select {
 	case err := <-done:
@@ -185,8 +194,8 @@ func TestWaitRoomContext(t *testing.T) {
 
 	idle := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{1}, Mode: pubsub.Shared})
 	ctx2 := context.Background()
-	assert.NoError(t, idle.WaitRoom(ctx2), "nothing refused")
-	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = idle.WaitRoom(ctx2) }))
+	assert.NoError(t, idle.WaitRoom(ctx2, 1), "nothing refused")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = idle.WaitRoom(ctx2, 1) }))
 	assert.Zero(t, idle.Stats().RoomSleeps)
 }
 
@@ -212,7 +221,7 @@ func TestWaitRoomBatches(t *testing.T) {
 			start := time.Now()
 			for seq := range uint64(messages) {
 				for p.Publish(1, payload(buf, 1, seq)) == pubsub.NoResources {
-					require.NoError(t, p.WaitRoom(ctx), "seq %d", seq)
+					require.NoError(t, p.WaitRoom(ctx, 1), "seq %d", seq)
 				}
 			}
 			elapsed := time.Since(start)
@@ -249,7 +258,7 @@ func TestWaitRoomOnPoller(t *testing.T) {
 	got := make(chan error, 1)
 	scfg := pubsub.SubscriberConfig{Bus: pubsub.Fixed(p.Addr()), OnMessage: func(pubsub.Message) {
 		select {
-		case got <- p.WaitRoom(context.Background()):
+		case got <- p.WaitRoom(context.Background(), 1):
 		default:
 		}
 	}}
@@ -279,7 +288,7 @@ func TestWaitRoomPool(t *testing.T) {
 	fillPool(t, p, buf, func() bool {
 		return p.Stats().SharedFree == 0 && p.Publish(3, payload(buf, 3, 0)) == pubsub.NoResources
 	})
-	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 3)
 	before := wokenBy(t, p, done, release, "the buffers coming back")
 	assert.Greater(t, p.Stats().RoomWakes, before.RoomWakes, "not woken by a buffer given back: %+v", p.Stats())
 	require.Equal(t, pubsub.OK, publishAll(t, p, 3, buf, 0, time.Now().Add(20*time.Second)))
@@ -314,7 +323,7 @@ func TestWaitRoomZeroCopyPool(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p)
+	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 1)
 	before := wokenBy(t, p, done, release, "the publishes completing")
 	assert.Greater(t, p.Stats().RoomWakes, before.RoomWakes, "not woken by a completed publish: %+v", p.Stats())
 	assert.NotEqual(t, pubsub.NoResources, p.PublishZeroCopy(1, 0, data, 99))

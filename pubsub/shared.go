@@ -230,7 +230,7 @@ func (sh *sharedPool) take(g *group, ts *tagState, status uint8, parts [][]byte,
 		case idx := <-sh.free:
 			g.cur = int32(idx)
 		default:
-			sh.pub.room.pool.Store(true)
+			sh.pub.refusePool(ts)
 			return NoResources
 		}
 		g.curGen = sh.gen.Add(1)

@@ -54,13 +54,21 @@ func smallShared(tags []uint64, policy pubsub.Policy) pubsub.PublisherConfig {
 		Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: 4}, MaxInFlight: 8}
 }
 
+// subscriberOf returns what p says of its subscriber of exactly tags.
+func subscriberOf(p *pubsub.Publisher, tags ...uint64) (pubsub.SubscriberInfo, bool) {
+	for _, si := range p.Subscribers() {
+		if slices.Equal(si.Tags, tags) {
+			return si, true
+		}
+	}
+	return pubsub.SubscriberInfo{}, false
+}
+
 // inFlight returns the shared buffers held by the sends of the subscriber
 // of exactly tags.
 func inFlight(p *pubsub.Publisher, tags ...uint64) int {
-	for _, si := range p.Subscribers() {
-		if slices.Equal(si.Tags, tags) {
-			return si.InFlight
-		}
+	if si, ok := subscriberOf(p, tags...); ok {
+		return si.InFlight
 	}
 	return -1
 }

@@ -95,7 +95,7 @@ func (p *Publisher) PublishZeroCopy(tag uint64, status uint8, data []byte, key u
 	select {
 	case idx = <-p.zcFree:
 	default:
-		p.room.pool.Store(true)
+		p.refusePool(ts)
 		return NoResources
 	}
 	e := &p.zc[idx]

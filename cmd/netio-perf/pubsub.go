@@ -30,8 +30,9 @@ const (
 	// its subscribers to take everything and leave.
 	pubsubLinger = 10 * time.Second
 	// retrySpins is how often the publisher yields and retries NoResources
-	// (Block) before it waits in Publisher.WaitRoom, which the refusing
-	// subscriber's completions wake once it has room for a batch: on a
+	// (Block) before it waits in Publisher.WaitRoom for the refused tag
+	// (bounded by --timeout), which the completions of what refused that
+	// tag wake once it has room for a batch: on a
 	// machine with few cores a publisher waiting for its subscribers leaves
 	// them the CPU, and does not oversleep as a short timer does
 	// (docs/performance.md, "A retry sleep of 20 µs is 20 µs or 1 ms").
@@ -330,7 +331,7 @@ func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *
 			st := p.Publish(tag, buf)
 			if st == pubsub.NoResources {
 				r.Retries++
-				if err := waitRetry(ctx, p, spins); err != nil {
+				if err := waitRetry(ctx, p, tag, spins); err != nil {
 					return err
 				}
 				continue
@@ -350,15 +351,16 @@ func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *
 	return nil
 }
 
-// waitRetry is the publisher's pause before it retries a Publish that
-// answered NoResources for the spins-th time in a row: a yield for the
-// first retrySpins, then WaitRoom (the subscribers are behind).
-func waitRetry(ctx context.Context, p *pubsub.Publisher, spins int) error {
+// waitRetry is the publisher's pause before it retries a Publish of tag
+// that answered NoResources for the spins-th time in a row: a yield for
+// the first retrySpins, then WaitRoom for tag (its subscribers are
+// behind).
+func waitRetry(ctx context.Context, p *pubsub.Publisher, tag uint64, spins int) error {
 	if spins < retrySpins {
 		runtime.Gosched()
 		return nil
 	}
-	return p.WaitRoom(ctx)
+	return p.WaitRoom(ctx, tag)
 }
 
 // pubsubRows measures --mode pubsub: for each subscriber count and size,
@@ -425,7 +427,7 @@ func (w *sweeper) pubsubRun(ctx context.Context, n, size int) (sweepRow, error) 
 			published++
 			spins = 0
 		case pubsub.NoResources:
-			if err := waitRetry(ctx, p, spins); err != nil {
+			if err := waitRetry(ctx, p, 1, spins); err != nil {
 				return row, err
 			}
 			spins++

@@ -123,10 +123,10 @@ func TestWaitRetry(t *testing.T) {
 	defer mgr.Close()
 	p, err := pubsub.NewPublisher(mgr, "127.0.0.1:0", pubsub.PublisherConfig{Tags: []uint64{1}})
 	require.NoError(t, err)
-	require.NoError(t, p.WaitRoom(t.Context()), "nothing refused: no wait")
+	require.NoError(t, p.WaitRoom(t.Context(), 1), "nothing refused: no wait")
 	require.NoError(t, p.Close())
 	for spins := range retrySpins {
-		assert.NoError(t, waitRetry(t.Context(), p, spins), "try %d yields", spins)
+		assert.NoError(t, waitRetry(t.Context(), p, 1, spins), "try %d yields", spins)
 	}
-	assert.ErrorIs(t, waitRetry(t.Context(), p, retrySpins), netio.ErrClosed, "then waits in WaitRoom")
+	assert.ErrorIs(t, waitRetry(t.Context(), p, 1, retrySpins), netio.ErrClosed, "then waits in WaitRoom")
 }
