@@ -285,9 +285,9 @@ func TestWaitRoomPool(t *testing.T) {
 	p := newPublisher(t, mgr, smallShared([]uint64{1, 2, 3}, pubsub.Block))
 	_, _, release := stalledTwo(t, mgr, p)
 	buf := make([]byte, size)
-	fillPool(t, p, buf, func() bool {
-		return p.Stats().SharedFree == 0 && p.Publish(3, payload(buf, 3, 0)) == pubsub.NoResources
-	})
+	fillPool(t, p, buf, poolEmptyFor(p, 200*time.Millisecond))
+	// Refused, it takes nothing: seq 0 is still tag 3's next.
+	require.Equal(t, pubsub.NoResources, p.Publish(3, payload(buf, 3, 0)), "%+v", p.Stats())
 	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 3)
 	before := wokenBy(t, p, done, release, "the buffers coming back")
 	assert.Greater(t, p.Stats().RoomWakes, before.RoomWakes, "not woken by a buffer given back: %+v", p.Stats())

@@ -194,6 +194,21 @@ func fillPool(t *testing.T, p *pubsub.Publisher, buf []byte, full func() bool) [
 	}
 }
 
+// poolEmptyFor returns a condition for fillPool: p's shared pool was
+// empty at every call over the last d (a stalled subscriber holds it for
+// good, not for a completion's time).
+func poolEmptyFor(p *pubsub.Publisher, d time.Duration) func() bool {
+	var emptySince time.Time
+	return func() bool {
+		if p.Stats().SharedFree != 0 {
+			emptySince = time.Time{}
+		} else if emptySince.IsZero() {
+			emptySince = time.Now()
+		}
+		return !emptySince.IsZero() && time.Since(emptySince) >= d
+	}
+}
+
 // TestSharedStalledBlockOtherTags: Block subscribers that stopped reading
 // may empty the shared pool; then Publish on a tag they do not subscribe
 // answers NoResources and takes nothing (no sequence number used), and
@@ -204,15 +219,7 @@ func TestSharedStalledBlockOtherTags(t *testing.T) {
 	p := newPublisher(t, mgr, smallShared([]uint64{1, 2, 3}, pubsub.Block))
 	cols, _, release := stalledTwo(t, mgr, p)
 	buf := make([]byte, size)
-	var emptySince time.Time
-	seq := fillPool(t, p, buf, func() bool {
-		if p.Stats().SharedFree != 0 {
-			emptySince = time.Time{}
-		} else if emptySince.IsZero() {
-			emptySince = time.Now()
-		}
-		return !emptySince.IsZero() && time.Since(emptySince) >= 200*time.Millisecond
-	})
+	seq := fillPool(t, p, buf, poolEmptyFor(p, 200*time.Millisecond))
 	assert.Equal(t, pubsub.NoResources, p.Publish(3, payload(buf, 3, 0)))
 	st, _ := p.TagStats(3)
 	assert.Equal(t, pubsub.PublisherTagStats{Refused: 1, Subscribers: 1}, st, "nothing taken")
