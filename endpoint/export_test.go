@@ -1,5 +1,7 @@
 package endpoint
 
+import "time"
+
 // SendsHeld returns how many sends the provider holds unsent, as the
 // send counter of an endpoint with SendConfig.Inject tells: for tests of
 // SendConfig.MaxInjectsHeld.
@@ -15,3 +17,28 @@ func ReconnectingSendsHeld(r *ReconnectingSender) uint64 {
 	}
 	return SendsHeld(r.ep)
 }
+
+// BacklogRetries counts the timer's retries of r's refused backlog.
+func BacklogRetries(r *ReconnectingSender) uint64 { return r.retries.Load() }
+
+// BacklogRetryMax is the cap of the wait between those retries.
+const BacklogRetryMax = backlogRetryMax
+
+// BacklogRetryWait is the wait r's next retry of a refused backlog is
+// armed with, and how many retries the timer ran so far, read together.
+func BacklogRetryWait(r *ReconnectingSender) (wait time.Duration, retries uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.retryWait, r.retries.Load()
+}
+
+// ShortenBacklogRetry brings r's retry wait back to its first, as a post
+// taken does.
+func ShortenBacklogRetry(r *ReconnectingSender) {
+	r.mu.Lock()
+	r.retryWait = backlogRetry
+	r.mu.Unlock()
+}
+
+// BacklogRetry is the first wait before a retry of a refused backlog.
+const BacklogRetry = backlogRetry

@@ -25,10 +25,28 @@ const (
 )
 
 // backlogRetry is how long a backlog whose post the provider refused with
-// a buffer free waits before it is posted again, if no completion drains
-// it first: the send core's retry of a stalled hand-off, for the same
-// reason (see retryDrain).
+// a buffer free first waits before it is posted again, if no completion
+// drains it first: the send core's retry of a stalled hand-off, for the
+// same reason (see retryDrain). Each retry of the timer's own that is
+// refused again doubles the wait, up to backlogRetryMax, and a post taken
+// brings it back to backlogRetry: a peer stalled for seconds then costs a
+// retry every backlogRetryMax instead of every millisecond (a timer, a
+// lock and a refused post each). Refusals met by Send or a completion
+// neither double the wait nor push a pending retry out, so a burst of
+// Sends into a stall that clears at once still retries after about
+// backlogRetry.
 const backlogRetry = sendcore.HandOffRetry
+
+// backlogRetryMax caps the wait between retries of a refused backlog: a
+// stalled peer that recovers waits at most this long for the backlog to
+// move on by itself (a completion or a Send drains it at once).
+const backlogRetryMax = 64 * time.Millisecond
+
+// nextBacklogRetry is the wait after a retry of wait that was refused
+// again: twice as long, at most backlogRetryMax.
+func nextBacklogRetry(wait time.Duration) time.Duration {
+	return min(2*wait, backlogRetryMax)
+}
 
 // ReconnectConfig configures a ReconnectingSender.
 type ReconnectConfig struct {
@@ -168,6 +186,12 @@ type ReconnectingSender struct {
 	nextKey uint64
 	closed  bool
 	retry   *time.Timer // drains the backlog again after a refusal (retryDrain)
+	// retryWait is the wait before the next retry after a refusal:
+	// backlogRetry, doubled by each of the timer's retries refused in a
+	// row (nextBacklogRetry).
+	retryWait    time.Duration
+	retryPending bool          // retry is armed; under mu
+	retries      atomic.Uint64 // retryDrain runs, for tests of the backoff
 
 	handedOver, completed, failed, canceled atomic.Uint64
 	connections, dialErrors                 atomic.Uint64
@@ -202,6 +226,7 @@ func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*R
 	}
 	r.retry = time.AfterFunc(time.Hour, r.retryDrain)
 	r.retry.Stop()
+	r.retryWait = backlogRetry
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.entry = mgr.Registry().AddEndpoint(stats.Endpoint{Kind: stats.KindReconnecting, Peer: addr}, r.fillStats)
 	go r.run()
@@ -244,7 +269,7 @@ func (r *ReconnectingSender) Send(data []byte) (uint64, netio.Status) {
 	r.n++
 	r.accept(len(data))
 	if r.ep != nil {
-		r.drain()
+		r.drain(false)
 	}
 	return key, netio.OK
 }
@@ -296,19 +321,36 @@ func (r *ReconnectingSender) post(key uint64, data []byte) (st netio.Status, ref
 }
 
 // drain posts waiting messages, oldest first, while buffers are free. A
-// post the provider refused with a buffer free arms the retry timer.
+// post the provider refused with a buffer free arms the retry timer unless
+// it is armed already; fromTimer says the timer's own retry runs it, whose
+// refusal doubles the wait first. A post taken shortens the wait again.
 // Callers hold mu.
-func (r *ReconnectingSender) drain() {
+func (r *ReconnectingSender) drain(fromTimer bool) {
 	for r.n > 0 && r.ep != nil {
 		slot := &r.backlog[r.head]
 		if st, refused := r.post(slot.key, slot.data); st != netio.OK {
 			if refused {
-				r.retry.Reset(backlogRetry)
+				r.armRetry(fromTimer)
 			}
 			return
 		}
+		r.retryWait = backlogRetry // progress: a new refusal retries soon
 		r.head = (r.head + 1) % len(r.backlog)
 		r.n--
+	}
+}
+
+// armRetry arms the retry timer after a refused post, unless a retry is
+// pending: pushing it out would let a stream of refused Sends delay it
+// for ever. A refusal of the timer's own retry (again) doubles the wait.
+// Callers hold mu.
+func (r *ReconnectingSender) armRetry(again bool) {
+	if again {
+		r.retryWait = nextBacklogRetry(r.retryWait)
+	}
+	if !r.retryPending {
+		r.retryPending = true
+		r.retry.Reset(r.retryWait)
 	}
 }
 
@@ -320,10 +362,12 @@ func (r *ReconnectingSender) drain() {
 // sends nothing more would wait until Close canceled it. It runs on the
 // timer's goroutine.
 func (r *ReconnectingSender) retryDrain() {
+	r.retries.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.retryPending = false
 	if !r.closed {
-		r.drain()
+		r.drain(true)
 	}
 }
 
@@ -332,7 +376,7 @@ func (r *ReconnectingSender) retryDrain() {
 func (r *ReconnectingSender) onCompleted(key uint64, st netio.Status) {
 	if st == netio.OK {
 		r.mu.Lock()
-		r.drain()
+		r.drain(false)
 		r.mu.Unlock()
 	}
 	if st == netio.OK {
@@ -418,7 +462,7 @@ func (r *ReconnectingSender) attach(ep *SendEndpointBuffered) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ep = ep
-	r.drain()
+	r.drain(false)
 }
 
 // detach stops Send from posting on the current connection.

@@ -76,7 +76,12 @@ func TestReconnectingSenderInject(t *testing.T) {
 // at the bound after every report was made, so no completion restarts it.
 // Once the receiver goes on, the whole backlog arrives, in order, every key
 // reported OK once, with no further Send: the sender retries a refused
-// backlog on a timer. Before, it waited until Close canceled it. The
+// backlog on a timer, backing off while the stall lasts (counted over a
+// window of it), but only as its own retries are refused: a burst of Sends
+// into the stall, each refused, leaves the wait where it was, where it
+// used to double it each time (64 ms after 7 Sends, though the stall
+// could clear a millisecond later). Before, it waited until Close
+// canceled it. The
 // report queue (sendcore.InjectQueueFactor per buffer) holds the whole
 // backlog, so that no send goes the regular way, whose completion after
 // the release would restart the drain and hide the fault.
@@ -135,14 +140,60 @@ func TestReconnectingSenderRetriesBacklogAtBound(t *testing.T) {
 	}, "the drain refused at the bound, every send it posted reported, messages left in the backlog")
 	t.Logf("at the bound: %+v", rs.Stats())
 
+	// While the peer stays stalled the timer backs off: over a window of
+	// about 8 caps, at most one retry per cap plus the doubling up to it
+	// (1, 2, ... 32 ms) and slack, where a retry every millisecond made
+	// hundreds; and at least one, or the backlog would wait for Close.
+	const window = 500 * time.Millisecond
+	before := endpoint.BacklogRetries(rs)
+	time.Sleep(window)
+	retries := endpoint.BacklogRetries(rs) - before
+	t.Logf("%d retries in %v of stall", retries, window)
+	assert.LessOrEqual(t, retries, uint64(window/endpoint.BacklogRetryMax)+10, "retries back off while the peer stays stalled")
+	assert.NotZero(t, retries, "the refused backlog is still retried")
+
+	// A burst of Sends into the stall, each drain refused, from the first
+	// wait: only the timer's own refused retries may double it meanwhile
+	// (under load some may run), so the wait stays within BacklogRetry
+	// doubled once per retry that ran, far below the cap.
+	const burst = 7
+	endpoint.ShortenBacklogRetry(rs)
+	_, before = endpoint.BacklogRetryWait(rs)
+	for seq := uint64(backlog + 1); seq <= backlog+burst; seq++ {
+		binary.LittleEndian.PutUint64(msg, seq)
+		_, st := rs.Send(msg)
+		require.Equal(t, netio.OK, st, "message %d into the backlog", seq)
+	}
+	wait, after := endpoint.BacklogRetryWait(rs)
+	t.Logf("wait %v after %d refused Sends, %d timer retries meanwhile", wait, burst, after-before)
+	assert.LessOrEqual(t, wait, min(endpoint.BacklogRetry<<min(after-before, 16), endpoint.BacklogRetryMax),
+		"refused Sends do not lengthen the retry wait")
+
+	// Refused Sends that keep coming do not push the pending retry out:
+	// the timer runs within a cap of them, where each Send used to re-arm
+	// it and it ran only once they paused for longer than the wait.
+	seq := uint64(backlog + burst)
+	_, before = endpoint.BacklogRetryWait(rs)
+	deadline := time.Now().Add(5 * time.Second)
+	for after = before; after == before && time.Now().Before(deadline); _, after = endpoint.BacklogRetryWait(rs) {
+		seq++
+		binary.LittleEndian.PutUint64(msg, seq)
+		_, st := rs.Send(msg)
+		require.Equal(t, netio.OK, st, "message %d into the backlog", seq)
+		time.Sleep(200 * time.Microsecond)
+	}
+	t.Logf("a retry ran after %d more refused Sends", seq-backlog-burst)
+	assert.Greater(t, after, before, "the pending retry ran while refused Sends kept coming")
+
+	total := int(seq)
 	release()
-	waitFor(t, 30*time.Second, func() bool { return rcv.count.Load() == backlog }, "the whole backlog delivered")
-	waitFor(t, 10*time.Second, func() bool { return rep.count() == backlog }, "every key reported")
+	waitFor(t, 30*time.Second, func() bool { return rcv.count.Load() == int64(total) }, "the whole backlog delivered")
+	waitFor(t, 10*time.Second, func() bool { return rep.count() == total }, "every key reported")
 	st := rs.Stats()
 	t.Logf("after the release: %+v", st)
 	assert.Zero(t, st.Backlog)
-	byStatus := rep.assertOnce(t, backlog)
-	assert.Equal(t, backlog, byStatus[netio.OK], "every message reported OK")
+	byStatus := rep.assertOnce(t, seq)
+	assert.Equal(t, total, byStatus[netio.OK], "every message reported OK")
 	mu.Lock()
 	defer mu.Unlock()
 	for i, seq := range got {

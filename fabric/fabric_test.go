@@ -158,6 +158,9 @@ func TestConnectSendReceive(t *testing.T) {
 			require.Equal(t, fabric.EventConnReq, req.Kind)
 			assert.Equal(t, uint64(7), req.Context, "a connection request carries the passive endpoint's context")
 			require.NotNil(t, req.Info)
+			// sockets names no provider in a connection request's info;
+			// the EQ gives it the fabric's (EQ.nameProvider).
+			assert.Equal(t, prov, req.Info.Provider(), "an accepted connection's info says its provider")
 			sep := openBound(t, srv, req.Info, 21)
 			req.Info.Free()
 

@@ -13,7 +13,8 @@ import (
 
 // Fabric is an open fabric (fi_fabric).
 type Fabric struct {
-	c *C.struct_fid_fabric
+	c    *C.struct_fid_fabric
+	prov string // the provider's name, from the info it was opened with
 }
 
 // OpenFabric opens the fabric that info names.
@@ -25,7 +26,7 @@ func OpenFabric(info *Info) (*Fabric, error) {
 	if err := opErr("fi_fabric", C.netio_fabric(info.c, &f)); err != nil {
 		return nil, err
 	}
-	return &Fabric{c: f}, nil
+	return &Fabric{c: f, prov: info.Provider()}, nil
 }
 
 // Close closes the fabric. Everything opened from it must be closed first.
@@ -165,7 +166,8 @@ func (m *MR) Close() error {
 type EQ struct {
 	c     *C.struct_fid_eq
 	entry *C.struct_netio_event
-	waits bool // opened with a wait file descriptor
+	waits bool   // opened with a wait file descriptor
+	prov  string // the fabric's provider, for connection requests that name none
 }
 
 // OpenEQ opens an event queue of the given size. With waitFD the queue has a
@@ -186,7 +188,7 @@ func (f *Fabric) OpenEQ(size int, waitFD bool) (*EQ, error) {
 		C.netio_close(&q.fid)
 		return nil, &OpError{Op: "calloc(eq entry)", Err: ENOMEM}
 	}
-	return &EQ{c: q, entry: entry, waits: waitFD}, nil
+	return &EQ{c: q, entry: entry, waits: waitFD, prov: f.prov}, nil
 }
 
 func (q *EQ) fid() *C.struct_fid { return &q.c.fid }
@@ -236,6 +238,20 @@ type Event struct {
 	Err error
 }
 
+// nameProvider gives a connection request's info the fabric's provider
+// name when the provider left it empty (sockets in libfabric 1.17 builds
+// that info from its own attributes, without prov_name), so that
+// Info.Provider of an accepted connection says its provider on every
+// provider. Without memory for the copy it stays empty.
+func (q *EQ) nameProvider(info *Info) {
+	if q.prov == "" || info.attrs().fabric_attr == nil || info.attrs().fabric_attr.prov_name != nil {
+		return
+	}
+	name := C.CString(q.prov)
+	C.netio_info_set_prov(info.c, name)
+	C.free(unsafe.Pointer(name))
+}
+
 // Read reads one event without blocking. ok is false when none is pending.
 func (q *EQ) Read() (ev Event, ok bool, err error) {
 	if err := notOpen("fi_eq_read", q); err != nil {
@@ -252,6 +268,7 @@ func (q *EQ) Read() (ev Event, ok bool, err error) {
 	ev = Event{Kind: EventKind(ce.event), Context: uint64(ce.context)}
 	if ce.info != nil {
 		ev.Info = &Info{c: ce.info}
+		q.nameProvider(ev.Info)
 	}
 	if ev.Kind == EventError {
 		pe := &ProviderError{Errno: Errno(ce.err), ProvErrno: int(ce.prov_errno)}

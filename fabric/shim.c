@@ -76,6 +76,17 @@ int netio_trywait(struct fid_fabric *fab, struct fid *a, struct fid *b)
 	return fi_trywait(fab, fids, b ? 2 : 1);
 }
 
+/* netio_info_set_prov names the provider of an info that names none (a
+ * sockets connection request in 1.17: sock_set_fabric_attr leaves
+ * prov_name NULL); fi_freeinfo frees the copy. */
+int netio_info_set_prov(struct fi_info *info, const char *name)
+{
+	if (!info->fabric_attr || info->fabric_attr->prov_name)
+		return 0;
+	info->fabric_attr->prov_name = strdup(name);
+	return info->fabric_attr->prov_name ? 0 : -FI_ENOMEM;
+}
+
 ssize_t netio_eq_read(struct fid_eq *eq, struct netio_event *ev)
 {
 	struct fi_eq_cm_entry entry;

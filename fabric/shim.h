@@ -44,6 +44,7 @@ struct netio_event {
 	int prov_errno;
 };
 ssize_t netio_eq_read(struct fid_eq *eq, struct netio_event *ev);
+int netio_info_set_prov(struct fi_info *info, const char *name);
 const char *netio_eq_strerror(struct fid_eq *eq, int prov_errno);
 
 // Hot-path calls take their libfabric objects and C arrays as uintptr_t

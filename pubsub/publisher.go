@@ -360,12 +360,14 @@ func (p *Publisher) housekeeping() {
 				flushArmed = true
 			}
 		case <-flushT.C:
+			// Counted before it looks: whoever sees a buffer this round
+			// posts sees the round counted too.
+			p.sh.flushRounds.Add(1)
 			var busy bool
 			if groups, busy = p.sh.flushDue(p.flushInterval(), groups); !busy {
 				flushT.Stop()
 				flushArmed = false
 			}
-			p.sh.flushRounds.Add(1)
 		case <-t.C:
 			sessions = p.sessionList(sessions[:0])
 			for _, ss := range sessions {

@@ -42,7 +42,7 @@ type PublisherStats struct {
 	SharedBuffers   uint64 // Shared mode: buffers posted, each encoded once
 	SharedSends     uint64 // Shared mode: sends of those buffers to subscribers that took them
 	SharedFree      int    // Shared mode: buffers free now (all of MaxInFlight when nothing is in flight)
-	SharedFlushes   uint64 // Shared mode: housekeeping rounds that looked for partly filled buffers (none while none is filled)
+	SharedFlushes   uint64 // Shared mode: housekeeping rounds that looked for partly filled buffers (none while none is filled), each counted before it posts anything
 	RoomSleeps      uint64 // times a WaitRoom call slept until woken
 	RoomWakes       uint64 // WaitRoom wakes from send completions (a refusing subscriber or the pool has room for a batch again) or a refusing subscriber's subscription ending
 	RoomTickWakes   uint64 // WaitRoom wakes by the housekeeping tick: a refusal let go with room for less than a batch (a slow or stalled subscriber)

@@ -260,7 +260,10 @@ func TestPublisherFlush(t *testing.T) {
 
 // TestSharedIdleSleeps: the tick that posts partly filled buffers runs
 // only while a buffer is being filled: not before the first message, and
-// not after FlushInterval posted it.
+// not after FlushInterval posted it. The counts are exact: a round is
+// counted before it posts, so the delivered message implies its round is
+// counted, and the round that posted the last buffer stops the ticker,
+// which then delivers no more ticks.
 func TestSharedIdleSleeps(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	p := newPublisher(t, mgr, sharedConfig([]uint64{1}, pubsub.Drop, time.Millisecond))

@@ -7,6 +7,7 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/sendbuf"
 )
 
@@ -64,7 +65,8 @@ type Config struct {
 	// ProgressTimeout closes the endpoint when sends are pending and none
 	// has completed for this long, reporting them Canceled: a provider
 	// that never completes a send to a dead peer then cannot hold the
-	// buffers forever. 0 disables it.
+	// buffers forever. 0 disables it. On shm it cannot go with
+	// ShareProcess (see there).
 	ProgressTimeout time.Duration
 	// Coalesce, when set, turns on small-message coalescing with one
 	// coalescing buffer per peer: SendMessage, SendMessageV,
@@ -103,6 +105,22 @@ type Config struct {
 	// meanwhile. 0 selects DefaultInjectLinger; a negative value closes
 	// without waiting.
 	InjectLinger time.Duration
+	// ShareProcess lets an shm endpoint open while other shm endpoints of
+	// the process are open, if each of them set it too; without it Open
+	// refuses a second one with an error matching
+	// ErrOneEndpointPerProcess (see there for why). Setting it is a
+	// promise about the order of closes: close an endpoint only once every
+	// other endpoint of the process has received all it sent (their
+	// OnData ran for each message) and will send it nothing more; anything
+	// else can crash the process inside libfabric 1.17. Any close of the
+	// libfabric endpoint counts, not only Close: the library must not close
+	// it either, so Open refuses ShareProcess with ProgressTimeout on shm
+	// (netio.ErrInvalidArgument), whose teardown closes the endpoint
+	// exactly when its sends are pending. (The domain's Close does not
+	// close it: it is refused while the endpoint's registrations live.)
+	// Tools that keep both sides of an exchange in one process
+	// (netio-perf's rdm sweep) set it. Other providers ignore it.
+	ShareProcess bool
 	// Runtime names the poller to share and the logger.
 	cq.Runtime
 }
@@ -131,6 +149,10 @@ func (c *Config) validate(mgr *domain.Manager) error {
 	if c.MaxPeers < 0 || c.ProgressTimeout < 0 || c.PeerTimeout < 0 || c.InjectQueue < 0 || c.InjectQueue > netio.MaxBufferCount {
 		return fmt.Errorf("%w: rdm: MaxPeers %d, ProgressTimeout %v, PeerTimeout %v or InjectQueue %d out of range",
 			netio.ErrInvalidArgument, c.MaxPeers, c.ProgressTimeout, c.PeerTimeout, c.InjectQueue)
+	}
+	if c.ShareProcess && c.ProgressTimeout > 0 && quirks.For(mgr.Provider()).RegionsSharedInProcess {
+		return fmt.Errorf("%w: rdm: ShareProcess with ProgressTimeout %v on %s: the timeout's teardown closes the endpoint while its sends are pending, which can crash the process (see ShareProcess)",
+			netio.ErrInvalidArgument, c.ProgressTimeout, mgr.Provider())
 	}
 	if c.PeerTimeout == 0 {
 		c.PeerTimeout = DefaultPeerTimeout

@@ -32,6 +32,10 @@ type Endpoint struct {
 	// injectSize is the provider's inject_size, read at Open: info is
 	// freed at Close, while Inject may still be asked.
 	injectSize int
+	// counted: the endpoint holds a claim of its process (perprocess.go),
+	// given back once its libfabric endpoint is closed, by whichever path
+	// closes it (Close, a teardown, a failed Open).
+	counted atomic.Bool
 
 	bufs  sendcore.Buffers
 	dests []Peer // by buffer ID: where a posted buffer goes
@@ -64,15 +68,24 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	counted, err := claimProcess(mgr.Provider(), cfg.ShareProcess)
+	if err != nil {
+		return nil, fmt.Errorf("rdm: open %q: %w", addr, err)
+	}
 	poller, err := acquirePoller(mgr, cfg.Poller, cfg.PollerConfig)
 	if err != nil {
+		if counted {
+			releaseProcess(cfg.ShareProcess)
+		}
 		return nil, err
 	}
 	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr}
+	e.counted.Store(counted)
 	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true}
 	if err := e.open(mgr, node, service, opts); err != nil {
 		e.c.MarkTornDown()
 		err = joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
+		e.releaseProcess()
 		return nil, joinRelease(err, releasePoller(mgr))
 	}
 	e.c.Register(stats.KindRDM)
@@ -209,7 +222,8 @@ func (e *Endpoint) Addr() string { return e.addr }
 // AddPeer makes the peer at addr ("HOST:PORT", or a name for shm) known
 // and returns its handle. Adding a peer twice returns the same handle,
 // also when Config.MaxPeers peers are held. An address that does not parse
-// for the provider, or a peer name holding a NUL byte, is an error matching
+// for the provider, a peer name holding a NUL byte, or on shm the name of
+// a closed endpoint of this process (ErrRetiredName), is an error matching
 // netio.ErrBadAddress; a new peer past Config.MaxPeers, one matching
 // netio.ErrNoResources; after Close, netio.ErrClosed.
 func (e *Endpoint) AddPeer(addr string) (Peer, error) {
@@ -310,15 +324,42 @@ func (e *Endpoint) Close() error {
 	})
 }
 
-// closeEndpoint closes the libfabric endpoint, then frees its info.
+// releaseProcess gives back the endpoint's claim of its process, if it
+// still holds one (claimProcess).
+func (e *Endpoint) releaseProcess() {
+	if e.counted.CompareAndSwap(true, false) {
+		releaseProcess(e.cfg.ShareProcess)
+	}
+}
+
+// closeEndpoint closes the libfabric endpoint, then frees its info and
+// gives back the endpoint's claim of the process; its name stays retired
+// (retireName). If fi_close fails the claim is kept for the process's life:
+// the region may still be mapped and in use, and another endpoint of the
+// process must not open beside it as if it were gone.
 func (e *Endpoint) closeEndpoint() {
 	if ep := e.c.Guard.Endpoint(); ep != nil {
 		e.forgetOnClose()
+		e.retireName(ep)
 		if err := ep.Close(); err != nil {
-			e.c.Log.Error().Err(err).Msg("closing rdm endpoint")
+			e.c.Log.Error().Err(err).Bool("claimKept", e.counted.Swap(false)).Msg("closing rdm endpoint")
 		}
 	}
 	e.info.Free()
+	e.releaseProcess() // its region is unmapped now (perprocess.go)
+}
+
+// retireName records the endpoint's name as a closed one's (perprocess.go),
+// asking the provider for it when Open failed before learning it.
+func (e *Endpoint) retireName(ep *fabric.Endpoint) {
+	if !quirks.For(e.mgr.Provider()).RegionsSharedInProcess {
+		return
+	}
+	name := e.addr
+	if name == "" {
+		name, _ = localAddr(ep, e.mgr.Provider()) // "" if it cannot say: nothing to refuse
+	}
+	retireName(e.mgr.Provider(), name)
 }
 
 // handler routes the endpoint's completions: receives by their key's mark,

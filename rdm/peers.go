@@ -124,6 +124,9 @@ func (ps *peers) rawName(addr string) ([]byte, error) {
 		if addr == "" {
 			return nil, fmt.Errorf("%w: rdm: empty peer name", netio.ErrBadAddress)
 		}
+		if err := checkRetired(ps.prov, addr); err != nil {
+			return nil, err
+		}
 		if strings.IndexByte(addr, 0) >= 0 {
 			// shm reads a name up to its NUL: the name would be another
 			// peer's under other bytes, and taking it out again (smr_av_remove)

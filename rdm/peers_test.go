@@ -104,7 +104,9 @@ func TestManySendersOneReceiver(t *testing.T) {
 	const senders, count, size = 16, 200, 512
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			skipManyInProcess(t, p.name)
+			if !manyHere(t, p.name) {
+				return
+			}
 			mgr := openDomain(t, p.name)
 			got := newStreams(size)
 			rx := open(t, mgr, p.local, rdm.Config{OnData: got.onData,
@@ -138,12 +140,11 @@ func TestOneSenderManyReceivers(t *testing.T) {
 	const receivers, count, size = 16, 100, 512
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			skipManyInProcess(t, p.name)
+			if !manyHere(t, p.name) {
+				return
+			}
 			mgr := openDomain(t, p.name)
 			var ok, other atomic.Int64
-			// The receivers first, so that the sender closes before them:
-			// shm maps a receiver's region once per process, and a
-			// receiver closed first would unmap it under the sender.
 			var sinks []*streams
 			var addrs []string
 			var rxs []*rdm.Endpoint
@@ -220,16 +221,16 @@ func TestPeerChurn(t *testing.T) {
 	}
 }
 
-// skipManyInProcess skips a test of many endpoints streaming in one
-// process on the providers where libfabric 1.17 crashes the process that
-// way: udp;ofi_rxd and shm end with SIGSEGV inside fi_cq_readfrom in some
-// runs of 16 endpoints in one process even with every provider call on one
-// goroutine (poller.go), and the damage then crashes later tests of other
-// providers; the same streams between processes run clean (tests/cpeer
-// --endpoint rdm). Their two- and three-endpoint tests run here.
-func skipManyInProcess(t *testing.T, provider string) {
+// manyHere reports whether a test of many endpoints streaming in one
+// process runs here. On udp;ofi_rxd it runs in a child process instead
+// (and the parent only checks the child): that shape was recorded
+// crashing libfabric 1.17 (SIGSEGV inside fi_cq_readfrom) on 2026-11-25,
+// and a crash would take later tests of other providers down with it. It
+// ran clean in 54 of 54 runs since (docs/providers.md, "Threads").
+func manyHere(t *testing.T, provider string) bool {
 	t.Helper()
-	if provider == "udp;ofi_rxd" || provider == "shm" {
-		t.Skipf("%s: many endpoints streaming in one process crash inside libfabric 1.17 (SIGSEGV in fi_cq_readfrom); tested between processes instead", provider)
+	if provider != "udp;ofi_rxd" {
+		return true
 	}
+	return inSubprocess(t, "many", 3*time.Minute)
 }

@@ -125,7 +125,8 @@ func pingPongSide(b *testing.B, provider string, pc cq.Config, onData func(*rdm.
 	ep, err := rdm.Open(mgr, local, rdm.Config{
 		Send:    netio.BufferedSendParams{BufferSize: 64, BufferCount: 8},
 		Receive: netio.ReceiveParams{BufferSize: 64, BufferCount: 8},
-		OnData:  onData, Runtime: cq.Runtime{Poller: poller}})
+		OnData:  onData, Runtime: cq.Runtime{Poller: poller},
+		ShareProcess: true}) // both sides in this process, closed after the last message arrived
 	if err != nil {
 		b.Fatal(err)
 	}

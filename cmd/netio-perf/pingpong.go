@@ -44,6 +44,7 @@ type pingPong struct {
 	trips    int
 	rtts     []time.Duration
 	over     bool
+	late     int // pongs that came after over (quiesce)
 
 	done chan error // capacity 1: the first outcome
 }
@@ -95,6 +96,7 @@ func (p *pingPong) onPing(_ *endpoint.ReceiveEndpoint, data []byte) {
 func (p *pingPong) onPong(_ *endpoint.ReceiveEndpoint, _ []byte) {
 	now := p.clock()
 	if p.over {
+		p.late++
 		return
 	}
 	p.trips++

@@ -145,6 +145,7 @@ func (s *sender) openRDM(mgr *domain.Manager, local, to string, bufs int, rt cq.
 		OnSendCompleted: s.rdmCompletion(),
 		InjectQueue:     rdmInjectQueue,
 		Runtime:         rt,
+		ShareProcess:    shareProcess,
 	})
 	if err != nil {
 		return nil, err
@@ -234,8 +235,18 @@ func (s *sink) rdmConfig(bufSize, bufs int, pc cq.Config) rdm.Config {
 		OnData:         s.onRDMData,
 		OnReceiveError: s.onRDMReceiveError,
 		Runtime:        cq.Runtime{PollerConfig: pc},
+		ShareProcess:   shareProcess,
 	}
 }
+
+// shareProcess: the rdm sweep keeps both sides of an exchange in one
+// process, and closes them only after everything sent arrived
+// (awaitDelivery, and closeRDMPair after a failed stream, which leaves them
+// open on shm if it did not; the ping-pong's last message is answered by
+// none), the close order rdm.Config.ShareProcess asks for shm. None sets
+// ProgressTimeout, which shm refuses with it. Server and client modes open
+// one endpoint per process, where it changes nothing.
+const shareProcess = true
 
 // onRDMData counts (and verifies, in any order) one message.
 func (s *sink) onRDMData(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {

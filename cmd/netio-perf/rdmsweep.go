@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
+	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/rdm"
 	"github.com/netio-go/netio/sendbuf"
 )
@@ -41,14 +44,45 @@ func (w *sweeper) throughputRDM(ctx context.Context, size int, row *sweepRow) er
 	if err != nil {
 		return err
 	}
-	defer rx.Close()
 	s := newSender(size, nil)
 	tx, err := s.openRDM(w.mgr, w.sweepLocal(), rx.Addr(), window, cq.Runtime{PollerConfig: w.poll.config()})
 	if err != nil {
+		_ = rx.Close() // nothing was sent to it
 		return err
 	}
-	defer tx.Close()
-	return w.stream(ctx, s, sk, size, window, rxBufs, row)
+	err = w.stream(ctx, s, sk, size, window, rxBufs, row)
+	settle := func() error {
+		return awaitDelivery(context.WithoutCancel(ctx), sk, s.sent.Load(), rdmSettleLimit)
+	}
+	return closeRDMPair(err, quirks.For(w.mgr.Provider()).RegionsSharedInProcess, settle, tx, rx)
+}
+
+// rdmSettleLimit bounds how long closeRDMPair waits for the receiver after
+// a failed stream.
+const rdmSettleLimit = 5 * time.Second
+
+// closeRDMPair closes the sweep's two rdm endpoints of one exchange, first
+// then second, after it ended with err, keeping rdm.Config.ShareProcess's
+// promise: close an endpoint only once the other has received all it sent.
+// On success the exchange waited for that (awaitDelivery; the ping-pong's
+// last echo is answered by none). After an error (a cancel, a failed run
+// or drain, messages late) settle stops the sending and waits a bounded
+// time for everything handed over to arrive. If that fails on a provider
+// whose endpoints share regions in the process (shm), closing either could
+// crash the process (SIGSEGV inside libfabric,
+// rdm.ErrOneEndpointPerProcess): it returns the error and leaves both
+// open. The sweep then stops, its domain's close is refused while their
+// registrations live, and the process exits, which unmaps the regions with
+// nothing left to touch them.
+func closeRDMPair(err error, sharedRegions bool, settle func() error, first, second io.Closer) error {
+	if err != nil {
+		if serr := settle(); serr != nil && sharedRegions {
+			return fmt.Errorf("%w (both endpoints left open: closing them now could crash the process: %v)", err, serr)
+		}
+	}
+	_ = first.Close()
+	_ = second.Close() // the first sends it nothing more
+	return err
 }
 
 // latencyRDM bounces one message between two connectionless endpoints,
@@ -79,12 +113,19 @@ func (w *sweeper) latencyRDM(ctx context.Context, size int, row *sweepRow) error
 	if err != nil {
 		return err
 	}
-	defer client.Close()
 	server, err := rdm.Open(serverMgr, w.sweepLocal(), pingPongConfig(size, serverPoller, p.onPing))
 	if err != nil {
+		_ = client.Close() // nothing was sent
 		return err
 	}
-	defer server.Close()
+	err = pingPongRDM(ctx, p, client, server, clientPoller, row)
+	settle := func() error { return p.quiesce(clientPoller, rdmSettleLimit) }
+	// The server first: once the last echo arrived it has nothing on its way.
+	return closeRDMPair(err, quirks.For(w.mgr.Provider()).RegionsSharedInProcess, settle, server, client)
+}
+
+// pingPongRDM connects client and server both ways and runs the ping-pong.
+func pingPongRDM(ctx context.Context, p *pingPong, client, server *rdm.Endpoint, clientPoller *cq.Poller, row *sweepRow) error {
 	ping, err := connectRDM(ctx, client, server.Addr())
 	if err != nil {
 		return err
@@ -95,6 +136,28 @@ func (w *sweeper) latencyRDM(ctx context.Context, size int, row *sweepRow) error
 	}
 	p.setLinks(ping, pong)
 	return p.run(ctx, clientPoller, row)
+}
+
+// quiesce stops a ping-pong that ended with an error from sending more
+// pings, and waits up to limit for the echo of the last ping sent, if one
+// is on its way: then no message is. (An echo that failed never comes.)
+// It reads the client's side on its poller goroutine.
+func (p *pingPong) quiesce(client *cq.Poller, limit time.Duration) error {
+	do := poll.Of(client).Do
+	var onItsWay bool
+	do(func() { onItsWay = !p.base.IsZero() && !p.over; p.over = true })
+	for deadline := time.Now().Add(limit); onItsWay; {
+		var late int
+		do(func() { late = p.late })
+		if late > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the last ping's echo did not arrive within %v", limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }
 
 // pingPongConfig configures one side of the rdm ping-pong on poller; on
@@ -108,7 +171,8 @@ func pingPongConfig(size int, poller *cq.Poller, on func(*endpoint.ReceiveEndpoi
 				on(nil, d)
 			}
 		},
-		Runtime: cq.Runtime{Poller: poller},
+		Runtime:      cq.Runtime{Poller: poller},
+		ShareProcess: shareProcess,
 	}
 }
 

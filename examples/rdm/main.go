@@ -54,7 +54,7 @@ func run(provider string, receivers, count int) error {
 			mu.Lock()
 			seen[binary.LittleEndian.Uint32(data)][binary.LittleEndian.Uint32(data[4:])] = true
 			mu.Unlock()
-		}})
+		}, ShareProcess: true})
 		if err != nil {
 			return err
 		}
@@ -74,6 +74,11 @@ func run(provider string, receivers, count int) error {
 			}
 			reported.Done()
 		},
+		// shm opens one endpoint per process unless every one sets this
+		// (rdm.ErrOneEndpointPerProcess): this demo keeps all in one
+		// process and closes them only once every message arrived. A
+		// readout program opens one endpoint per process instead.
+		ShareProcess: true,
 	})
 	if err != nil {
 		return err

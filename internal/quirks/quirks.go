@@ -85,6 +85,18 @@ type Quirks struct {
 	// ends the connection instead of completing with a truncation error;
 	// the receive endpoint names the truncation as the reason.
 	TruncationDrops bool
+	// RegionsSharedInProcess: the endpoints of one process use each
+	// other's memory directly, and closing one unmaps it under the others
+	// (shm in libfabric 1.17: an endpoint's shared region is found by name
+	// in a process-wide list, ep_name_list, and the pointer kept; fi_close
+	// unmaps the region but leaves it in the list). Another endpoint of
+	// the process that then handles a message from the closed one, or
+	// sends to it, touches unmapped memory (SIGSEGV in fi_cq_readfrom).
+	// Between processes each maps the region itself, so a peer's close
+	// takes nothing away. The rdm endpoint therefore opens one such
+	// endpoint per process unless the caller accepts the close order
+	// (rdm.Config.ShareProcess).
+	RegionsSharedInProcess bool
 }
 
 // table holds the core providers by name. A layered provider ("tcp;ofi_rxm")
@@ -103,7 +115,7 @@ var table = map[string]Quirks{
 	"sockets": {SoftwareRegistration: true, CompletesWhenStaged: true, ShutdownCorrupts: true, ProgressThread: true,
 		CapsInConnReq: true, ShutdownBeforeDelivered: true, PeekBuffered: true, MissesEarlyClose: true},
 	"udp": {SoftwareRegistration: true},
-	"shm": {SoftwareRegistration: true, NamedAddresses: true, UnknownSourceIsZero: true},
+	"shm": {SoftwareRegistration: true, NamedAddresses: true, UnknownSourceIsZero: true, RegionsSharedInProcess: true},
 	// The utility layers register through the core provider beneath them.
 	"ofi_rxm": {SoftwareRegistration: true, StaleWaitEntries: true},
 	"ofi_rxd": {SoftwareRegistration: true, NoSources: true},
@@ -137,6 +149,7 @@ func For(provider string) Quirks {
 		q.UnknownSourceIsZero = q.UnknownSourceIsZero || l.UnknownSourceIsZero
 		q.NoSources = q.NoSources || l.NoSources
 		q.StaleWaitEntries = q.StaleWaitEntries || l.StaleWaitEntries
+		q.RegionsSharedInProcess = q.RegionsSharedInProcess || l.RegionsSharedInProcess
 	}
 	return q
 }

@@ -36,4 +36,6 @@ func TestDefectsOfOneLayerHoldForTheWhole(t *testing.T) {
 	assert.True(t, quirks.For("tcp;ofi_rxm").StaleWaitEntries, "ofi_rxm's defect holds for tcp;ofi_rxm")
 	assert.False(t, quirks.For("tcp").StaleWaitEntries, "connected tcp keeps its wait objects")
 	assert.False(t, quirks.For("udp;ofi_rxd").StaleWaitEntries)
+	assert.True(t, quirks.For("shm").RegionsSharedInProcess)
+	assert.False(t, quirks.For("tcp;ofi_rxm").RegionsSharedInProcess, "each endpoint of an IP provider has its own sockets")
 }
