@@ -73,6 +73,15 @@ func publishUntilRefused(t *testing.T, p *pubsub.Publisher, tag uint64, pending 
 	return taken
 }
 
+// flushUntil flushes p until cond holds (30 s at most). One Flush is not
+// enough under Block with a long FlushInterval: a message still waiting
+// for its subscriber (Pending) goes into a buffer after the Flush, and
+// that buffer would wait for the interval.
+func flushUntil(t *testing.T, p *pubsub.Publisher, cond func() bool, format string, args ...any) {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() bool { p.Flush(); return cond() }, format, args...)
+}
+
 // waitRoomAsync runs WaitRoom(ctx, tag) on its own goroutine and returns
 // where its answer goes, once the call sleeps (RoomSleeps counts it).
 func waitRoomAsync(t *testing.T, ctx context.Context, p *pubsub.Publisher, tag uint64) <-chan error {
@@ -125,8 +134,7 @@ func TestWaitRoomWakesOnRoom(t *testing.T) {
 			assert.Greater(t, after.RoomWakes+after.RoomTickWakes, before.RoomWakes+before.RoomTickWakes, "returned without a wake")
 			buf := make([]byte, 48<<10)
 			require.Equal(t, pubsub.OK, p.Publish(1, payload(buf, 1, taken)), "no room after WaitRoom")
-			p.Flush()
-			waitFor(t, 20*time.Second, func() bool { return c.count.Load() == int64(taken+1) }, "%d messages", taken+1)
+			flushUntil(t, p, func() bool { return c.count.Load() == int64(taken+1) }, "%d messages", taken+1)
 			checkInOrder(t, c, 1, 0, taken+1)
 			assert.Empty(t, c.problems())
 		})
@@ -225,8 +233,7 @@ func TestWaitRoomBatches(t *testing.T) {
 				}
 			}
 			elapsed := time.Since(start)
-			p.Flush()
-			waitFor(t, 30*time.Second, func() bool { return c.count.Load() == messages }, "%d messages", messages)
+			flushUntil(t, p, func() bool { return c.count.Load() == messages }, "%d messages", messages)
 			checkInOrder(t, c, 1, 0, messages)
 			st := p.Stats()
 			require.NotZero(t, st.RoomSleeps, "never waited: the subscriber kept up, the test shows nothing")

@@ -44,8 +44,7 @@ func TestWaitRoomOtherTag(t *testing.T) {
 			require.NoError(t, err, "seq %d: a wait on tag 2 held by tag 1's refusal: %+v", seq, p.Stats())
 		}
 	}
-	p.Flush()
-	waitFor(t, 30*time.Second, func() bool { return slow.count.Load() == messages }, "%d messages", messages)
+	flushUntil(t, p, func() bool { return slow.count.Load() == messages }, "%d messages", messages)
 	checkInOrder(t, slow, 2, 0, messages)
 	assert.Empty(t, slow.problems())
 	assert.True(t, stalledPending(), "tag 1's refusal ended: the test showed nothing")
