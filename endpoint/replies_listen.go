@@ -134,7 +134,9 @@ func (r *ReceiveEndpoint) SendBuffer(buf *sendbuf.NetworkBuffer, size int) netio
 	if !s.bufs.Set.MarkPosted(id, s.holder, buf.ID()) {
 		return netio.InvalidArgument
 	}
-	s.counters.Posted(size) // before the post, so Completed never passes Sent
+	// Counted here, not by a sendcore.Core: before the post, so Completed
+	// never passes Sent (sendcore.Counters.Posted).
+	s.counters.Posted(size)
 	if errno := ep.Send(buf.Addr(), size, buf.Desc(), r.owner.Context(reverseKeyFlag|id)); errno != 0 {
 		s.counters.Unposted(size)
 		s.bufs.Set.Unpost(id, s.holder)

@@ -336,7 +336,6 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key ui
 	if !s.set.MarkPosted(id, s.holder, key) {
 		return netio.InvalidArgument
 	}
-	s.c.Counters.Posted(size) // before the post, so Completed never passes Sent
 	var st netio.Status
 	if regular {
 		st = s.c.SendRegular(ep, id, size, size)
@@ -344,7 +343,6 @@ func (s *SendEndpointBuffered) post(buf *sendbuf.NetworkBuffer, size int, key ui
 		st = s.c.Send(ep, id, size, size)
 	}
 	if st != netio.OK {
-		s.c.Counters.Unposted(size)
 		s.set.Unpost(id, s.holder)
 		return st
 	}

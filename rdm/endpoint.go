@@ -81,7 +81,8 @@ func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 	}
 	e := &Endpoint{cfg: cfg, holder: sendcore.NewHolder(), mgr: mgr}
 	e.counted.Store(counted)
-	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true}
+	opts := sendcore.Options{Poller: poller, Log: cfg.Logger, OnSendCompleted: cfg.OnSendCompleted, PostOnPoller: true,
+		ReportedAtPost: injectKey} // postInject reports an untracked inject as the provider takes it
 	if err := e.open(mgr, node, service, opts); err != nil {
 		e.c.MarkTornDown()
 		err = joinRelease(fmt.Errorf("rdm: open %q: %w", addr, err), e.c.Release())
@@ -401,6 +402,10 @@ func (e *Endpoint) releaseResources() error {
 	}
 	if e.inOnData {
 		e.freeAfterOnData = true
+		// The registry folds the counters once this returns: count the
+		// messages OnMessage was given from this buffer now (deliver
+		// does not); OnData's receive was counted before OnData ran.
+		e.decoded.Add(uint64(e.dec.Count()))
 	} else if e.recv != nil {
 		if cerr := e.recv.Close(); err == nil {
 			err = cerr

@@ -158,9 +158,7 @@ func (e *Endpoint) Inject(data []byte, to Peer) netio.Status {
 	if int(to.slot) < len(e.inj.perPeer) {
 		e.inj.perPeer[to.slot].Add(1)
 	}
-	e.c.Counters.Posted(len(data))
-	if st := e.c.Send(ep, idx|injectKey, len(data), len(data)); st != netio.OK {
-		e.c.Counters.Unposted(len(data))
+	if st := e.c.Send(ep, idx|injectKey, len(data), len(data)); st != netio.OK { // counts the send
 		e.inj.claim(idx)
 		return st
 	}

@@ -117,7 +117,10 @@ func (e *Endpoint) repostFailed(idx uint32, errno fabric.Errno) {
 // deliver hands a received message to OnData, or decodes it for OnMessage,
 // in order, stopping early when a callback closes the endpoint. A
 // malformed buffer delivers its valid prefix, then is counted and
-// reported. It runs on the poller goroutine.
+// reported. The messages decoded are counted after the loop, or, when a
+// callback closes the endpoint, by releaseResources inside that Close,
+// before the endpoint's counters are final. It runs on the poller
+// goroutine.
 func (e *Endpoint) deliver(from Peer, data []byte) {
 	if e.cfg.OnMessage == nil {
 		e.cfg.OnData(e, from, data)
@@ -131,8 +134,13 @@ func (e *Endpoint) deliver(from Peer, data []byte) {
 			break
 		}
 	}
-	e.decoded.Add(uint64(d.Count()))
-	if err := d.Err(); err != nil {
+	n, err := d.Count(), d.Err()
+	// Counted once: a Close in OnReceiveError below finds none to count.
+	d.Reset(nil)
+	if !e.freeAfterOnData { // else releaseResources counted them
+		e.decoded.Add(uint64(n))
+	}
+	if err != nil {
 		e.reportReceiveError(fmt.Errorf("%w: rdm: coalesced buffer of %d bytes from %q: %w",
 			netio.ErrFailed, len(data), e.PeerAddr(from), err))
 	}

@@ -63,9 +63,7 @@ func (e *Endpoint) post(buf *sendbuf.NetworkBuffer, size int, to Peer) netio.Sta
 	if !e.bufs.Set.MarkPosted(id, e.holder, buf.ID()) {
 		return netio.InvalidArgument
 	}
-	e.c.Counters.Posted(size)
-	if st := e.c.Send(ep, id, size, size); st != netio.OK {
-		e.c.Counters.Unposted(size)
+	if st := e.c.Send(ep, id, size, size); st != netio.OK { // counts the send
 		e.bufs.Set.Unpost(id, e.holder)
 		return st
 	}

@@ -183,7 +183,7 @@ func (p *Poller) pollCQ(spin time.Duration) int {
 		for i := range n {
 			p.lastOfBatch = i == n-1
 			c := p.cq.Entry(i)
-			h, ok := owners[uint32(c.Context>>32)]
+			h, ok := owners.find(uint32(c.Context >> 32))
 			if !ok {
 				p.dropped.Add(1)
 				continue
@@ -241,7 +241,7 @@ func (p *Poller) pollEQ() int {
 		if !ok {
 			return n
 		}
-		h, found := (*p.owners.Load())[uint32(ev.Context>>32)]
+		h, found := p.owners.Load().find(uint32(ev.Context >> 32))
 		if !found {
 			p.dropped.Add(1)
 			ev.Info.Free()

@@ -1,7 +1,9 @@
 package poll
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/netio-go/netio"
@@ -75,11 +77,8 @@ func (p *Poller) Register(h Handler) (Owner, error) {
 	}
 	p.nextID++ // IDs are never reused, so a late completion never reaches a new owner
 	old := *p.owners.Load()
-	next := make(map[uint32]Handler, len(old)+1)
-	for k, v := range old {
-		next[k] = v
-	}
-	next[p.nextID] = h
+	next := append(make(ownerTable, 0, len(old)+1), old...)
+	next = append(next, ownerEntry{id: p.nextID, h: h}) // the largest ID: the table stays sorted
 	p.owners.Store(&next)
 	return Owner{id: p.nextID}, nil
 }
@@ -90,15 +89,11 @@ func (p *Poller) Unregister(o Owner) {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	old := *p.owners.Load()
-	if _, ok := old[o.id]; !ok {
+	i, ok := old.index(o.id)
+	if !ok {
 		return
 	}
-	next := make(map[uint32]Handler, len(old))
-	for k, v := range old {
-		if k != o.id {
-			next[k] = v
-		}
-	}
+	next := slices.Delete(slices.Clone(old), i, i+1)
 	p.owners.Store(&next)
 }
 
@@ -110,7 +105,7 @@ func (p *Poller) Unregister(o Owner) {
 // a read refused), not the batch loop, which looks its owners up once per
 // batch.
 func (p *Poller) handTo(ctx uint64, r Result, counted *atomic.Uint64) {
-	h, found := (*p.owners.Load())[uint32(ctx>>32)]
+	h, found := p.owners.Load().find(uint32(ctx >> 32))
 	if !found {
 		p.dropped.Add(1)
 		return
@@ -119,6 +114,47 @@ func (p *Poller) handTo(ctx uint64, r Result, counted *atomic.Uint64) {
 		counted.Add(1)
 	}
 	h.HandleCompletion(uint32(ctx), r)
+}
+
+// ownerEntry is one registered handler and its owner's ID.
+type ownerEntry struct {
+	id uint32
+	h  Handler
+}
+
+// ownerTable is the registered handlers by increasing owner ID (Register
+// appends the newest, which has the largest ID; Unregister removes one),
+// copied on write and read without a lock by the poller goroutine.
+//
+// It is a slice, not a map, for the lookup of every completion: a poller
+// serves few owners (an endpoint, or a few), and a scan of those is a few
+// compares where a map lookup hashes the ID (docs/performance.md, "shm
+// 64 B latency: the read-to-send span"); a larger table is searched by
+// halves.
+type ownerTable []ownerEntry
+
+// scanOwners is the largest table find scans instead of halving.
+const scanOwners = 8
+
+// find returns the handler of owner id.
+func (t ownerTable) find(id uint32) (Handler, bool) {
+	if len(t) <= scanOwners {
+		for i := range t {
+			if t[i].id == id {
+				return t[i].h, true
+			}
+		}
+		return nil, false
+	}
+	if i, ok := t.index(id); ok {
+		return t[i].h, true
+	}
+	return nil, false
+}
+
+// index returns the position of owner id.
+func (t ownerTable) index(id uint32) (int, bool) {
+	return slices.BinarySearchFunc(t, id, func(e ownerEntry, id uint32) int { return cmp.Compare(e.id, id) })
 }
 
 // Owners returns the number of registered handlers.

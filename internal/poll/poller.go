@@ -69,7 +69,7 @@ type Poller struct {
 
 	regMu  sync.Mutex
 	nextID uint32
-	owners atomic.Pointer[map[uint32]Handler]
+	owners atomic.Pointer[ownerTable]
 
 	queueMu  sync.Mutex // guards queue, atStop, draining and wakeFD
 	queue    []func()
@@ -122,8 +122,7 @@ func Open(fab *fabric.Fabric, dom *fabric.Domain, cfg Config) (*Poller, error) {
 	}
 	wait := cfg.Mode == Adaptive
 	p := &Poller{cfg: cfg, fab: fab, log: cfg.Logger, wakeFD: -1, blockMS: pollTimeout(cfg.MaxBlock), done: make(chan struct{}), drained: make(chan struct{})}
-	empty := map[uint32]Handler{}
-	p.owners.Store(&empty)
+	p.owners.Store(&ownerTable{})
 	cqWait := wait && !cfg.NoCQWait
 	if p.cq, err = dom.OpenCQ(cfg.Size, cqWait); cqWait && errors.Is(err, fabric.ENOSYS) {
 		p.cq, err = dom.OpenCQ(cfg.Size, false) // shm: no wait objects

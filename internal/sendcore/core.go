@@ -69,6 +69,12 @@ type Options struct {
 	// call from several at once). A send made on the poller goroutine (from
 	// a callback) is posted at once, unless sends are queued before it.
 	PostOnPoller bool
+	// ReportedAtPost marks the keys of sends that the kind's post may report
+	// before it returns (rdm's untracked injects: the provider took the
+	// copy, and no completion follows); a key with any of these bits is
+	// counted before it is posted, whatever PostOnPoller says (see
+	// Core.Send).
+	ReportedAtPost uint32
 	// Inject posts a send of at most the provider's inject_size bytes with
 	// fi_inject and reports its key OK once the provider has copied it,
 	// without a provider completion (see InitInject): OK then means the

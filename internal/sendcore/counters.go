@@ -22,8 +22,14 @@ type Snapshot struct {
 	Canceled  uint64 // sends reported Canceled: pending when the endpoint ended
 }
 
-// Posted counts a send of n bytes. Count before the post: once posted, the
-// completion may come at once, and Completed must never pass Sent.
+// Posted counts a send of n bytes. Core.Send does, for the kinds that post
+// through the core; the listen side's replies (endpoint/replies_listen.go)
+// post themselves and count themselves. The rule: count a send before
+// anything can report it finished, so that Completed never passes Sent.
+// That is before the post, as the completion may come at once, except for
+// a send posted on the goroutine that reports its completion, which may be
+// counted after its post (Core.Send's PostOnPoller case; not a send whose
+// post itself reports it, Options.ReportedAtPost).
 func (c *Counters) Posted(n int) {
 	c.sent.Add(1)
 	c.bytes.Add(uint64(n))
@@ -47,8 +53,10 @@ func (c *Counters) Finished(st netio.Status, n int) {
 	}
 }
 
-// Read reads the finished counters first: Sent only grows and is counted
-// before each post, so the snapshot never shows more finished than sent.
+// Read reads the finished counters first: every send is counted in Sent
+// before anything can report it finished (see Posted), so a Sent read
+// after them covers every send they count, and the snapshot never shows
+// more finished than sent.
 func (c *Counters) Read() Snapshot {
 	completed, failed, canceled := c.completed.Load(), c.failed.Load(), c.canceled.Load()
 	return Snapshot{Sent: c.sent.Load(), Bytes: c.bytes.Load(), Completed: completed, Failed: failed, Canceled: canceled}

@@ -257,10 +257,11 @@ func (c *Core) SetPostDirect(on bool) { c.postDirect = on && c.opts.PostOnPoller
 // Send posts the send with this key and length, of size bytes, which the
 // kind has marked posted (so that teardown cancels it) while holding the
 // post guard with ep: at once, or through the poller goroutine when
-// handOffDue(size). A status other than OK means nothing was posted or
-// queued, and the kind takes its marking back. A full queue is
-// NoResources, which a kind that sizes it for every send it can have in
-// flight never sees.
+// handOffDue(size). It counts the send in Counters (Posted), so that
+// Completed never passes Sent (see send). A status other than OK means
+// nothing was posted, queued or counted, and the kind takes its marking
+// back. A full queue is NoResources, which a kind that sizes it for every
+// send it can have in flight never sees.
 func (c *Core) Send(ep *fabric.Endpoint, key uint32, n, size int) netio.Status {
 	return c.send(ep, key, n, size, false)
 }
@@ -276,21 +277,43 @@ func (c *Core) SendRegular(ep *fabric.Endpoint, key uint32, n, size int) netio.S
 }
 
 // send is Send, with a regular post at once when regular.
+//
+// A send is counted before it is posted or queued: once posted, its
+// completion may be reported at once on the poller goroutine, and
+// Completed must never pass Sent. One exception: with PostOnPoller, a send
+// posted at once is posted on the poller goroutine, the goroutine that
+// reports completions and injects, so nothing reports it before this
+// returns (unless the kind's post does, Options.ReportedAtPost), and it is
+// counted after the post. That keeps the count's two locked adds off a
+// reply's way to the provider (docs/performance.md, "shm 64 B latency: the
+// read-to-send span").
 func (c *Core) send(ep *fabric.Endpoint, key uint32, n, size int, regular bool) netio.Status {
 	if !c.handOffDue(size) {
+		after := c.opts.PostOnPoller && key&c.opts.ReportedAtPost == 0
+		if !after {
+			c.Counters.Posted(size)
+		}
 		var errno fabric.Errno
 		if regular {
 			errno = c.postRegular(ep, key, n)
 		} else {
 			errno = c.post(ep, key, n)
 		}
+		switch {
+		case errno != 0 && !after:
+			c.Counters.Unposted(size)
+		case errno == 0 && after:
+			c.Counters.Posted(size)
+		}
 		if errno != 0 {
 			return PostStatus(errno)
 		}
 		return netio.OK
 	}
+	c.Counters.Posted(size)
 	queued, schedule := c.hand.push(key, n)
 	if !queued {
+		c.Counters.Unposted(size)
 		return netio.NoResources
 	}
 	if schedule {

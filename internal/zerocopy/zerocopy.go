@@ -168,11 +168,7 @@ func (z *Sends) Send(c *sendcore.Core, ep *fabric.Endpoint, header []byte, data 
 	for i := range s.n {
 		total += int(s.iov[i].Len)
 	}
-	// Counted before the post: once posted, the completion may free the
-	// slot and another send reuse it, and Completed must never pass Sent.
-	c.Counters.Posted(total)
-	if st := c.Send(ep, h.Index|mark, s.n, total); st != netio.OK {
-		c.Counters.Unposted(total)
+	if st := c.Send(ep, h.Index|mark, s.n, total); st != netio.OK { // counts the send
 		z.detach(s)
 		z.headers.ReturnHeader(h.Index)
 		return st
