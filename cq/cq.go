@@ -293,6 +293,13 @@ func (c Config) internal() poll.Config {
 		Size: c.Size, LockOSThread: c.LockOSThread, Logger: c.Logger}
 }
 
+// OnPollerGoroutine reports whether the caller runs on the poller's
+// goroutine, that is, inside a callback of an endpoint it serves: a call
+// that waits for the poller's completions would wait for ever there.
+func (p *Poller) OnPollerGoroutine() bool {
+	return p != nil && p.p != nil && p.p.OnPollerGoroutine()
+}
+
 // Stats returns the poller's counters (zero for a Poller not from Open).
 func (p *Poller) Stats() Stats {
 	if p == nil || p.p == nil {

@@ -75,4 +75,6 @@ func TestZeroPoller(t *testing.T) {
 	var nilPoller *cq.Poller
 	assert.NoError(t, nilPoller.Close())
 	assert.Nil(t, nilPoller.Domain())
+	assert.False(t, p.OnPollerGoroutine())
+	assert.False(t, nilPoller.OnPollerGoroutine())
 }

@@ -459,6 +459,22 @@ func TestNumAvailableBuffersIsMinimumSinceLastCall(t *testing.T) {
 	assert.Equal(t, 8, s.NumAvailableBuffers(), "a new interval starts at the current count")
 }
 
+// TestFreeBuffersIsNow: FreeBuffers counts the buffers free at the moment
+// and starts no interval: NumAvailableBuffers still reports the low point.
+func TestFreeBuffersIsNow(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	l := listen(t, mgr, newReceiver().config(netio.ReceiveParams{}))
+	s := dial(t, mgr, l.Addr(), newSender(8).config(netio.BufferedSendParams{BufferSize: 64, BufferCount: 8}))
+	assert.Equal(t, 8, s.FreeBuffers())
+	b := s.GetBuffer()
+	require.NotNil(t, b)
+	assert.Equal(t, 7, s.FreeBuffers())
+	_, st := s.ReleaseBuffer(b.ID())
+	require.Equal(t, netio.OK, st)
+	assert.Equal(t, 8, s.FreeBuffers())
+	assert.Equal(t, 7, s.NumAvailableBuffers(), "FreeBuffers started a new interval")
+}
+
 func TestSharedBuffers(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	rcv := newReceiver()

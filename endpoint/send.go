@@ -375,6 +375,12 @@ func (s *SendEndpointBuffered) ReleaseBuffer(id uint64) (uint64, netio.Status) {
 // it speaks for the shared pool.
 func (s *SendEndpointBuffered) NumAvailableBuffers() int { return s.pool.NumAvailable() }
 
+// FreeBuffers returns the send buffers free now (with shared buffers, the
+// shared pool's). Unlike NumAvailableBuffers it starts no interval, so
+// asking it changes nothing; a buffer is free before OnSendCompleted
+// reports its send.
+func (s *SendEndpointBuffered) FreeBuffers() int { return s.pool.Free() }
+
 // PendingSends returns the keys of the sends in flight. It allocates; use it
 // for diagnostics, not on the hot path.
 func (s *SendEndpointBuffered) PendingSends() []uint64 {

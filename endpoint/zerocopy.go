@@ -183,6 +183,12 @@ func (z *SendEndpointZeroCopy) MaxPieces() int { return z.zc.MaxPieces() }
 // previous call.
 func (z *SendEndpointZeroCopy) NumAvailableHeaders() int { return z.zc.NumAvailableHeaders() }
 
+// FreeHeaders returns the header slots free now: how many sends may be
+// posted before one completes. Unlike NumAvailableHeaders it starts no
+// interval, so asking it changes nothing; a send's slot is free before
+// OnSendCompleted reports it.
+func (z *SendEndpointZeroCopy) FreeHeaders() int { return z.zc.FreeHeaders() }
+
 // PendingSends returns the keys of the sends in flight. It allocates.
 func (z *SendEndpointZeroCopy) PendingSends() []uint64 { return z.zc.PendingSends() }
 

@@ -185,9 +185,11 @@ func TestZeroCopyHeaderSlotsExhausted(t *testing.T) {
 	}
 	require.Equal(t, netio.NoResources, st, "all header slots in flight behind the stalled receiver")
 	assert.Len(t, z.PendingSends(), 4)
+	assert.Zero(t, z.FreeHeaders())
 	assert.Zero(t, z.NumAvailableHeaders())
 	close(release)
 	assert.Equal(t, netio.OK, <-statuses)
+	require.Eventually(t, func() bool { return z.FreeHeaders() > 0 }, 5*time.Second, time.Millisecond, "a completed send's slot free again")
 	require.Eventually(t, func() bool { return z.Send([]byte("h"), data[:10], 99) == netio.OK }, 5*time.Second, time.Millisecond, "recovery")
 	sent++
 	waitFor(t, 20*time.Second, func() bool { return rcv.count.Load() == int64(sent) }, "every message")
@@ -200,6 +202,7 @@ func TestZeroCopyOversizeHeader(t *testing.T) {
 	assert.Equal(t, netio.InvalidArgument, z.Send(make([]byte, 17), []byte("data"), 1), "header larger than a slot")
 	assert.Empty(t, z.PendingSends(), "nothing taken")
 	assert.Equal(t, 2, z.NumAvailableHeaders())
+	assert.Equal(t, 2, z.FreeHeaders())
 }
 
 func TestZeroCopyPiecesAndEmptyMessages(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/netio-go/netio/domain"
@@ -127,4 +128,61 @@ func ExampleDirectory() {
 	// 2 publishers on the bus
 	// 2 publishers subscribed to
 	// tags received: [10 20]
+}
+
+// The retry rule under Block: when Publish answers NoResources (a
+// subscriber has no room), wait in WaitRoom for the same tag, then publish
+// the same message again. WaitRoom sleeps until what refused that tag has
+// room for a batch, without polling; it waits as long as Publish would
+// refuse, so its ctx has a deadline.
+func ExamplePublisher_WaitRoom() {
+	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mgr.Close()
+	pub, err := pubsub.NewPublisher(mgr, "127.0.0.1:0", pubsub.PublisherConfig{Tags: []uint64{1}, Mode: pubsub.Shared})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pub.Close()
+	var got atomic.Int64
+	sub, err := pubsub.NewSubscriber(mgr, pubsub.SubscriberConfig{
+		Bus:       pubsub.Fixed(pub.Addr()),
+		OnMessage: func(pubsub.Message) { got.Add(1) },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sub.Subscribe(ctx, 1); err != nil {
+		fmt.Println(err)
+		return
+	}
+	const n = 100000
+	msg := make([]byte, 64)
+	for i := range n {
+		for st := pub.Publish(1, msg); st != pubsub.OK; st = pub.Publish(1, msg) {
+			if st != pubsub.NoResources {
+				fmt.Println("message", i, st)
+				return
+			}
+			if err := pub.WaitRoom(ctx, 1); err != nil { // ctx ended or pub closed
+				fmt.Println(err)
+				return
+			}
+		}
+	}
+	pub.Flush()
+	for got.Load() < n && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println(got.Load(), "messages received")
+	// Output:
+	// 100000 messages received
 }

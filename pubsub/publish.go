@@ -104,6 +104,7 @@ func (ts *tagState) admit(subs []*subscription) Status {
 		}
 		ss.mu.Lock()
 		if ss.pending.Load() && !ss.drainLocked() {
+			ss.markRefused()
 			unlockBlock(subs[:i+1])
 			ts.refused.Add(1)
 			ts.mu.Unlock()

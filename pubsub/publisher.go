@@ -78,6 +78,8 @@ type Publisher struct {
 	refusedSessions atomic.Uint64
 	refusedTags     atomic.Uint64
 	lostPending     atomic.Uint64
+
+	room roomWait // WaitRoom's callers (room.go)
 }
 
 // tagState is one served tag: its sequence number and subscriptions,
@@ -98,6 +100,11 @@ type tagState struct {
 	group *group
 	shGen uint64
 	shRun int
+
+	// poolGen is the pool refusal (refusal.gen) that last refused a
+	// message of the tag: WaitRoom for the tag waits on the pool only
+	// while that refusal stands.
+	poolGen atomic.Uint64
 
 	// Counters: written under mu, atomics so that snapshots (package
 	// stats) read them without it.
@@ -208,6 +215,7 @@ func NewPublisher(mgr *domain.Manager, addr string, cfg PublisherConfig) (*Publi
 			ln.Close()
 			return nil, err
 		}
+		p.sh.pub = p
 	}
 	empty := map[uint64]*tagState{}
 	p.tags.Store(&empty)
@@ -369,6 +377,7 @@ func (p *Publisher) housekeeping() {
 					ss.mu.Unlock()
 				}
 			}
+			p.roomTick(sessions)
 			clear(sessions)
 			if p.sh != nil {
 				continue // shared buffers carry their own SYNC records

@@ -203,8 +203,9 @@ type PublisherConfig struct {
 	// subscriber's send of it has completed: OK when all did, Failed when
 	// none did (their connections ended), PartiallyFailed otherwise. From
 	// then on the caller may reuse the data. It runs on the poller
-	// goroutine (or a control goroutine when a connection ends) and must
-	// not block. May be nil.
+	// goroutine, or a control goroutine when a connection ends, or the
+	// PublishZeroCopy caller's own when every send completed before that
+	// call returned, and must not block. May be nil.
 	OnPublishCompleted func(key uint64, st Status)
 	// Bus, when set, is told which tags this publisher serves (Announce),
 	// kept current while it runs, and told when it closes (Withdraw).

@@ -43,6 +43,9 @@ type PublisherStats struct {
 	SharedSends     uint64 // Shared mode: sends of those buffers to subscribers that took them
 	SharedFree      int    // Shared mode: buffers free now (all of MaxInFlight when nothing is in flight)
 	SharedFlushes   uint64 // Shared mode: housekeeping rounds that looked for partly filled buffers (none while none is filled), each counted before it posts anything
+	RoomSleeps      uint64 // times a WaitRoom call slept until woken
+	RoomWakes       uint64 // WaitRoom wakes from send completions (a refusing subscriber or the pool has room for a batch again) or a refusing subscriber's subscription ending
+	RoomTickWakes   uint64 // WaitRoom wakes by the housekeeping tick: a refusal let go with room for less than a batch (a slow or stalled subscriber)
 }
 
 // Stats returns the publisher's counters.
@@ -52,7 +55,8 @@ func (p *Publisher) Stats() PublisherStats {
 	p.mu.Unlock()
 	st := PublisherStats{Tags: len(*p.tags.Load()), Subscribers: n, Sessions: p.sessionsTotal.Load(),
 		Requests: p.requests.Load(), Malformed: p.malformed.Load(), Refused: p.refusedRequests.Load(),
-		RefusedSessions: p.refusedSessions.Load(), RefusedTags: p.refusedTags.Load(), LostPending: p.lostPending.Load()}
+		RefusedSessions: p.refusedSessions.Load(), RefusedTags: p.refusedTags.Load(), LostPending: p.lostPending.Load(),
+		RoomSleeps: p.room.sleeps.Load(), RoomWakes: p.room.wakes.Load(), RoomTickWakes: p.room.tickWakes.Load()}
 	if p.sh != nil {
 		st.SharedBuffers, st.SharedSends, st.SharedFree = p.sh.posted.Load(), p.sh.sends.Load(), len(p.sh.free)
 		st.SharedFlushes = p.sh.flushRounds.Load()

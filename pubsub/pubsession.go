@@ -64,6 +64,13 @@ type pubSession struct {
 	shHeld      atomic.Int32
 
 	dropped atomic.Uint64
+
+	// WaitRoom (room.go): refused is set when ss made Publish answer
+	// NoResources, and cleared when it has roomLow sends' room again (set
+	// at hello: half of what it holds in flight) or its refusal no longer
+	// applies.
+	refused refusal
+	roomLow int
 }
 
 // acceptLoop takes control connections until Close.
@@ -267,7 +274,7 @@ func (ss *pubSession) hello(req Request) (Response, error) {
 			return Response{}, fmt.Errorf("dial %s: %w", req.Data, err)
 		}
 		ss.mu.Lock()
-		ss.zep, ss.peer, ss.policy = zep, req.Data, policy
+		ss.zep, ss.peer, ss.policy, ss.roomLow = zep, req.Data, policy, zcfg.HeaderCount/2
 		ss.mu.Unlock()
 		var hdr [zcHeaderMax]byte
 		binary.LittleEndian.PutUint32(hdr[:], wordTag|RecordLen)
@@ -289,7 +296,7 @@ func (ss *pubSession) hello(req Request) (Response, error) {
 		return Response{}, fmt.Errorf("dial %s: %w", req.Data, err)
 	}
 	ss.mu.Lock()
-	ss.ep, ss.peer, ss.policy = ep, req.Data, policy
+	ss.ep, ss.peer, ss.policy, ss.roomLow = ep, req.Data, policy, p.cfg.Send.BufferCount/2
 	if policy == Block { // the pending slot, for the one message that did not fit
 		ss.pendData = make([]byte, 0, p.maxPayload)
 	}
@@ -388,6 +395,7 @@ func (ss *pubSession) remove(t uint64) {
 		ts.mu.Unlock()
 	}
 	ss.subsMu.Unlock()
+	ss.letGo() // its refusal may have been for t
 	if cb := ss.p.cfg.OnUnsubscribe; cb != nil {
 		cb(t, ss.peer)
 	}
@@ -421,6 +429,7 @@ func (ss *pubSession) end() {
 	}
 	idx := ss.pendIdx
 	ss.mu.Unlock()
+	ss.letGo()
 	if lostZC { // after the unlock: OnPublishCompleted may publish again
 		ss.p.zcComplete(idx, netio.Failed)
 	}
@@ -450,13 +459,15 @@ func (ss *pubSession) onDataClosed(peer string, err error) {
 }
 
 // onSendCompleted runs on the poller after each buffer sent: a buffer is
-// free, so a pending message may go now.
+// free, so a pending message may go now, and a WaitRoom caller may be
+// owed a wake.
 func (ss *pubSession) onSendCompleted(uint64, netio.Status) {
 	if ss.pending.Load() {
 		ss.mu.Lock()
 		ss.drainLocked()
 		ss.mu.Unlock()
 	}
+	ss.noteRoom()
 }
 
 // onZCSendCompleted runs on the poller after each zero-copy send: it

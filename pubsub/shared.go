@@ -47,6 +47,8 @@ type sharedPool struct {
 	free   chan uint32
 	gen    atomic.Uint64 // numbers buffers as they are started
 
+	pub *Publisher // whose WaitRoom callers a buffer given back may wake
+
 	posted, sends atomic.Uint64 // buffers posted, and their sends taken
 	reserve       int           // see dropReserve
 	filling       chan struct{} // told (without blocking) when a buffer is started
@@ -136,6 +138,7 @@ func (sh *sharedPool) release(idx uint32) {
 		clear(b.runs)
 		b.runs = b.runs[:0]
 		sh.free <- idx
+		sh.pub.poolFreed()
 	}
 }
 
@@ -227,6 +230,7 @@ func (sh *sharedPool) take(g *group, ts *tagState, status uint8, parts [][]byte,
 		case idx := <-sh.free:
 			g.cur = int32(idx)
 		default:
+			sh.pub.refusePool(ts)
 			return NoResources
 		}
 		g.curGen = sh.gen.Add(1)
@@ -258,6 +262,9 @@ func (g *group) blockReady() bool {
 		}
 		ss.mu.Lock()
 		ok := ss.drainLocked()
+		if !ok {
+			ss.markRefused()
+		}
 		ss.mu.Unlock()
 		if !ok {
 			return false

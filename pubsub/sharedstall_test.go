@@ -54,13 +54,21 @@ func smallShared(tags []uint64, policy pubsub.Policy) pubsub.PublisherConfig {
 		Send: netio.BufferedSendParams{BufferSize: 64 << 10, BufferCount: 4}, MaxInFlight: 8}
 }
 
+// subscriberOf returns what p says of its subscriber of exactly tags.
+func subscriberOf(p *pubsub.Publisher, tags ...uint64) (pubsub.SubscriberInfo, bool) {
+	for _, si := range p.Subscribers() {
+		if slices.Equal(si.Tags, tags) {
+			return si, true
+		}
+	}
+	return pubsub.SubscriberInfo{}, false
+}
+
 // inFlight returns the shared buffers held by the sends of the subscriber
 // of exactly tags.
 func inFlight(p *pubsub.Publisher, tags ...uint64) int {
-	for _, si := range p.Subscribers() {
-		if slices.Equal(si.Tags, tags) {
-			return si.InFlight
-		}
+	if si, ok := subscriberOf(p, tags...); ok {
+		return si.InFlight
 	}
 	return -1
 }
@@ -163,6 +171,44 @@ func TestSharedStalledBlockLost(t *testing.T) {
 	assert.Equal(t, uint64(1), p.Stats().LostPending)
 }
 
+// fillPool publishes messages of buf's size on tags 1 and 2 of p (one
+// each per round, a round a millisecond, the pool posted each time) until
+// full says the pool is as the test wants it (30 s at most), and returns
+// how many of each were taken.
+func fillPool(t *testing.T, p *pubsub.Publisher, buf []byte, full func() bool) [2]uint64 {
+	t.Helper()
+	var seq [2]uint64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		require.True(t, time.Now().Before(deadline), "the pool never filled as wanted: %+v", p.Stats())
+		for i, tag := range []uint64{1, 2} {
+			if p.Publish(tag, payload(buf, tag, seq[i])) == pubsub.OK {
+				seq[i]++
+			}
+		}
+		p.Flush()
+		if full() {
+			return seq
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// poolEmptyFor returns a condition for fillPool: p's shared pool was
+// empty at every call over the last d (a stalled subscriber holds it for
+// good, not for a completion's time).
+func poolEmptyFor(p *pubsub.Publisher, d time.Duration) func() bool {
+	var emptySince time.Time
+	return func() bool {
+		if p.Stats().SharedFree != 0 {
+			emptySince = time.Time{}
+		} else if emptySince.IsZero() {
+			emptySince = time.Now()
+		}
+		return !emptySince.IsZero() && time.Since(emptySince) >= d
+	}
+}
+
 // TestSharedStalledBlockOtherTags: Block subscribers that stopped reading
 // may empty the shared pool; then Publish on a tag they do not subscribe
 // answers NoResources and takes nothing (no sequence number used), and
@@ -173,24 +219,7 @@ func TestSharedStalledBlockOtherTags(t *testing.T) {
 	p := newPublisher(t, mgr, smallShared([]uint64{1, 2, 3}, pubsub.Block))
 	cols, _, release := stalledTwo(t, mgr, p)
 	buf := make([]byte, size)
-	var seq [3]uint64
-	deadline := time.Now().Add(30 * time.Second)
-	var emptySince time.Time
-	for emptySince.IsZero() || time.Since(emptySince) < 200*time.Millisecond {
-		require.True(t, time.Now().Before(deadline), "the pool never stayed empty: %+v", p.Stats())
-		for _, tag := range []uint64{1, 2} {
-			if p.Publish(tag, payload(buf, tag, seq[tag-1])) == pubsub.OK {
-				seq[tag-1]++
-			}
-		}
-		p.Flush()
-		if p.Stats().SharedFree != 0 {
-			emptySince = time.Time{}
-		} else if emptySince.IsZero() {
-			emptySince = time.Now()
-		}
-		time.Sleep(time.Millisecond)
-	}
+	seq := fillPool(t, p, buf, poolEmptyFor(p, 200*time.Millisecond))
 	assert.Equal(t, pubsub.NoResources, p.Publish(3, payload(buf, 3, 0)))
 	st, _ := p.TagStats(3)
 	assert.Equal(t, pubsub.PublisherTagStats{Refused: 1, Subscribers: 1}, st, "nothing taken")

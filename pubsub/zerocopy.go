@@ -95,6 +95,7 @@ func (p *Publisher) PublishZeroCopy(tag uint64, status uint8, data []byte, key u
 	select {
 	case idx = <-p.zcFree:
 	default:
+		p.refusePool(ts)
 		return NoResources
 	}
 	e := &p.zc[idx]
@@ -105,12 +106,12 @@ func (p *Publisher) PublishZeroCopy(tag uint64, status uint8, data []byte, key u
 	ts.mu.Lock()
 	if p.isClosed.Load() {
 		ts.mu.Unlock()
-		p.zcFree <- idx
+		p.zcPut(idx)
 		return Closed
 	}
 	subs := ts.subs
 	if st := ts.admit(subs); st != OK {
-		p.zcFree <- idx
+		p.zcPut(idx)
 		return st
 	}
 	seq := ts.seq
@@ -131,7 +132,7 @@ func (p *Publisher) PublishZeroCopy(tag uint64, status uint8, data []byte, key u
 	ts.delivered.Add(ok)
 	ts.mu.Unlock()
 	if ok == 0 {
-		p.zcFree <- idx // no send holds it: nothing to report
+		p.zcPut(idx) // no send holds it: nothing to report
 		return Failed
 	}
 	p.zcRelease(idx)
@@ -167,10 +168,17 @@ func (p *Publisher) zcRelease(idx uint32) {
 		st = PartiallyFailed
 	}
 	key := e.key
-	p.zcFree <- idx
+	p.zcPut(idx)
 	if cb := p.cfg.OnPublishCompleted; cb != nil {
 		cb(key, st)
 	}
+}
+
+// zcPut gives publish entry idx back to the pool, waking a WaitRoom
+// caller when the pool refused and has a batch free again.
+func (p *Publisher) zcPut(idx uint32) {
+	p.zcFree <- idx
+	p.poolFreed()
 }
 
 // deliverZC posts the message to s's zero-copy connection, preceded by

@@ -290,6 +290,15 @@ func (z *Sends) MaxPieces() int { return z.maxIOV - 1 }
 // previous call.
 func (z *Sends) NumAvailableHeaders() int { return z.headers.NumAvailable() }
 
+// FreeHeaders returns the header slots free now (0 before Open): the
+// sends that may be posted before one completes.
+func (z *Sends) FreeHeaders() int {
+	if z.inFlight == nil {
+		return 0
+	}
+	return z.inFlight.Free()
+}
+
 // PendingSends returns the keys of the sends in flight. It allocates.
 func (z *Sends) PendingSends() []uint64 { return z.headers.PendingSends() }
 
