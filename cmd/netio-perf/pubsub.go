@@ -29,14 +29,12 @@ const (
 	// pubsubLinger bounds the publisher's wait, after its last message, for
 	// its subscribers to take everything and leave.
 	pubsubLinger = 10 * time.Second
-	// retrySpins is how often the publisher yields and retries NoResources
-	// (Block) before it waits in Publisher.WaitRoom for the refused tag
-	// (bounded by --timeout), which the completions of what refused that
-	// tag wake once it has room for a batch: on a
-	// machine with few cores a publisher waiting for its subscribers leaves
-	// them the CPU, and does not oversleep as a short timer does
-	// (docs/performance.md, "A retry sleep of 20 µs is 20 µs or 1 ms").
+	// retrySpins and retrySleep are how the publisher retries NoResources
+	// (Block): yield for a few tries, then sleep, so that on a machine with
+	// few cores a publisher waiting for its subscribers does not take the
+	// CPU they need to catch up.
 	retrySpins = 16
+	retrySleep = 20 * time.Microsecond
 )
 
 // defaultPubsubSubs is what --mode pubsub measures: one subscriber, and
@@ -146,10 +144,7 @@ type pubReport struct {
 	Mode            string          `json:"mode"`
 	Published       uint64          `json:"published"`
 	NoSubscriptions uint64          `json:"no_subscriptions"`
-	Retries         uint64          `json:"retries"`         // Publish calls answered NoResources (Block), retried
-	RoomSleeps      uint64          `json:"room_sleeps"`     // of those, waits in WaitRoom that slept until woken
-	RoomWakes       uint64          `json:"room_wakes"`      // WaitRoom wakes from send completions (PublisherStats.RoomWakes)
-	RoomTickWakes   uint64          `json:"room_tick_wakes"` // WaitRoom wakes by the housekeeping tick (PublisherStats.RoomTickWakes)
+	Retries         uint64          `json:"retries"` // Publish calls answered NoResources (Block), retried
 	Seconds         float64         `json:"seconds"`
 	MsgsPerS        float64         `json:"msgs_per_s"`
 	MBPerS          float64         `json:"mb_per_s"`
@@ -245,8 +240,6 @@ func runPublish(ctx context.Context, o publishOptions, stdout, stderr io.Writer)
 	p.Flush() // Shared mode counts a copy delivered when its buffer is posted
 	elapsed := time.Since(start)
 	r.CPUSeconds, r.CtxSwitches = (cpuTime() - cpu0).Seconds(), ctxSwitches()-sw0
-	st := p.Stats()
-	r.RoomSleeps, r.RoomWakes, r.RoomTickWakes = st.RoomSleeps, st.RoomWakes, st.RoomTickWakes
 	// A copy waiting for a Block subscriber counts when it is sent.
 	for linger := time.Now().Add(pubsubLinger); anyPending(p) && time.Now().Before(linger) && ctx.Err() == nil; {
 		time.Sleep(time.Millisecond)
@@ -331,8 +324,13 @@ func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *
 			st := p.Publish(tag, buf)
 			if st == pubsub.NoResources {
 				r.Retries++
-				if err := waitRetry(ctx, p, tag, spins); err != nil {
-					return err
+				if spins%1024 == 1023 && ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				if spins < retrySpins {
+					runtime.Gosched()
+				} else { // the subscribers are behind: leave them the CPU
+					time.Sleep(retrySleep)
 				}
 				continue
 			}
@@ -349,18 +347,6 @@ func publishLoop(ctx context.Context, p *pubsub.Publisher, o publishOptions, r *
 		r.Published++
 	}
 	return nil
-}
-
-// waitRetry is the publisher's pause before it retries a Publish of tag
-// that answered NoResources for the spins-th time in a row: a yield for
-// the first retrySpins, then WaitRoom for tag (its subscribers are
-// behind).
-func waitRetry(ctx context.Context, p *pubsub.Publisher, tag uint64, spins int) error {
-	if spins < retrySpins {
-		runtime.Gosched()
-		return nil
-	}
-	return p.WaitRoom(ctx, tag)
 }
 
 // pubsubRows measures --mode pubsub: for each subscriber count and size,
@@ -418,19 +404,15 @@ func (w *sweeper) pubsubRun(ctx context.Context, n, size int) (sweepRow, error) 
 	m := startMeter()
 	end := m.start.Add(w.budget.throughput)
 	var published uint64
-	for spins := 0; published < limit; {
+	for published < limit {
 		if published%deadlineStride == 0 && (time.Now().After(end) || ctx.Err() != nil) {
 			break
 		}
 		switch st := p.Publish(1, buf); st {
 		case pubsub.OK:
 			published++
-			spins = 0
 		case pubsub.NoResources:
-			if err := waitRetry(ctx, p, 1, spins); err != nil {
-				return row, err
-			}
-			spins++
+			runtime.Gosched()
 		default:
 			return row, fmt.Errorf("publish: %v", st)
 		}

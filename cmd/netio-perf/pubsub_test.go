@@ -11,10 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/netio-go/netio"
-	"github.com/netio-go/netio/domain"
-	"github.com/netio-go/netio/pubsub"
 )
 
 // TestPublishSubscribeInProcess runs a publisher and two subscribers with
@@ -113,20 +109,4 @@ func TestPubsubUsageErrors(t *testing.T) {
 		assert.Equal(t, exitUsage, run(t.Context(), args, &bytes.Buffer{}, &errOut), "%v", args)
 		assert.Contains(t, errOut.String(), "usage:", "%v", args)
 	}
-}
-
-// TestWaitRetry: NoResources is answered with a yield for the first
-// retrySpins tries, then with WaitRoom (which reports a closed publisher).
-func TestWaitRetry(t *testing.T) {
-	mgr, err := domain.Open(domain.Config{Provider: "tcp", Address: "127.0.0.1"})
-	require.NoError(t, err)
-	defer mgr.Close()
-	p, err := pubsub.NewPublisher(mgr, "127.0.0.1:0", pubsub.PublisherConfig{Tags: []uint64{1}})
-	require.NoError(t, err)
-	require.NoError(t, p.WaitRoom(t.Context(), 1), "nothing refused: no wait")
-	require.NoError(t, p.Close())
-	for spins := range retrySpins {
-		assert.NoError(t, waitRetry(t.Context(), p, 1, spins), "try %d yields", spins)
-	}
-	assert.ErrorIs(t, waitRetry(t.Context(), p, 1, retrySpins), netio.ErrClosed, "then waits in WaitRoom")
 }
