@@ -170,8 +170,10 @@ type backlogSlot struct {
 // provider had taken by fi_inject was reported OK already, and may be
 // lost: see SendConfig.Inject). A post of the backlog that the provider
 // refuses with a buffer free (with Inject, once it holds
-// SendConfig.MaxInjectsHeld sends) is tried again every millisecond, so the
-// backlog drains without a further Send. When a dial finds the domain closed
+// SendConfig.MaxInjectsHeld sends) is tried again after a millisecond, the
+// wait doubling with each of those retries refused in a row up to 64 ms and
+// back to a millisecond once a post is taken, so the backlog drains without
+// a further Send. When a dial finds the domain closed
 // the sender stops by itself, as if closed: the backlog is reported
 // Canceled and Send returns Closed.
 type ReconnectingSender struct {

@@ -231,7 +231,9 @@ type Event struct {
 	// is about, as given when it was opened.
 	Context uint64
 	// Info is the new connection's description for EventConnReq; the
-	// receiver owns it and must Free it.
+	// receiver owns it and must Free it. It names its provider on every
+	// provider: Read fills in the fabric's where the provider left none
+	// (sockets).
 	Info *Info
 	// Err is the error for EventError: an *OpError wrapping the Errno, with
 	// the provider's text.

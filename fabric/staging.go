@@ -59,9 +59,8 @@ const RxMCompPerProgressEnv = "FI_OFI_RXM_COMP_PER_PROGRESS"
 // libfabric 1.17's sockets provider reads a message's 24-byte header with
 // MSG_PEEK and takes nothing off the socket until all 24 bytes are there.
 // A receiver that fell behind can be left with the first bytes of a header
-// in a buffer whose kernel memory is all but used up (one stall: 10 bytes
-// waiting, 106,583 bytes of receive memory charged, a 131,072-byte
-// buffer): the kernel advertises a zero window, the rest of the header
+// in a buffer whose kernel memory is all but used up (docs/providers.md,
+// sockets): the kernel advertises a zero window, the rest of the header
 // never comes, and the connection stalls for ever, the receiver's progress
 // thread peeking and the sender's data queued (fabric's
 // TestInjectRunToRefusedMidRun on sockets under CPU load). Linux opens the

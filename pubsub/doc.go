@@ -37,8 +37,9 @@
 //
 // A subscriber that falls behind fills its data connection. Its policy
 // decides what happens then: Block makes Publish return NoResources and
-// take the message from nobody (the caller retries; nothing is lost and the
-// publisher goes at the pace of its slowest Block subscriber), Drop drops
+// take the message from nobody (the caller retries, waiting in WaitRoom;
+// nothing is lost and the publisher goes at the pace of its slowest Block
+// subscriber), Drop drops
 // that subscriber's copy, counts it, and reports it to the subscriber as a
 // gap, without slowing anyone else.
 //
@@ -53,8 +54,8 @@
 // its messages (Drop). Hand work to another goroutine. The callbacks about
 // subscriptions (OnSubscribed, OnRefused, OnLost, OnRestored, and the
 // publisher's OnSubscribe and OnUnsubscribe) run on control goroutines and
-// must not block for long. Subscribe, Unsubscribe and Close block and must
-// not be called from a callback.
+// must not block for long. Subscribe, Unsubscribe, Close and WaitRoom block
+// and must not be called from a callback.
 //
 // A subscriber's own data poller spins DefaultSubscriberSpinBudget (10 µs)
 // after work before it sleeps, not the 200 µs of other pollers: it has no
@@ -75,7 +76,8 @@
 // (one libfabric message per message) or ZeroCopy (PublishZeroCopy sends
 // the caller's memory, ideally a registered ZeroCopyRegion, without copying,
 // and OnPublishCompleted reports the caller's key once every subscriber's
-// send of it completed). Subscribers read all three alike.
+// send of it completed) or Shared (each message encoded once into a buffer
+// sent to every subscriber of its tags). Subscribers read all four alike.
 //
 // # Reconnection and lifetime
 //

@@ -6,7 +6,7 @@ import (
 
 // Publish sends data as one message of tag to every subscriber of tag and
 // returns OK when every one took it, NoSubscriptions when there is none,
-// NoResources when a Block subscriber has no room (nobody took it: retry),
+// NoResources when a Block subscriber has no room (nobody took it: retry, after WaitRoom(ctx, tag)),
 // PartiallyFailed or Failed when some or all copies were dropped (Drop
 // policy) or their connections were ending, InvalidArgument for a tag not
 // served or a message larger than MaxMessageSize, Closed after Close. data

@@ -15,10 +15,11 @@ type Status uint8
 const (
 	// OK means every subscriber of the tag took the message.
 	OK Status = iota
-	// NoResources means a subscriber with the Block policy could not take
-	// the message: nobody got it, no sequence number was used, and the
-	// caller keeps its data and may retry (after a short pause, not by
-	// spinning inside a callback).
+	// NoResources means a subscriber with the Block policy, or the
+	// publisher's pool (Shared buffers, ZeroCopy MaxInFlight), could not
+	// take the message: nobody got it, no sequence number was used, and the
+	// caller keeps its data and may retry, after Publisher.WaitRoom (never
+	// from a callback).
 	NoResources
 	// Failed means no subscriber got the message: every copy was dropped
 	// (Drop policy) or its connection was ending.

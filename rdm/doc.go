@@ -2,7 +2,8 @@
 // process sends to, and receives from, many peers without a connection per
 // pair (netio3's send_buffer(buffer, size, fi_addr_t)), over tcp;ofi_rxm
 // and udp;ofi_rxd between hosts, sockets, and shm between processes of one
-// host.
+// host. On shm open one endpoint per process: Open refuses a second
+// (ErrOneEndpointPerProcess) unless all set Config.ShareProcess.
 //
 // An Endpoint binds a local address (Open; Addr reads back the address a
 // peer uses, port 0 included), knows its peers by address (AddPeer,
@@ -19,7 +20,8 @@
 // through OnSendCompleted, also for sends to a peer that was removed or,
 // on tcp;ofi_rxm and sockets, died (Failed; a dead peer holds up no other
 // peer, see Config.PeerTimeout; shm and udp;ofi_rxd keep such sends in
-// flight until Config.ProgressTimeout), and Close reports what is pending
+// flight until Config.ProgressTimeout, which shm refuses with
+// Config.ShareProcess), and Close reports what is pending
 // as Canceled and
 // leaves no goroutine, descriptor, registration or address-vector entry
 // behind.

@@ -59,7 +59,10 @@ type Endpoint struct {
 // have been opened with Endpoints: domain.EndpointRDM. For the IP
 // providers addr is "HOST:PORT" with the domain's host (port 0 picks a
 // free port); for a provider of named addresses (shm) it is a name, or ""
-// to let the provider make one. Addr returns what peers add.
+// to let the provider make one. Addr returns what peers add. On shm a
+// second endpoint in the process, in any domain, is refused with an error
+// matching ErrOneEndpointPerProcess (and netio.ErrNotSupported) unless it
+// and every open one set Config.ShareProcess.
 func Open(mgr *domain.Manager, addr string, cfg Config) (*Endpoint, error) {
 	if err := cfg.validate(mgr); err != nil {
 		return nil, err

@@ -20,10 +20,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // providers are the RDM providers tested in this process, with the local
-// address each takes. udp;ofi_rxd crashes libfabric 1.17 (SIGSEGV in
-// fi_cq_readfrom) in some runs of many endpoints in one process, even with
-// every provider call on one goroutine (docs/providers.md), and a crash
-// takes the whole package down; it is tested between processes (tests:
+// address each takes. udp;ofi_rxd was recorded crashing libfabric 1.17
+// (SIGSEGV in fi_cq_readfrom) with many endpoints in one process
+// (docs/providers.md, "Threads"), and a crash would take the whole package
+// down; it is tested between processes (tests:
 // TestRDMInteropCPeer), and here only when NETIO_RDM_ALL_PROVIDERS is
 // set, for a developer looking at it. shm opens one endpoint per process
 // (ErrOneEndpointPerProcess), so these tests of two and more cannot run

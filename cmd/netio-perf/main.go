@@ -117,7 +117,9 @@
 // use connectionless endpoints (package rdm) instead of connections, on
 // tcp;ofi_rxm unless --provider says udp;ofi_rxd, sockets or shm. The
 // sweep's throughput part streams between two endpoints of one domain,
-// which share its one poller; its ping-pong puts the echoing endpoint in a
+// which share its one poller (on shm both set rdm.Config.ShareProcess and
+// are closed only after everything sent arrived, or left open after a
+// failure); its ping-pong puts the echoing endpoint in a
 // second domain, so that each side has a poller thread. The server's one
 // endpoint receives from any number of clients; it prints "LISTENING
 // ADDR", where ADDR is IP:PORT, or for shm the name --connect takes

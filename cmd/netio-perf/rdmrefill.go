@@ -17,9 +17,9 @@ import (
 // post queues it, and rdm retries it on the next completion), a post that
 // failed for good, or the window's low-water mark at the end of the stream.
 // So in steady state the client is one busy goroutine and wakes no other:
-// a sending goroutine woken at the low-water mark cost the client 1.3 times
-// the C sender's CPU per 4 KiB message in the Go runtime's hand-offs
-// (docs/performance.md, "rdm `tcp;ofi_rxm` 4 KiB and 64 KiB: what a run's
+// a sending goroutine woken at the low-water mark cost the client markedly
+// more CPU per 4 KiB message than the C sender, in the Go runtime's
+// hand-offs (docs/performance.md, "rdm `tcp;ofi_rxm` 4 KiB and 64 KiB: what a run's
 // scheduling shows", and "rdm `tcp;ofi_rxm` 4 KiB: the client as one busy
 // goroutine").
 type rdmRefill struct {
@@ -34,8 +34,7 @@ type rdmRefill struct {
 // Go runtime's hand-offs around a sending goroutine are a large part of
 // it. A larger message (a rendezvous) costs tens of microseconds, where a
 // goroutine woken once per quarter window is lost in the noise, and the
-// refill measured 0.86 of the sending goroutine's rate at 64 KiB by round
-// median in 20 loaded rounds (docs/performance.md, "the client as one
+// refill measured no faster there (docs/performance.md, "the client as one
 // busy goroutine"); those sizes keep the sending goroutine.
 const rdmRefillMax = 16 << 10
 

@@ -76,7 +76,8 @@ func run(provider string, receivers, count int) error {
 		},
 		// shm opens one endpoint per process unless every one sets this
 		// (rdm.ErrOneEndpointPerProcess): this demo keeps all in one
-		// process and closes them only once every message arrived. A
+		// process and closes them once every message arrived (it waits up
+		// to 10 s; on shm a run that times out may crash at Close). A
 		// readout program opens one endpoint per process instead.
 		ShareProcess: true,
 	})
