@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/netio-go/netio"
@@ -102,10 +101,7 @@ func (r *rdmRefill) post() refillResult {
 	if st == netio.NoResources {
 		return refillRefused
 	}
-	err := fmt.Errorf("send of message %d (buffer %d): %w", k, buf.ID(), st.Err())
-	if st == netio.Closed {
-		err = fmt.Errorf("send of message %d: %w", k, r.s.closedErr())
-	}
+	err := r.s.sendError(k, buf.ID(), st)
 	r.err.CompareAndSwap(nil, &err)
 	return refillFailed
 }

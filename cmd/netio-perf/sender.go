@@ -251,12 +251,19 @@ func (s *sender) post(ctx context.Context, out bufferSender, buf *sendbuf.Networ
 			if err := s.wait(ctx); err != nil {
 				return err
 			}
-		case netio.Closed:
-			return fmt.Errorf("send of message %d: %w", s.sent.Load(), s.closedErr())
 		default:
-			return fmt.Errorf("send of message %d (buffer %d): %w", s.sent.Load(), buf.ID(), st.Err())
+			return s.sendError(s.sent.Load(), buf.ID(), st)
 		}
 	}
+}
+
+// sendError describes the send of message k from buffer id that failed
+// for good with st: for Closed, why the connection ended.
+func (s *sender) sendError(k, id uint64, st netio.Status) error {
+	if st == netio.Closed {
+		return fmt.Errorf("send of message %d: %w", k, s.closedErr())
+	}
+	return fmt.Errorf("send of message %d (buffer %d): %w", k, id, st.Err())
 }
 
 // postZeroCopy sends message k from a free window slot, or waits for a
