@@ -222,7 +222,7 @@ func (p *Publisher) poolRefuses(ts *tagState) bool {
 	if !pool.set.Load() || ts.poolGen.Load() != pool.gen.Load() {
 		return false
 	}
-	if free, low := p.poolRoom(); free >= max(low, 1) {
+	if p.poolHasBatch() {
 		p.room.clear(pool, nil)
 		return false
 	}
@@ -255,9 +255,16 @@ func (p *Publisher) poolFreed() {
 	if p.room.armed.Load() == 0 || !p.room.pool.set.Load() {
 		return
 	}
-	if free, low := p.poolRoom(); free >= max(low, 1) {
+	if p.poolHasBatch() {
 		p.room.clear(&p.room.pool, &p.room.wakes)
 	}
+}
+
+// poolHasBatch reports whether the pool has room for a waiter's batch
+// again (at least one entry).
+func (p *Publisher) poolHasBatch() bool {
+	free, low := p.poolRoom()
+	return free >= max(low, 1)
 }
 
 // markRefused marks ss as the Block subscriber that made Publish answer
