@@ -72,8 +72,8 @@ func (d *Decoder) NextPlain() bool {
 	r := d.rest
 	if len(r) >= HeaderWordLen && d.count != 0 {
 		// No flags: the word is the size.
-		if size := uint(binary.LittleEndian.Uint32(r)); size <= sizeMask && size <= uint(len(r)-HeaderWordLen) {
-			end := HeaderWordLen + size
+		if w := binary.LittleEndian.Uint32(r); w <= sizeMask && int(w) <= len(r)-HeaderWordLen {
+			end := HeaderWordLen + int(w)
 			d.status, d.data, d.rest = 0, r[HeaderWordLen:end:end], r[end:]
 			d.count++
 			return true

@@ -50,7 +50,7 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		}
 		m := Message{Tag: tag, Publisher: dc.pub} // a run's messages differ in Seq and Data
 		for d.NextPlain() {
-			if run == nil || s.tagsVer.Load() != ver {
+			if s.tagsVer.Load() != ver { // and always while run is nil: start gave noRun
 				if run, ver = s.start(dc, tag); run == nil {
 					continue
 				}
@@ -99,16 +99,21 @@ func (s *Subscriber) lookup(tag uint64) (*recvTag, uint64) {
 	return rt, v
 }
 
+// noRun is the tags' version start returns with no receive state: never
+// one of Subscriber.tagsVer's, so that a run's check of the version sends
+// every message of an unsubscribed tag back to start.
+const noRun = ^uint64(0)
+
 // start begins a run of messages of tag on dc: it returns the tag's
 // receive state, with its counters made the ones flushCounts brings up to
-// date, and the version of the tags it was found in; or nil when the tag
-// is not subscribed on this connection (the message is counted
-// unsolicited and dropped).
+// date, and the version of the tags it was found in; or nil and noRun
+// when the tag is not subscribed on this connection (the message is
+// counted unsolicited and dropped).
 func (s *Subscriber) start(dc *dataConn, tag uint64) (*recvTag, uint64) {
 	rt, ver := s.lookup(tag)
 	if rt == nil || rt.gen != dc.gen {
 		s.st.unsolicited.Add(1)
-		return nil, 0
+		return nil, noRun
 	}
 	if rt != s.dirty {
 		s.flushCounts()

@@ -85,3 +85,20 @@ func TestOnDataRunEndsWhenTagsChange(t *testing.T) {
 	assert.Equal(t, []uint64{0, 1, 0}, got, "tag 1's messages 0 and 1, then tag 2's")
 	assert.Equal(t, uint64(5), s.Stats().Unsolicited, "tag 1's other five")
 }
+
+// A run of a tag that is not subscribed is dropped message by message,
+// each counted unsolicited, before the tags ever changed (their version
+// still 0), and the subscribed tag's message in the same buffer is
+// delivered.
+func TestOnDataRunOfUnsubscribedTag(t *testing.T) {
+	var got []Message
+	s := runsSubscriber(func(m Message) { got = append(got, m) })
+	tags := map[uint64]*recvTag{2: (*s.tags.Load())[2]}
+	s.tags.Store(&tags)
+	require.Zero(t, s.tagsVer.Load())
+	s.onData(nil, runsBuffer(t))
+	require.Len(t, got, 1)
+	assert.Equal(t, uint64(2), got[0].Tag)
+	assert.Equal(t, uint64(7), s.Stats().Unsolicited, "tag 1's seven messages")
+	assert.Equal(t, uint64(1), s.Stats().Messages)
+}
