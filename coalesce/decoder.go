@@ -72,7 +72,7 @@ func (d *Decoder) Next() bool {
 func (d *Decoder) NextPlain() bool {
 	buf, off := d.plain, d.off
 	if len(buf)-off >= HeaderWordLen {
-		h := buf[off:]
+		h := buf[off:len(buf):len(buf)] // its capacity is not 0: no masked pointer
 		// No flags: the word is the size.
 		if w := binary.LittleEndian.Uint32(h); w <= sizeMask && int(w) <= len(h)-HeaderWordLen {
 			end := HeaderWordLen + int(w)
