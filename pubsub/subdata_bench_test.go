@@ -17,22 +17,44 @@ import (
 // hack/pubsub-perf.sh pays on top of the socket; cpu-ns/msg is the same
 // from the CPU time of the benchmark's thread (locked to it), which a
 // machine busy with other processes changes less than the wall clock.
-func BenchmarkSubscriberDecode64(b *testing.B) {
-	const tag = 1
+func BenchmarkSubscriberDecode64(b *testing.B) { benchSubscriberDecode(b, 1) }
+
+// BenchmarkSubscriberDecode64Tags is BenchmarkSubscriberDecode64 with
+// the messages of 16 tags taking turns, one message each, as a publisher
+// coalesces many links' messages for one subscriber: every message
+// carries its tag, and the subscriber looks each one up.
+func BenchmarkSubscriberDecode64Tags(b *testing.B) { benchSubscriberDecode(b, 16) }
+
+// benchSubscriberDecode decodes a buffer of 64-byte messages of ntags
+// tags taking turns, each tag's SYNC record first.
+func benchSubscriberDecode(b *testing.B, ntags int) {
 	buf := make([]byte, 64<<10)
 	enc := coalesce.NewEncoder(buf)
-	rec, err := enc.Reserve(ControlTag, 0, RecordLen)
-	if err != nil {
-		b.Fatal(err)
+	tags := map[uint64]*recvTag{}
+	var recs [][]byte
+	for tag := range uint64(ntags) {
+		rec, err := enc.Reserve(ControlTag, 0, RecordLen)
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs = append(recs, rec)
+		tags[tag] = &recvTag{tag: tag, gen: 1, synced: true}
 	}
-	putRecord((*[RecordLen]byte)(rec), RecordSync, tag, 0)
 	msg := make([]byte, 64)
-	for enc.Append(tag, 0, msg) == nil {
+	per := coalesce.HeaderWordLen + len(msg) // a message of the tag before
+	if ntags > 1 {
+		per += coalesce.TagLen
 	}
-	n := enc.Count() - 1
+	for len(buf)-len(enc.Bytes()) >= ntags*per { // whole rounds: every tag has n/ntags
+		for tag := range uint64(ntags) {
+			if err := enc.Append(tag, 0, msg); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	n := enc.Count() - ntags
 	var got int
 	s := &Subscriber{cfg: SubscriberConfig{OnMessage: func(Message) { got++ }}}
-	tags := map[uint64]*recvTag{tag: {tag: tag, gen: 1, synced: true}}
 	s.tags.Store(&tags)
 	s.lastConn = &dataConn{gen: 1, pub: "bench"} // for the nil endpoint below
 	data := enc.Bytes()
@@ -43,7 +65,9 @@ func BenchmarkSubscriberDecode64(b *testing.B) {
 	b.ResetTimer()
 	cpu0 := threadCPUTime()
 	for i := range b.N {
-		putRecord((*[RecordLen]byte)(data[12:12+RecordLen]), RecordSync, tag, uint64(i*n))
+		for tag, rec := range recs {
+			putRecord((*[RecordLen]byte)(rec), RecordSync, uint64(tag), uint64(i*n/ntags))
+		}
 		s.onData(nil, data)
 	}
 	cpu := threadCPUTime() - cpu0

@@ -12,12 +12,19 @@ import (
 
 // runsBuffer encodes a SYNC record of tags 1 and 2 at 0, then five
 // messages of tag 1, a status-flagged one of tag 2 and two of tag 1 again.
-func runsBuffer(t testing.TB) []byte {
+func runsBuffer(t testing.TB) []byte { return runsBufferFrom(t, 0, 0) }
+
+// runsBufferFrom is runsBuffer with SYNC records of tag 1 at one and of
+// tag 2 at two.
+func runsBufferFrom(t testing.TB, one, two uint64) []byte {
 	enc := coalesce.NewEncoder(make([]byte, 4096))
-	for _, tag := range []uint64{1, 2} {
+	for tag, seq := range []uint64{1: one, 2: two} {
+		if tag == 0 {
+			continue
+		}
 		rec, err := enc.Reserve(ControlTag, 0, RecordLen)
 		require.NoError(t, err)
-		putRecord((*[RecordLen]byte)(rec), RecordSync, tag, 0)
+		putRecord((*[RecordLen]byte)(rec), RecordSync, uint64(tag), seq)
 	}
 	for i, tag := range []uint64{1, 1, 1, 1, 1, 2, 1, 1} {
 		status := uint8(0)
@@ -101,4 +108,56 @@ func TestOnDataRunOfUnsubscribedTag(t *testing.T) {
 	assert.Equal(t, uint64(2), got[0].Tag)
 	assert.Equal(t, uint64(7), s.Stats().Unsolicited, "tag 1's seven messages")
 	assert.Equal(t, uint64(1), s.Stats().Messages)
+}
+
+// Two subscribed tags that share an entry of the tag cache take turns in
+// a buffer: each message is numbered and counted under its own tag.
+func TestOnDataTagsSharingACacheEntry(t *testing.T) {
+	a, b := uint64(1), uint64(2)
+	for tagSlot(b) != tagSlot(a) {
+		b++
+	}
+	enc := coalesce.NewEncoder(make([]byte, 4096))
+	for _, tag := range []uint64{a, b} {
+		rec, err := enc.Reserve(ControlTag, 0, RecordLen)
+		require.NoError(t, err)
+		putRecord((*[RecordLen]byte)(rec), RecordSync, tag, 10)
+	}
+	order := []uint64{a, b, a, a, b, a, b, b, b}
+	for i, tag := range order {
+		require.NoError(t, enc.Append(tag, 0, []byte{byte(i), 0}))
+	}
+	got := map[uint64][]uint64{}
+	s := &Subscriber{cfg: SubscriberConfig{OnMessage: func(m Message) { got[m.Tag] = append(got[m.Tag], m.Seq) }}}
+	tags := map[uint64]*recvTag{a: {tag: a, gen: 1, synced: true, next: 10}, b: {tag: b, gen: 1, synced: true, next: 10}}
+	s.tags.Store(&tags)
+	s.lastConn = &dataConn{gen: 1, pub: "p"}
+	s.onData(nil, enc.Bytes())
+	assert.Equal(t, map[uint64][]uint64{a: {10, 11, 12, 13}, b: {10, 11, 12, 13, 14}}, got)
+	sa, _ := s.TagStats(a)
+	sb, _ := s.TagStats(b)
+	assert.Equal(t, TagStats{Messages: 4, Bytes: 8, NextSeq: 14}, sa)
+	assert.Equal(t, TagStats{Messages: 5, Bytes: 10, NextSeq: 15}, sb)
+	assert.Equal(t, SubscriberStats{Buffers: 1, Messages: 9, Bytes: 18}, s.Stats())
+}
+
+// The counters TagStats and Stats read take a buffer's messages once the
+// buffer is done, every tag's at once: a reader inside the buffer (here
+// OnMessage) sees the buffers before it whole, and none of this one.
+func TestOnDataCountsPerBuffer(t *testing.T) {
+	var s *Subscriber
+	var seen []uint64
+	s = runsSubscriber(func(m Message) {
+		one, _ := s.TagStats(1)
+		two, _ := s.TagStats(2)
+		seen = append(seen, one.Messages+two.Messages, s.Stats().Messages)
+	})
+	s.onData(nil, runsBuffer(t))
+	assert.Equal(t, make([]uint64, 16), seen, "nothing of the first buffer while it is delivered")
+	seen = nil
+	s.onData(nil, runsBufferFrom(t, 7, 1))
+	for i := 0; i < len(seen); i += 2 {
+		assert.Equal(t, []uint64{8, 8}, seen[i:i+2], "the first buffer whole, message %d of the second", i/2)
+	}
+	assert.Equal(t, SubscriberStats{Buffers: 2, Messages: 16, Bytes: 16}, s.Stats())
 }

@@ -189,9 +189,8 @@ type Subscriber struct {
 	conns    map[*endpoint.ReceiveEndpoint]*dataConn
 	lastEP   *endpoint.ReceiveEndpoint
 	lastConn *dataConn
-	lastTag  *recvTag
-	lastVer  uint64
-	dirty    *recvTag // counted messages not yet in its counters (flushCounts)
+	tagCache [tagCacheSize]tagCacheEntry
+	dirty    []*recvTag // tags with counted messages not yet in their counters (flushCounts)
 
 	lockedPoller bool // counted in lockedPollers
 
@@ -230,11 +229,12 @@ type recvTag struct {
 	// next is the number of the tag's next message, counted by the poller;
 	// expect is its copy for TagStats, and pendMsgs and pendBytes the
 	// messages counted since messages and bytes were last brought up to
-	// date. The poller publishes them once per run of a tag's messages in
-	// a buffer (flushCounts), not per message.
+	// date. The poller publishes them once per buffer (flushCounts), not
+	// per message.
 	next                uint64
 	expect              atomic.Uint64
 	pendMsgs, pendBytes uint64
+	dirty               bool // listed in Subscriber.dirty
 	// ack is the first subscribe ack of the tag in the numbering it
 	// follows (ackedAt), for the poller to count from; owner is the
 	// session the tag is subscribed at, set under s.mu (substream.go).
