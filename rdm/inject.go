@@ -34,7 +34,6 @@ type injects struct {
 	queued atomic.Int32
 	low    int32
 	perMsg atomic.Int64 // nanoseconds
-	waker  injectWaker  // the poller's wake of a WaitInject whose timer is late
 
 	// perPeer counts, by peer slot, the injects queued and not yet given
 	// to the provider: the last of a peer's is tracked (see tracks).
@@ -45,7 +44,6 @@ type injects struct {
 func (q *injects) init(n, size, peers int) {
 	q.set, q.mem, q.size, q.to = slots.NewSet(n), make([]byte, n*size), size, make([]Peer, n)
 	q.low = int32(n / 2)
-	q.waker.init(q.low / 4)
 	q.perPeer = make([]atomic.Int32, peers+2)
 }
 
@@ -76,7 +74,7 @@ func (q *injects) claim(idx uint32) (uint64, bool) {
 		if int(slot) < len(q.perPeer) {
 			q.perPeer[slot].Add(-1)
 		}
-		q.waker.left(q.queued.Add(-1))
+		q.queued.Add(-1)
 	}
 	return 0, ok // an inject has no key: ReportTo reports it to nobody
 }
