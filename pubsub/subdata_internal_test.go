@@ -91,6 +91,36 @@ func TestOnDataRunEndsWhenTagsChange(t *testing.T) {
 	s.onData(nil, runsBuffer(t))
 	assert.Equal(t, []uint64{0, 1, 0}, got, "tag 1's messages 0 and 1, then tag 2's")
 	assert.Equal(t, uint64(5), s.Stats().Unsolicited, "tag 1's other five")
+	assert.Equal(t, uint64(3), s.Stats().Messages, "the messages delivered before the change stay counted")
+}
+
+// A tag unsubscribed and subscribed again in the middle of a run (its
+// receive state replaced, its numbering restarted) goes on in the new
+// state: the rest of the buffer is delivered and counted there, and what
+// the old state delivered stays counted in it.
+func TestOnDataRunGoesOnWhenTagResubscribed(t *testing.T) {
+	var s *Subscriber
+	var got []uint64
+	var old, fresh *recvTag
+	s = runsSubscriber(func(m Message) {
+		got = append(got, m.Seq)
+		if m.Tag == 1 && m.Seq == 1 { // as Unsubscribe(1) then Subscribe(1) do, under s.mu
+			m := maps.Clone(*s.tags.Load())
+			old, fresh = m[1], &recvTag{tag: 1, gen: 1, synced: true, next: 100}
+			m[1] = fresh
+			s.tags.Store(&m)
+			s.tagsVer.Add(1)
+		}
+	})
+	s.onData(nil, runsBuffer(t))
+	assert.Equal(t, []uint64{0, 1, 100, 101, 102, 0, 103, 104}, got, "tag 1 numbered on from 100 in the new state")
+	require.NotNil(t, old)
+	assert.Equal(t, uint64(2), old.messages.Load(), "the old state's two")
+	one, ok := s.TagStats(1)
+	require.True(t, ok)
+	assert.Equal(t, TagStats{Messages: 5, Bytes: 5, NextSeq: 105}, one, "the new state's five")
+	assert.Equal(t, uint64(8), s.Stats().Messages)
+	assert.Zero(t, s.Stats().Unsolicited)
 }
 
 // A run of a tag that is not subscribed is dropped message by message,
@@ -141,23 +171,34 @@ func TestOnDataTagsSharingACacheEntry(t *testing.T) {
 	assert.Equal(t, SubscriberStats{Buffers: 1, Messages: 9, Bytes: 18}, s.Stats())
 }
 
-// The counters TagStats and Stats read take a buffer's messages once the
-// buffer is done, every tag's at once: a reader inside the buffer (here
-// OnMessage) sees the buffers before it whole, and none of this one.
+// The message counters TagStats and Stats read take a buffer's messages
+// once the buffer is done, every tag's at once: a reader inside the buffer
+// (here OnMessage) sees the buffers before it whole, and none of this one.
+// What a record or a status counts (NextSeq at a SYNC record, Gaps,
+// Missed, Flagged) it sees at once.
 func TestOnDataCountsPerBuffer(t *testing.T) {
+	type view struct{ tagMsgs, msgs, next, gaps, missed, flagged uint64 }
 	var s *Subscriber
-	var seen []uint64
+	var seen []view
 	s = runsSubscriber(func(m Message) {
 		one, _ := s.TagStats(1)
 		two, _ := s.TagStats(2)
-		seen = append(seen, one.Messages+two.Messages, s.Stats().Messages)
+		seen = append(seen, view{one.Messages + two.Messages, s.Stats().Messages, one.NextSeq, one.Gaps, one.Missed, two.Flagged})
 	})
 	s.onData(nil, runsBuffer(t))
-	assert.Equal(t, make([]uint64, 16), seen, "nothing of the first buffer while it is delivered")
-	seen = nil
-	s.onData(nil, runsBufferFrom(t, 7, 1))
-	for i := 0; i < len(seen); i += 2 {
-		assert.Equal(t, []uint64{8, 8}, seen[i:i+2], "the first buffer whole, message %d of the second", i/2)
+	require.Len(t, seen, 8)
+	for i, v := range seen {
+		want := view{flagged: min(uint64(i/5), 1)} // tag 2's message is the sixth
+		assert.Equal(t, want, v, "message %d of the first buffer: nothing of it counted but its status", i)
 	}
-	assert.Equal(t, SubscriberStats{Buffers: 2, Messages: 16, Bytes: 16}, s.Stats())
+	seen = nil
+	s.onData(nil, runsBufferFrom(t, 20, 1)) // tag 1 jumps from 7 to 20: a gap of 13
+	require.Len(t, seen, 8)
+	for i, v := range seen {
+		want := view{tagMsgs: 8, msgs: 8, next: 20, gaps: 1, missed: 13, flagged: 1 + min(uint64(i/5), 1)}
+		assert.Equal(t, want, v, "message %d of the second buffer: the first whole, the SYNC record and the status at once", i)
+	}
+	assert.Equal(t, SubscriberStats{Buffers: 2, Messages: 16, Bytes: 16, Gaps: 1, Missed: 13}, s.Stats())
+	one, _ := s.TagStats(1)
+	assert.Equal(t, uint64(27), one.NextSeq, "the second buffer's seven messages of tag 1 once it is done")
 }

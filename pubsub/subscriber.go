@@ -536,9 +536,14 @@ type TagStats struct {
 }
 
 // TagStats returns the counters of tag, and false when it is not
-// subscribed (wanted). It may be called at any time, from any goroutine;
-// Messages, Bytes and NextSeq count the buffers received so far whole
-// (the poller brings them up to date once per buffer, not per message).
+// subscribed (wanted). It may be called at any time, from any goroutine.
+// Messages and Bytes are published once per buffer, not per message:
+// while a buffer is being delivered (from OnMessage, or from another
+// goroutine meanwhile) they leave out that buffer's messages, so they are
+// at most one buffer late; from OnBuffer on they count it exactly.
+// NextSeq follows the delivered messages once per buffer likewise, and is
+// set at once at a SYNC record. Gaps, Missed, Resets, Moves,
+// OutOfSequence, Flagged and StatusBits are updated at once.
 func (s *Subscriber) TagStats(tag uint64) (TagStats, bool) {
 	rt := (*s.tags.Load())[tag]
 	if rt == nil {
@@ -572,7 +577,11 @@ type SubscriberStats struct {
 	ControlFailures uint64 // control connections that failed or ended with tags wanted
 }
 
-// Stats returns the subscriber's counters.
+// Stats returns the subscriber's counters. It may be called at any time,
+// from any goroutine. Messages and Bytes are published once per buffer,
+// as in TagStats: at most one buffer late while a buffer is being
+// delivered, exact from OnBuffer on. Buffers, Unsolicited, Gaps, Missed,
+// OutOfSequence and the others are updated at once.
 func (s *Subscriber) Stats() SubscriberStats {
 	st := &s.st
 	return SubscriberStats{Buffers: st.buffers.Load(), Messages: st.messages.Load(), Bytes: st.bytes.Load(),
