@@ -4,10 +4,14 @@ package pubsub
 // counts it: a cache in front of the tags' map, and the counters of a
 // buffer's messages brought up to date once per buffer.
 
-// tagCacheSize is the number of entries of a Subscriber's tag cache: a
-// buffer that interleaves up to about this many tags (links a publisher
-// coalesces for one subscriber) finds each in the cache, not in the map.
-const tagCacheSize = 256
+// tagCacheBits is the number of bits of a slot of a Subscriber's tag
+// cache; it holds tagCacheSize entries: a buffer that interleaves up to
+// about this many tags (links a publisher coalesces for one subscriber)
+// finds each in the cache, not in the map.
+const (
+	tagCacheBits = 8
+	tagCacheSize = 1 << tagCacheBits
+)
 
 // tagCacheEntry is a tag's receive state and the version of the tags it
 // was found in; it answers for that version only.
@@ -19,7 +23,7 @@ type tagCacheEntry struct {
 // tagSlot is tag's entry in the cache: Fibonacci hashing, so that tags
 // that differ in their high bits only (fields of a link's ID) spread too.
 func tagSlot(tag uint64) uint64 {
-	return (tag * 0x9E3779B97F4A7C15) >> (64 - 8) // 8 bits: tagCacheSize entries
+	return (tag * 0x9E3779B97F4A7C15) >> (64 - tagCacheBits) // the product's top bits
 }
 
 // lookup returns the receive state of tag, or nil, and the version of the

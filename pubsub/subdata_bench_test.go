@@ -63,14 +63,14 @@ func benchSubscriberDecode(b *testing.B, ntags int) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := threadCPUTime()
+	cpu0 := threadCPUTime(b)
 	for i := range b.N {
 		for tag, rec := range recs {
 			putRecord((*[RecordLen]byte)(rec), RecordSync, uint64(tag), uint64(i*n/ntags))
 		}
 		s.onData(nil, data)
 	}
-	cpu := threadCPUTime() - cpu0
+	cpu := threadCPUTime(b) - cpu0
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/msg")
 	b.ReportMetric(float64(cpu)/float64(b.N*n), "cpu-ns/msg")
@@ -80,10 +80,12 @@ func benchSubscriberDecode(b *testing.B, ntags int) {
 }
 
 // threadCPUTime returns the CPU time the calling thread has used, in ns.
-func threadCPUTime() int64 {
+// It stops the benchmark when the clock cannot be read, rather than
+// report a cpu-ns/msg made of nothing.
+func threadCPUTime(b *testing.B) int64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
+		b.Fatalf("reading the thread's CPU clock: %v", err)
 	}
 	return ts.Nano()
 }

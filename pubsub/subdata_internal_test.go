@@ -140,6 +140,19 @@ func TestOnDataRunOfUnsubscribedTag(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Stats().Messages)
 }
 
+// tagSlot reaches every entry of the tag cache and none beyond it.
+func TestTagSlotCoversTheCache(t *testing.T) {
+	var hit [tagCacheSize]bool
+	for tag := range uint64(16 * tagCacheSize) {
+		slot := tagSlot(tag)
+		require.Less(t, slot, uint64(tagCacheSize), "tag %d", tag)
+		hit[slot] = true
+	}
+	for slot, ok := range hit {
+		assert.True(t, ok, "slot %d never used", slot)
+	}
+}
+
 // Two subscribed tags that share an entry of the tag cache take turns in
 // a buffer: each message is numbered and counted under its own tag.
 func TestOnDataTagsSharingACacheEntry(t *testing.T) {
