@@ -14,6 +14,9 @@
  *   cpeer recv --provider P --listen ADDR --size S --count N
  *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
  *
+ * With --endpoint rdm, --rcvbuf B sets the receive buffer of udp;ofi_rxd's
+ * datagram socket (see rdm_set_rcvbuf).
+ *
  * ADDR is HOST:PORT (or [V6HOST]:PORT); with --endpoint rdm --provider shm
  * it is an shm endpoint name instead (see rdm_get_info).
  *
@@ -29,6 +32,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,6 +69,7 @@ struct opts {
 	unsigned work_ns; /* --inject: busy time after each inject */
 	size_t window;
 	unsigned timeout;
+	size_t rcvbuf; /* --rcvbuf: SO_RCVBUF of udp;ofi_rxd's socket */
 };
 
 struct res {
@@ -122,7 +127,8 @@ static void usage(void)
 		"  cpeer recv --provider P --listen ADDR --size S --count N"
 		" [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]\n"
 		"ADDR is HOST:PORT, or an shm endpoint name with --endpoint rdm"
-		" --provider shm\n");
+		" --provider shm\n"
+		"--endpoint rdm over udp also takes --rcvbuf BYTES\n");
 	exit(1);
 }
 
@@ -186,6 +192,8 @@ static void parse_args(int argc, char **argv)
 			have_count = 1;
 		} else if (!strcmp(a, "--window")) {
 			o.window = (size_t)parse_u64(a, v);
+		} else if (!strcmp(a, "--rcvbuf")) {
+			o.rcvbuf = (size_t)parse_u64(a, v);
 		} else if (!strcmp(a, "--work-ns")) {
 			o.work_ns = (unsigned)parse_u64(a, v);
 		} else if (!strcmp(a, "--timeout")) {
@@ -208,6 +216,8 @@ static void parse_args(int argc, char **argv)
 		die("--inject: only with send --endpoint rdm");
 	if (o.work_ns && !o.inject)
 		die("--work-ns: only with --inject");
+	if (o.rcvbuf && (!o.rdm || o.rcvbuf > INT_MAX))
+		die("--rcvbuf: only with --endpoint rdm, at most %d", INT_MAX);
 	if (o.inject)
 		o.window = 1; /* the one buffer every message is sent from */
 	if (o.window == 0)
@@ -920,6 +930,48 @@ static void rdm_open(void)
 }
 
 /*
+ * --rcvbuf B (rdm over udp): set SO_RCVBUF to B on the datagram socket of
+ * this process bound to the endpoint's own address, the one the udp
+ * provider under ofi_rxd reads (the kernel doubles B, bounded by
+ * net.core.rmem_max). The provider offers no setting for it, so it is
+ * found by its bound address among the process's file descriptors. An
+ * experiment's knob (hack/rxd-stall.sh RCVBUF=): docs/providers.md says
+ * what it changed.
+ */
+static void rdm_set_rcvbuf(void)
+{
+	struct sockaddr_storage own, ss;
+	size_t len = sizeof(own);
+	socklen_t sl, tl;
+	int fd, type, v = (int)o.rcvbuf, found = 0, ret;
+
+	if (!o.rcvbuf)
+		return;
+	memset(&own, 0, sizeof(own));
+	ret = fi_getname(&r.ep->fid, &own, &len);
+	if (ret)
+		die_fi("fi_getname", ret);
+	if (own.ss_family != AF_INET && own.ss_family != AF_INET6)
+		die("--rcvbuf: the endpoint's address is not IP");
+	for (fd = 0; fd < 1024; fd++) {
+		tl = sizeof(type);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) ||
+		    type != SOCK_DGRAM)
+			continue;
+		sl = sizeof(ss);
+		memset(&ss, 0, sizeof(ss));
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) ||
+		    sl > len || memcmp(&ss, &own, sl))
+			continue;
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)))
+			die("--rcvbuf: setsockopt: %s", strerror(errno));
+		found++;
+	}
+	if (!found)
+		die("--rcvbuf: no datagram socket bound to the endpoint's address");
+}
+
+/*
  * The endpoint's own address as a peer gives it to --connect: IP:PORT,
  * [IP6]:PORT, or shm's name. Read with fi_getname after fi_enable, so port
  * 0 shows the port that was bound.
@@ -1025,6 +1077,7 @@ static int run_rdm_send(void)
 	int ret;
 
 	rdm_open();
+	rdm_set_rcvbuf();
 	if (o.inject && o.size > r.info->tx_attr->inject_size)
 		die("--inject: --size %zu is above provider %s's inject size"
 		    " %zu",
@@ -1162,6 +1215,7 @@ static int run_rdm_recv(void)
 	int n, j;
 
 	rdm_open();
+	rdm_set_rcvbuf();
 
 	memset(&rx, 0, sizeof(rx));
 	rx.slot_seq = calloc(o.window, sizeof(*rx.slot_seq));
@@ -1228,6 +1282,7 @@ int main(int argc, char **argv)
 		watchdog_count("posted", &n_posted);
 	watchdog_idle(&last_done_ms);
 	watchdog(o.timeout, "cpeer: watchdog timeout expired, exiting\n");
+	watchdog_on_interrupt();
 
 	if (o.rdm)
 		return o.is_send ? run_rdm_send() : run_rdm_recv();
