@@ -17,14 +17,15 @@
 # Environment:
 #   VARIANTS  space-separated settings to compare, each NAME=VALUE[,NAME=VALUE]
 #             given to every process of a run, or "-" for none (default "-"),
-#             e.g. VARIANTS="FI_OFI_RXD_MAX_UNACKED=128 -". Three names are
+#             e.g. VARIANTS="FI_OFI_RXD_MAX_UNACKED=128 -". Four names are
 #             the script's own: NP=PATH and CPEER=PATH run other binaries,
-#             and RCVBUF=B gives cpeer --rcvbuf B (what rdm.Open does for
-#             netio-perf), e.g. VARIANTS="NP=/tmp/np-main RCVBUF=4194304"
+#             RCVBUF=B gives cpeer --rcvbuf B, and POLL=MODE the server's
+#             --poll, e.g. VARIANTS="POLL=block POLL=busy"
 #   NP        netio-perf binary (default: built from this checkout)
 #   CPEER     cpeer binary (default: tests/cpeer/cpeer.c built as
 #             internal/testbin builds it)
 #   POLL      netio-perf server's --poll: block (the tests'), busy, adaptive
+#             (a variant's POLL= overrides it)
 #   COUNT (10000), SIZE (4096), CTIMEOUT (cpeer's watchdog, s: 20),
 #   STIMEOUT (netio-perf's --timeout: 25s), PROVIDER (udp;ofi_rxd)
 #
@@ -82,7 +83,7 @@ drops() { awk '/^Udp:/ && $6 ~ /^[0-9]+$/ {print $6}' /proc/net/snmp; }
 # one SHAPE VARIANT RUN: one exchange; prints "ok" or a stall's details.
 one() {
 	local shape=$1 var=$2 i=$3 d=$work/$1.$3.$RANDOM addr="" pr rr=0 rs=0 t0 t1 d0 n k kv
-	local np=$np cpeer=$cpeer rcvbuf="" # recv_cmd and send_cmd see these
+	local np=$np cpeer=$cpeer poll=$poll rcvbuf="" # recv_cmd and send_cmd see these
 	local -a env=() ps=() set=()
 	[ "$var" = - ] || IFS=, read -r -a set <<<"$var"
 	for kv in "${set[@]}"; do
@@ -90,6 +91,7 @@ one() {
 		NP=*) np=${kv#NP=} ;;
 		CPEER=*) cpeer=${kv#CPEER=} ;;
 		RCVBUF=*) rcvbuf=" --rcvbuf ${kv#RCVBUF=}" ;;
+		POLL=*) poll=${kv#POLL=} ;;
 		*) env+=("$kv") ;;
 		esac
 	done
