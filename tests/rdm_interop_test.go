@@ -26,8 +26,9 @@ import (
 // pattern (byte i of message k is (k + i) % 251), checked on both sides.
 func TestRDMInteropCPeer(t *testing.T) {
 	cpeer := perfBuildCPeer(t)
-	const size, count = 4096, 5000
+	const size = 4096
 	for _, prov := range []string{"tcp;ofi_rxm", "udp;ofi_rxd"} {
+		count := interopCount(prov, 5000)
 		t.Run(prov+"/cpeer-to-go", func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

@@ -30,6 +30,20 @@ const (
 	cpeerTimeout = "60"
 )
 
+// interopCount is how many verified messages an interop test carries on
+// prov. On udp;ofi_rxd a stream's pace under CPU load is set by resends of
+// the windows its receiver's socket dropped (docs/providers.md), so its
+// time, and its exposure to a slow run's timeout, grow with the count,
+// while what the test proves (the two programs' messages and pattern
+// agree, each way) does not: 2,000 messages there (4,000 packets, about thirty of
+// the sender's 128-packet windows); the full count on the others.
+func interopCount(prov string, full int) int {
+	if prov == "udp;ofi_rxd" {
+		return min(full, 2000)
+	}
+	return full
+}
+
 // rdmServerArgs are netio-perf server --endpoint rdm's arguments. The
 // server's poller sleeps whenever its queue is empty (--poll block): on
 // tcp;ofi_rxm that is how libfabric 1.17 crashed every server in
@@ -134,9 +148,11 @@ func TestRDMPerfInteropCPeer(t *testing.T) {
 	cpeer := perfBuildCPeer(t)
 	bin := perfBuild(t)
 	cpeerSendsAsNetio(t)
-	const size, count = 4096, 10000
-	n, sz := strconv.Itoa(count), strconv.Itoa(size)
+	const size = 4096
+	sz := strconv.Itoa(size)
 	for _, prov := range []string{"tcp;ofi_rxm", "udp;ofi_rxd"} {
+		count := interopCount(prov, 10000)
+		n := strconv.Itoa(count)
 		t.Run(prov+"/cpeer-send-to-server", func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), perfTestTimeout)
 			defer cancel()
