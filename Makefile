@@ -53,8 +53,12 @@ demo: deps build
 ## and cgocheck2, every fuzz target briefly, and a soak with faults
 test: deps vet fmt-check unit fuzz soak
 
+## vet: go vet in make unit's build configuration (UNIT_ENV, VET_FLAGS),
+## so that what it compiles (every package and its tests) is what make
+## unit runs: in a fresh clone, unit then compiles next to nothing itself
+VET_FLAGS   ?= -race
 vet:
-	$(GO) vet ./...
+	$(UNIT_ENV) $(GO) vet $(VET_FLAGS) ./...
 
 # Hidden directories (.git, a CI cache) and testdata are not ours to format.
 fmt-check:
