@@ -15,7 +15,7 @@ GOFMT       ?= gofmt
 # default is as many): the tests wait on the network, timers and child
 # processes for about half their wall time, which a third package fills
 # on two cores.
-TEST_P      ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN) + 1 )))
+TEST_P      ?= $(shell n=$$(getconf _NPROCESSORS_ONLN 2>/dev/null) || n=2; echo $$((n + 1)))
 TEST_FLAGS  ?= -race -count=1 -timeout 15m -p $(TEST_P)
 BENCH_FLAGS ?= -run '^$$' -bench . -benchmem
 BENCH_COMPARE_ARGS ?=
