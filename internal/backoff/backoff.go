@@ -1,0 +1,36 @@
+// Package backoff is the wait of a retry that the other side keeps
+// refusing: it starts short, doubles with each refusal up to a cap, and
+// starts short again once the other side takes something. The send paths
+// share it: a reconnecting sender's refused backlog and its dials, and rdm's
+// parked sends to a peer the provider refuses.
+package backoff
+
+import "time"
+
+// Doubling is a retry's wait: First at the start and after progress, twice
+// the last after each refusal, at most Max. It is a small value kept in
+// the retrying struct, not safe for concurrent use (its owner's lock or
+// goroutine guards it), and it never allocates. The zero value waits 0;
+// make one with New.
+type Doubling struct {
+	first, max, wait time.Duration
+}
+
+// New returns a Doubling that waits first, doubling up to limit (a limit
+// below first is taken as first).
+func New(first, limit time.Duration) Doubling {
+	return Doubling{first: first, max: max(first, limit), wait: first}
+}
+
+// Wait returns the wait before the next retry.
+func (d *Doubling) Wait() time.Duration { return d.wait }
+
+// Refused doubles the wait (up to the cap) after a retry the other side
+// refused, and returns the new wait.
+func (d *Doubling) Refused() time.Duration {
+	d.wait = min(2*d.wait, d.max)
+	return d.wait
+}
+
+// Reset brings the wait back to the first: the other side took something.
+func (d *Doubling) Reset() { d.wait = d.first }

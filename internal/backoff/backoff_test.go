@@ -1,0 +1,37 @@
+package backoff_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/netio-go/netio/internal/backoff"
+)
+
+func TestDoublesToTheCapAndResets(t *testing.T) {
+	d := backoff.New(time.Millisecond, 10*time.Millisecond)
+	assert.Equal(t, time.Millisecond, d.Wait(), "the first wait")
+	var got []time.Duration
+	for range 6 {
+		got = append(got, d.Refused())
+	}
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{2 * ms, 4 * ms, 8 * ms, 10 * ms, 10 * ms, 10 * ms}, got, "doubles, then stays at the cap")
+	assert.Equal(t, 10*ms, d.Wait())
+	d.Reset()
+	assert.Equal(t, ms, d.Wait(), "progress brings the first wait back")
+	assert.Equal(t, 2*ms, d.Refused(), "and doubles from there again")
+}
+
+func TestCapBelowFirst(t *testing.T) {
+	d := backoff.New(5*time.Millisecond, time.Millisecond)
+	assert.Equal(t, 5*time.Millisecond, d.Refused(), "a cap below the first wait is the first wait")
+}
+
+func TestZeroValueWaitsZero(t *testing.T) {
+	var d backoff.Doubling
+	assert.Zero(t, d.Refused())
+	d.Reset()
+	assert.Zero(t, d.Wait())
+}
