@@ -160,7 +160,7 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	// slots for new sends) before popRun removes them.
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
 	e.c.InitHandOff(sends+sendcore.RunMax, e.postSend)
-	e.park.init(e.cfg.MaxPeers, sends, e.retryParked, e.postTo, e.c.Poller)
+	e.park.init(e.cfg.MaxPeers, sends, e.cfg.PeerTimeout, e.retryTimer, e.postTo, e.c.Poller)
 	e.run.post = (*fabric.Endpoint).InjectRunTo
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/backoff"
 	"github.com/netio-go/netio/internal/poll"
 )
 
@@ -12,9 +13,25 @@ import (
 // provider to take them when Config.PeerTimeout is 0.
 const DefaultPeerTimeout = 5 * time.Second
 
-// parkRetry is how long parked sends wait for a retry when no completion
-// comes first.
+// parkRetry is how long a lane's parked sends first wait for the timer's
+// retry when no completion comes first. Each of the timer's retries of the
+// lane that the provider refuses doubles the wait, up to parkRetryMax; a
+// send of the lane that the provider takes brings it back to parkRetry
+// (backoff.Doubling).
 const parkRetry = time.Millisecond
+
+// parkRetryMax caps the wait between the timer's retries of a lane. Why
+// back off: ofi_rxm refuses every send to a peer whose process died, and
+// tries to connect again on each post, so a retry every parkRetry was a
+// connection attempt a millisecond per dead peer until PeerTimeout
+// (hack/deadpeer measured about 500 a second on tcp;ofi_rxm, and a fifth
+// of a core). Why this cap: it bounds how late a lane notices that its
+// peer took a send again when nothing else is in flight (a completion
+// retries every lane at once, so with traffic to other peers the timer is
+// not what notices); 64 ms is short against a process restart or
+// PeerTimeout's default, and leaves a dead peer 16 attempts a second. It
+// is ReconnectingSender's cap for its refused backlog, for the same reason.
+const parkRetryMax = 64 * time.Millisecond
 
 // Why parking: the poller posts every send from one FIFO (the send core's
 // hand-off), and a post the provider refuses for now (EAGAIN) would stall
@@ -23,8 +40,10 @@ const parkRetry = time.Millisecond
 // again on each one. So a refused send is parked in a lane of its peer
 // instead, and later sends to that peer queue behind it in the lane (the
 // order to one peer stays the order of the calls), while sends to the
-// other peers go on. Parked sends are retried after each completion and
-// every parkRetry; a lane that took nothing for Config.PeerTimeout fails
+// other peers go on. Parked sends are retried after each completion, and
+// by a timer, each lane after a wait that backs off while the provider
+// refuses it (parkRetry, doubling up to parkRetryMax) but never past its
+// deadline; a lane that took nothing for Config.PeerTimeout fails
 // with ETIMEDOUT, each key reported once, and until the provider takes a
 // send to that peer again, a send to it that the provider refuses fails at
 // once; RemovePeer fails its lane at once with EHOSTUNREACH. All of it
@@ -34,6 +53,10 @@ const parkRetry = time.Millisecond
 type lane struct {
 	head, tail int32     // send indexes; head -1 when empty
 	since      time.Time // when the head began waiting
+	// wait is the wait before the timer's next retry of the lane, and due
+	// when that retry is (retryAt).
+	wait backoff.Doubling
+	due  time.Time
 	// unreachable: the lane timed out and the provider has taken no send
 	// to the peer since; a refused send to it then fails at once instead
 	// of waiting PeerTimeout again.
@@ -42,24 +65,27 @@ type lane struct {
 
 // parking holds the parked sends of an endpoint, by send index (sendIndex).
 type parking struct {
-	lanes   []lane  // by peer slot
-	next    []int32 // by send index: the next send of its lane, -1 at the end
-	n       []int   // by send index: its length (bytes or iovecs)
-	count   int     // parked sends
+	lanes   []lane        // by peer slot
+	next    []int32       // by send index: the next send of its lane, -1 at the end
+	n       []int         // by send index: its length (bytes or iovecs)
+	count   int           // parked sends
+	timeout time.Duration // Config.PeerTimeout
 	timer   *time.Timer
-	retryFn func() // retryParked, bound once so that retrying does not allocate
+	armed   time.Time // when timer fires; zero when it is not armed
+	retryFn func()    // retryTimer, bound once so that retrying does not allocate
 	// post posts one send to a peer: Endpoint.postTo, bound once; a test
 	// puts a fault between the lanes and the provider with it.
 	post func(ep *fabric.Endpoint, key uint32, n int, to Peer) fabric.Errno
 }
 
-func (pk *parking) init(peers, sends int, retry func(), post func(*fabric.Endpoint, uint32, int, Peer) fabric.Errno, poller *poll.Poller) {
+func (pk *parking) init(peers, sends int, timeout time.Duration, retry func(), post func(*fabric.Endpoint, uint32, int, Peer) fabric.Errno, poller *poll.Poller) {
 	pk.lanes = make([]lane, peers+1)
 	for i := range pk.lanes {
 		pk.lanes[i].head = -1
+		pk.lanes[i].wait = backoff.New(parkRetry, parkRetryMax)
 	}
 	pk.next, pk.n = make([]int32, sends), make([]int, sends)
-	pk.retryFn, pk.post = retry, post
+	pk.timeout, pk.retryFn, pk.post = timeout, retry, post
 	pk.timer = time.AfterFunc(time.Hour, func() { poller.Go(pk.retryFn) })
 	pk.timer.Stop()
 }
@@ -73,17 +99,54 @@ func (pk *parking) busy(slot uint32) bool {
 func (pk *parking) push(slot uint32, idx int32, n int, now time.Time) {
 	l := &pk.lanes[slot]
 	pk.next[idx], pk.n[idx] = -1, n
-	if l.head < 0 {
-		l.head, l.since = idx, now
-	} else {
+	pk.count++
+	if l.head >= 0 {
 		pk.next[l.tail] = idx
+		l.tail = idx
+		return
 	}
-	l.tail = idx
-	if pk.count++; pk.count == 1 {
-		// Armed by the first parked send only: pushes that keep coming must
-		// not keep postponing the retry. retryParked arms it again while
-		// sends stay parked.
-		pk.timer.Reset(parkRetry)
+	l.head, l.tail, l.since = idx, idx, now
+	l.wait.Reset() // a new lane: whatever its peer refused before, it is retried soon
+	l.due = retryAt(now, now, l.wait.Wait(), pk.timeout)
+	pk.armAt(now, l.due)
+}
+
+// retryAt is when the timer retries a lane whose head has waited since
+// since, wait after now, but not later than the lane's deadline (since +
+// timeout), at which it fails, nor than half of it while that is ahead: an
+// inject waiting for its peer's confirmation stops waiting then
+// (waitsForConfirm).
+func retryAt(now, since time.Time, wait, timeout time.Duration) time.Time {
+	at, mark := now.Add(wait), since.Add(timeout/2)
+	if !now.Before(mark) {
+		mark = since.Add(timeout)
+	}
+	if mark.Before(at) {
+		return mark
+	}
+	return at
+}
+
+// armAt has the timer fire at at, unless it fires earlier already: a
+// retry is never pushed out, so sends that keep coming cannot postpone it.
+func (pk *parking) armAt(now, at time.Time) {
+	if !pk.armed.IsZero() && !pk.armed.After(at) {
+		return
+	}
+	pk.armed = at
+	pk.timer.Reset(at.Sub(now))
+}
+
+// arm has the timer fire when the earliest lane is due.
+func (pk *parking) arm(now time.Time) {
+	var first time.Time
+	for i := range pk.lanes {
+		if l := &pk.lanes[i]; l.head >= 0 && (first.IsZero() || l.due.Before(first)) {
+			first = l.due
+		}
+	}
+	if !first.IsZero() {
+		pk.armAt(now, first)
 	}
 }
 
@@ -114,6 +177,7 @@ func (pk *parking) reset() {
 		return
 	}
 	pk.timer.Stop()
+	pk.armed = time.Time{}
 	for i := range pk.lanes {
 		pk.lanes[i].head = -1
 	}
@@ -166,30 +230,50 @@ func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 	return errno
 }
 
-// retryParked posts what the lanes hold, in order per lane, and fails a
-// lane that took nothing for PeerTimeout. It runs on the poller goroutine.
-// The post guard is held around each post only, never while a send is
-// reported: the callback may Close the endpoint, whose teardown takes the
-// guard exclusively on this very goroutine.
-func (e *Endpoint) retryParked() {
+// retryParked posts what every lane holds: a completion may have made
+// room for a parked send. It runs on the poller goroutine.
+func (e *Endpoint) retryParked() { e.retryLanes(false) }
+
+// retryTimer is the timer's retry: it posts what the lanes that are due
+// hold, and arms the timer for the next one. It runs on the poller
+// goroutine.
+func (e *Endpoint) retryTimer() {
+	e.park.armed = time.Time{}
+	e.retryLanes(true)
+}
+
+// retryLanes posts what the lanes hold, every lane or, for the timer, the
+// lanes that are due, in order per lane, and fails a lane that took
+// nothing for PeerTimeout. It runs on the poller goroutine. The post guard
+// is held around each post only, never while a send is reported: the
+// callback may Close the endpoint, whose teardown takes the guard
+// exclusively on this very goroutine.
+func (e *Endpoint) retryLanes(timer bool) {
 	if e.park.count == 0 {
 		return
 	}
 	now := time.Now()
 	for slot := range e.park.lanes {
-		if !e.retryLane(uint32(slot), now) {
+		if timer && now.Before(e.park.lanes[slot].due) {
+			continue
+		}
+		if !e.retryLane(uint32(slot), now, timer) {
 			return // closing: CancelAll reports them
 		}
 	}
 	if e.park.count > 0 {
-		e.park.timer.Reset(parkRetry)
+		e.park.arm(now)
 	}
 }
 
 // retryLane posts slot's lane until the provider refuses again. It reports
-// false once the endpoint is closed.
-func (e *Endpoint) retryLane(slot uint32, now time.Time) bool {
+// false once the endpoint is closed. A refusal of the timer's retry
+// doubles the lane's wait, unless the provider took a send of the lane
+// first, which brings it back to parkRetry; a completion's retry refused
+// leaves the timer's schedule of the lane as it was.
+func (e *Endpoint) retryLane(slot uint32, now time.Time, timer bool) bool {
 	l := &e.park.lanes[slot]
+	moved := false // a send left the lane: its head waits since now
 	for l.head >= 0 {
 		idx := l.head
 		key := e.keyOf(idx)
@@ -200,23 +284,41 @@ func (e *Endpoint) retryLane(slot uint32, now time.Time) bool {
 		errno := e.park.post(ep, key, e.park.n[idx], e.peerOfKey(key))
 		e.c.Guard.Release()
 		if errno.Temporary() {
-			if now.Sub(l.since) >= e.cfg.PeerTimeout {
-				e.c.Log.Warn().Str("peer", e.peers.nameOfSlot(slot)).Dur("timeout", e.cfg.PeerTimeout).
-					Msg("rdm: the provider took no send to this peer for PeerTimeout: failing its queued sends")
-				// Before the reports: a callback may RemovePeer, whose
-				// reset of the flag must stand for the slot's next peer.
-				l.unreachable = true
-				e.failLane(slot, fabric.ETIMEDOUT)
-			}
+			e.refused(slot, now, timer, moved)
 			return true
 		}
 		l.unreachable = false
 		e.park.pop(slot, now)
-		if errno != 0 {
+		moved = true
+		if errno == 0 {
+			l.wait.Reset()
+		} else {
 			e.c.Complete((*kind)(e), key, poll.Result{Status: netio.Failed, Errno: errno})
 		}
 	}
 	return true
+}
+
+// refused handles the provider's refusal of slot's head: the lane fails if
+// it took nothing for PeerTimeout, and otherwise its next retry by the
+// timer is scheduled (see retryLane).
+func (e *Endpoint) refused(slot uint32, now time.Time, timer, moved bool) {
+	l := &e.park.lanes[slot]
+	if now.Sub(l.since) >= e.cfg.PeerTimeout {
+		e.c.Log.Warn().Str("peer", e.peers.nameOfSlot(slot)).Dur("timeout", e.cfg.PeerTimeout).
+			Msg("rdm: the provider took no send to this peer for PeerTimeout: failing its queued sends")
+		// Before the reports: a callback may RemovePeer, whose
+		// reset of the flag must stand for the slot's next peer.
+		l.unreachable = true
+		e.failLane(slot, fabric.ETIMEDOUT)
+		return
+	}
+	if timer && !moved {
+		l.wait.Refused()
+	}
+	if timer || moved {
+		l.due = retryAt(now, l.since, l.wait.Wait(), e.cfg.PeerTimeout)
+	}
 }
 
 // failLane reports every send parked for slot Failed with errno. It runs

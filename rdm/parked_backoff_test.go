@@ -1,0 +1,243 @@
+package rdm_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/rdm"
+)
+
+// laneAttempt is one post of a parked lane's head to the provider, as the
+// fault hook saw it, with the lane's retry schedule at that moment
+// (rdm.LaneRetry).
+type laneAttempt struct {
+	at, since, due time.Time
+	wait           time.Duration
+	passed         bool // handed to the provider; refused (EAGAIN) otherwise
+}
+
+// laneLog records every post to one peer of an endpoint, refusing each
+// (EAGAIN, as ofi_rxm does for a dead peer) unless pass lets it through.
+type laneLog struct {
+	mu       sync.Mutex
+	attempts []laneAttempt
+	pass     atomic.Int32 // posts still to let through
+}
+
+// wrap puts the log between e's sends to *peer and the provider.
+func (g *laneLog) wrap(e *rdm.Endpoint, peer *atomic.Value) {
+	rdm.WrapLanePost(e, func(post rdm.LanePost) rdm.LanePost {
+		return func(ep *fabric.Endpoint, key uint32, n int, to rdm.Peer) fabric.Errno {
+			if p, _ := peer.Load().(rdm.Peer); p != to {
+				return post(ep, key, n, to)
+			}
+			a := laneAttempt{at: time.Now()}
+			a.wait, a.since, a.due = rdm.LaneRetry(e, to)
+			errno := fabric.EAGAIN
+			if g.pass.Load() > 0 {
+				g.pass.Add(-1)
+				a.passed, errno = true, post(ep, key, n, to)
+			}
+			g.mu.Lock()
+			g.attempts = append(g.attempts, a)
+			g.mu.Unlock()
+			return errno
+		}
+	})
+}
+
+// loggedDeadPeer adds a peer to e, 127.0.0.1:1, to which the provider
+// refuses every send for now, each post logged, and returns the log and
+// the peer.
+func loggedDeadPeer(t *testing.T, e *rdm.Endpoint) (*laneLog, rdm.Peer) {
+	t.Helper()
+	g := new(laneLog)
+	var watched atomic.Value
+	g.wrap(e, &watched)
+	peer, err := e.AddPeer("127.0.0.1:1")
+	require.NoError(t, err)
+	watched.Store(peer)
+	return g, peer
+}
+
+func (g *laneLog) len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.attempts)
+}
+
+func (g *laneLog) snapshot() []laneAttempt {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]laneAttempt(nil), g.attempts...)
+}
+
+// awaitAttempts waits until the log holds n attempts and returns them.
+func (g *laneLog) awaitAttempts(t *testing.T, n int) []laneAttempt {
+	t.Helper()
+	require.Eventually(t, func() bool { return g.len() >= n }, 20*time.Second, time.Millisecond,
+		"%d posts of the parked lane", n)
+	return g.snapshot()
+}
+
+// timerRetries drops from as the retries a completion made (a completion
+// retries every lane): one refused leaves the lane's schedule as it was,
+// so the attempt after it was due at the same time, while a retry of the
+// timer's that was refused schedules the next one later.
+func timerRetries(as []laneAttempt) []laneAttempt {
+	var kept []laneAttempt
+	for i, a := range as {
+		if i+1 == len(as) || !as[i+1].due.Equal(a.due) {
+			kept = append(kept, a)
+		}
+	}
+	return kept
+}
+
+// checkDoubling asserts that the timer retried the lane in as (as[0] the
+// post before them) with waits doubling from first up to the cap: each
+// retry was due at least its wait after the one before (a wait runs from
+// the start of the pass that was refused, which is not before that pass
+// was due), and came no earlier than due.
+func checkDoubling(t *testing.T, as []laneAttempt, first time.Duration) {
+	t.Helper()
+	for i, want := 1, first; i < len(as); i, want = i+1, min(2*want, rdm.ParkRetryMax) {
+		assert.Equal(t, want, as[i].wait, "retry %d's wait", i)
+		assert.False(t, as[i].at.Before(as[i].due), "retry %d came before it was due", i)
+		if i > 1 {
+			assert.GreaterOrEqual(t, as[i].due.Sub(as[i-1].due), want, "retry %d was due before its wait", i)
+		}
+	}
+}
+
+// TestParkedRetryBacksOff: while the provider refuses a peer's parked
+// sends and nothing completes, the timer retries the lane after a wait
+// that doubles from ParkRetry up to ParkRetryMax, not every ParkRetry; as
+// soon as the provider takes one of its sends the wait is ParkRetry again.
+func TestParkedRetryBacksOff(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			mgr := openDomain(t, p.name)
+			var in inbox
+			rx := open(t, mgr, p.local, rdm.Config{OnData: in.onData})
+			results := make(chan netio.Status, 8)
+			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, PeerTimeout: time.Hour,
+				OnSendCompleted: func(_ uint64, st netio.Status) { results <- st }})
+			peer, err := tx.AddPeer(rx.Addr())
+			require.NoError(t, err)
+			sendOne(t, tx, peer) // connects (ofi_rxm), before the fault
+			require.Equal(t, netio.OK, awaitStatus(t, results))
+
+			var g laneLog
+			var watched atomic.Value
+			watched.Store(peer)
+			g.wrap(tx, &watched)
+			sendOne(t, tx, peer) // refused: parked
+			sendOne(t, tx, peer) // behind it in the lane
+			const refusals = 10  // the cap is reached at the 7th
+			as := timerRetries(g.awaitAttempts(t, refusals))
+			checkDoubling(t, as, rdm.ParkRetry)
+
+			g.pass.Store(1) // the provider takes the head at the next retry
+			require.Equal(t, netio.OK, awaitStatus(t, results))
+			var k int
+			as = g.snapshot()
+			for k = range as {
+				if as[k].passed {
+					break
+				}
+			}
+			require.True(t, as[k].passed)
+			// The next head at once in the same pass, then the timer's
+			// retries from ParkRetry again; the completion of the send
+			// taken retries the lane too.
+			as = timerRetries(g.awaitAttempts(t, k+8)[k+1:])
+			require.GreaterOrEqual(t, len(as), 4)
+			assert.Equal(t, rdm.ParkRetry, as[0].wait, "the wait after a send the provider took")
+			checkDoubling(t, as[:4], rdm.ParkRetry)
+
+			g.pass.Store(1 << 20)
+			require.Equal(t, netio.OK, awaitStatus(t, results))
+			require.Eventually(t, func() bool { return in.count() == 3 }, 10*time.Second, time.Millisecond)
+		})
+	}
+}
+
+// TestParkedLaneFailsAtPeerTimeout: the timer's retries back off, but none
+// is due past the deadline (nor past half of it, where a waiting inject
+// stops waiting, while that is ahead), so that a lane refused for ever
+// fails at PeerTimeout, not up to one wait later.
+func TestParkedLaneFailsAtPeerTimeout(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			mgr := openDomain(t, p.name)
+			const timeout = 600 * time.Millisecond
+			results := make(chan netio.Status, 1)
+			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, PeerTimeout: timeout,
+				OnSendCompleted: func(_ uint64, st netio.Status) { results <- st }})
+			// Waits so long that only the deadline ends the one before it:
+			// 1, 2, ... 256 ms would retry at 383 ms, then at 895 ms.
+			rdm.SetParkRetryMax(tx, 10*time.Second)
+			g, peer := loggedDeadPeer(t, tx)
+			start := time.Now()
+			sendOne(t, tx, peer)
+			st := awaitStatus(t, results)
+			elapsed := time.Since(start)
+			assert.Equal(t, netio.Failed, st)
+			assert.GreaterOrEqual(t, elapsed, timeout, "the lane failed before PeerTimeout")
+			assert.Less(t, elapsed, timeout+3*time.Second, "the lane failed long after PeerTimeout")
+
+			as := g.snapshot()
+			require.GreaterOrEqual(t, len(as), 3)
+			last, since := as[len(as)-1], as[1].since // as[0]: the post that parked it
+			assert.Equal(t, since.Add(timeout), last.due, "the last retry was due at the deadline")
+			assert.GreaterOrEqual(t, last.at.Sub(since), timeout)
+			half := since.Add(timeout / 2)
+			for i := 2; i < len(as); i++ {
+				assert.False(t, as[i].due.After(since.Add(timeout)), "retry %d was due past the deadline", i)
+				if as[i-1].at.Before(half) {
+					assert.False(t, as[i].due.After(half), "retry %d was due past half the deadline", i)
+				}
+			}
+		})
+	}
+}
+
+// TestParkedNoRetryAfterClose: once Close has returned, the timer posts
+// nothing more for the lanes it emptied.
+func TestParkedNoRetryAfterClose(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			mgr := openDomain(t, p.name)
+			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, PeerTimeout: time.Hour})
+			const most = 2 * time.Millisecond
+			rdm.SetParkRetryMax(tx, most)
+			g, peer := loggedDeadPeer(t, tx)
+			sendOne(t, tx, peer)
+			g.awaitAttempts(t, 4)
+			require.NoError(t, tx.Close())
+			n := g.len()
+			time.Sleep(50 * most)
+			assert.Equal(t, n, g.len(), "posts after Close")
+		})
+	}
+}
+
+// awaitStatus returns the next status reported on results.
+func awaitStatus(t *testing.T, results <-chan netio.Status) netio.Status {
+	t.Helper()
+	select {
+	case st := <-results:
+		return st
+	case <-time.After(20 * time.Second):
+		require.FailNow(t, "no completion")
+		return 0
+	}
+}
