@@ -24,7 +24,7 @@ const parkRetry = time.Millisecond
 // back off: ofi_rxm refuses every send to a peer whose process died, and
 // tries to connect again on each post, so a retry every parkRetry was a
 // connection attempt a millisecond per dead peer until PeerTimeout
-// (hack/deadpeer measured about 500 a second on tcp;ofi_rxm, and a fifth
+// (hack/retrycost measured about 500 a second on tcp;ofi_rxm, and a fifth
 // of a core). Why this cap: it bounds how late a lane notices that its
 // peer took a send again when nothing else is in flight (a completion
 // retries every lane at once, so with traffic to other peers the timer is

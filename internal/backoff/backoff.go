@@ -1,8 +1,9 @@
 // Package backoff is the wait of a retry that the other side keeps
 // refusing: it starts short, doubles with each refusal up to a cap, and
 // starts short again once the other side takes something. The send paths
-// share it: a reconnecting sender's refused backlog and its dials, and rdm's
-// parked sends to a peer the provider refuses.
+// share it: the send core's stalled hand-off queue, a reconnecting
+// sender's refused backlog and its dials, and rdm's parked sends to a peer
+// the provider refuses.
 package backoff
 
 import "time"
