@@ -6,7 +6,8 @@
 # fail at PeerTimeout (TIMEOUT); every post to the dead peer is a
 # connection attempt, counted by perf stat over the whole run (the one
 # before the kill included), and the report adds how late the lane failed
-# past PeerTimeout (ms). SHAPE=handoff: a connected tcp sender's hand-off
+# past PeerTimeout (ms); LIVE=1 streams 8-byte messages to a live peer
+# meanwhile (--live) and adds how many went. SHAPE=handoff: a connected tcp sender's hand-off
 # queue stalled at the inject bound behind a large send, its receiver not
 # reading, for TIMEOUT. Per round and contender: the sender's CPU (ms) and
 # voluntary context switches while the retry waited, minus those of an
@@ -14,7 +15,7 @@
 # B/A ratio of medians. A and B are retrycost binaries (default: both
 # built from this tree). Bounded: each run takes about 2-3 x TIMEOUT plus
 # start-up, and is killed after 3 x TIMEOUT + 30 s.
-# Usage: [SHAPE=deadpeer|handoff] [A=bin] [B=bin] hack/retrycost-ab.sh [rounds] [timeout] [sends]
+# Usage: [SHAPE=deadpeer|handoff] [LIVE=1] [A=bin] [B=bin] hack/retrycost-ab.sh [rounds] [timeout] [sends]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${PATH}:/usr/local/go/bin"
@@ -27,12 +28,14 @@ scratch_dir
 go build -o "${dir}/retrycost" ./hack/retrycost
 a=${A:-${dir}/retrycost} b=${B:-${dir}/retrycost}
 secs=${timeout%s}
+live=()
+[[ -n ${LIVE:-} ]] && live=(--live)
 for r in $(seq "${rounds}"); do
 	for c in A B; do
 		bin=${a}
 		[[ ${c} == B ]] && bin=${b}
 		json=$(timeout "$((3 * ${secs%.*} + 30))" perf stat -x, -o "${dir}/perf" -e syscalls:sys_enter_connect \
-			"${bin}" --shape "${shape}" --timeout "${timeout}" --sends "${sends}") ||
+			"${bin}" --shape "${shape}" --timeout "${timeout}" --sends "${sends}" "${live[@]}") ||
 			{
 				echo "round ${r} ${c}: ${bin} failed" >&2
 				exit 1
@@ -53,6 +56,8 @@ for line in open(sys.argv[1]):
     if sys.argv[2] == "deadpeer":
         row["connects"] = float(connects)
         row["late ms"] = j["late_ms"]
+        if "live_sent" in j:
+            row["live sent"] = float(j["live_sent"])
     rows[c].append(row)
 print("%-10s %26s %26s %7s" % (sys.argv[2], "A median (min-max)", "B median (min-max)", "B/A"))
 for k in rows["A"][0]:

@@ -375,10 +375,14 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 		h.e.receiveCompleted(key&^recvKey, r)
 		return
 	}
+	from := noLane
+	if h.e.park.count > 0 {
+		from = h.e.peerOfKey(key).slot // before the report frees what names it
+	}
 	h.e.confirmed(key, r.Status == netio.OK)
 	h.e.c.Complete((*kind)(h.e), key, r)
 	h.e.c.AfterCompletion()
-	h.e.retryParked() // a completion may have made room for a parked send
+	h.e.retryParked(from) // a completion may have made room for a parked send
 }
 
 // HandleEvent: connectionless endpoints have no connection events.

@@ -13,11 +13,11 @@ import (
 // provider to take them when Config.PeerTimeout is 0.
 const DefaultPeerTimeout = 5 * time.Second
 
-// parkRetry is how long a lane's parked sends first wait for the timer's
-// retry when no completion comes first. Each of the timer's retries of the
-// lane that the provider refuses doubles the wait, up to parkRetryMax; a
-// send of the lane that the provider takes brings it back to parkRetry
-// (backoff.Doubling).
+// parkRetry is how long a lane's parked sends first wait for a scheduled
+// retry (the timer's, or a completion's once it is due) when no completion
+// retries them first. Each scheduled retry of the lane that the provider
+// refuses doubles the wait, up to parkRetryMax; a send of the lane that
+// the provider takes brings it back to parkRetry (backoff.Doubling).
 const parkRetry = time.Millisecond
 
 // parkRetryMax caps the wait between the timer's retries of a lane. Why
@@ -25,12 +25,13 @@ const parkRetry = time.Millisecond
 // tries to connect again on each post, so a retry every parkRetry was a
 // connection attempt a millisecond per dead peer until PeerTimeout
 // (hack/retrycost measured about 500 a second on tcp;ofi_rxm, and a fifth
-// of a core). Why this cap: it bounds how late a lane notices that its
-// peer took a send again when nothing else is in flight (a completion
-// retries every lane at once, so with traffic to other peers the timer is
-// not what notices); 64 ms is short against a process restart or
-// PeerTimeout's default, and leaves a dead peer 16 attempts a second. It
-// is ReconnectingSender's cap for its refused backlog, for the same reason.
+// of a core; with a stream to another peer, whose every completion
+// retried every lane, tens of thousands: see retryParked). Why this cap:
+// it bounds how late a backed-off lane notices that its peer takes sends
+// again, unless a send to that peer completes first; 64 ms is short
+// against a process restart or PeerTimeout's default, and leaves a dead
+// peer 16 attempts a second. It is ReconnectingSender's cap for its
+// refused backlog, for the same reason.
 const parkRetryMax = 64 * time.Millisecond
 
 // Why parking: the poller posts every send from one FIFO (the send core's
@@ -40,10 +41,11 @@ const parkRetryMax = 64 * time.Millisecond
 // again on each one. So a refused send is parked in a lane of its peer
 // instead, and later sends to that peer queue behind it in the lane (the
 // order to one peer stays the order of the calls), while sends to the
-// other peers go on. Parked sends are retried after each completion, and
-// by a timer, each lane after a wait that backs off while the provider
-// refuses it (parkRetry, doubling up to parkRetryMax) but never past its
-// deadline; a lane that took nothing for Config.PeerTimeout fails
+// other peers go on. Parked sends are retried after each completion (a
+// lane the timer has backed off: after the completions of sends to its own
+// peer), and by a timer, each lane after a wait that backs off while the
+// provider refuses it (parkRetry, doubling up to parkRetryMax) but never
+// past its deadline; a lane that took nothing for Config.PeerTimeout fails
 // with ETIMEDOUT, each key reported once, and until the provider takes a
 // send to that peer again, a send to it that the provider refuses fails at
 // once; RemovePeer fails its lane at once with EHOSTUNREACH. All of it
@@ -230,34 +232,46 @@ func (e *Endpoint) postSend(ep *fabric.Endpoint, key uint32, n int) fabric.Errno
 	return errno
 }
 
-// retryParked posts what every lane holds: a completion may have made
-// room for a parked send. It runs on the poller goroutine.
-func (e *Endpoint) retryParked() { e.retryLanes(false) }
+// noLane is no lane's slot: a completion whose peer is not looked up.
+const noLane = ^uint32(0)
+
+// retryParked posts what the lanes hold after the completion of a send to
+// the peer in slot from: a completion may have made room for a parked
+// send. It retries from's lane, and every other lane the timer has not
+// backed off (or that is due): a lane whose timer retries the provider
+// refused (ofi_rxm's lane to a dead peer, which connects again on every
+// post) would otherwise be posted once per completion of the traffic to
+// the other peers, thousands of times a second (docs/performance.md). It
+// runs on the poller goroutine.
+func (e *Endpoint) retryParked(from uint32) { e.retryLanes(false, from) }
 
 // retryTimer is the timer's retry: it posts what the lanes that are due
 // hold, and arms the timer for the next one. It runs on the poller
 // goroutine.
 func (e *Endpoint) retryTimer() {
 	e.park.armed = time.Time{}
-	e.retryLanes(true)
+	e.retryLanes(true, noLane)
 }
 
-// retryLanes posts what the lanes hold, every lane or, for the timer, the
-// lanes that are due, in order per lane, and fails a lane that took
-// nothing for PeerTimeout. It runs on the poller goroutine. The post guard
+// retryLanes posts what the lanes hold, in order per lane, and fails a
+// lane that took nothing for PeerTimeout: for the timer the lanes that are
+// due, for a completion to the peer in slot from the lanes retryParked
+// says. It runs on the poller goroutine. The post guard
 // is held around each post only, never while a send is reported: the
 // callback may Close the endpoint, whose teardown takes the guard
 // exclusively on this very goroutine.
-func (e *Endpoint) retryLanes(timer bool) {
+func (e *Endpoint) retryLanes(timer bool, from uint32) {
 	if e.park.count == 0 {
 		return
 	}
 	now := time.Now()
 	for slot := range e.park.lanes {
-		if timer && now.Before(e.park.lanes[slot].due) {
+		l := &e.park.lanes[slot]
+		due := !now.Before(l.due)
+		if !due && (timer || uint32(slot) != from && l.wait.Grown()) {
 			continue
 		}
-		if !e.retryLane(uint32(slot), now, timer) {
+		if !e.retryLane(uint32(slot), now, due) {
 			return // closing: CancelAll reports them
 		}
 	}
@@ -267,11 +281,13 @@ func (e *Endpoint) retryLanes(timer bool) {
 }
 
 // retryLane posts slot's lane until the provider refuses again. It reports
-// false once the endpoint is closed. A refusal of the timer's retry
-// doubles the lane's wait, unless the provider took a send of the lane
-// first, which brings it back to parkRetry; a completion's retry refused
-// leaves the timer's schedule of the lane as it was.
-func (e *Endpoint) retryLane(slot uint32, now time.Time, timer bool) bool {
+// false once the endpoint is closed. due says the lane's scheduled retry
+// has come, whoever runs it (the timer, or a completion first): its
+// refusal doubles the lane's wait and schedules the next, unless the
+// provider took a send of the lane first, which brings the wait back to
+// parkRetry; a refusal before the lane is due leaves its schedule as it
+// was.
+func (e *Endpoint) retryLane(slot uint32, now time.Time, due bool) bool {
 	l := &e.park.lanes[slot]
 	moved := false // a send left the lane: its head waits since now
 	for l.head >= 0 {
@@ -284,7 +300,7 @@ func (e *Endpoint) retryLane(slot uint32, now time.Time, timer bool) bool {
 		errno := e.park.post(ep, key, e.park.n[idx], e.peerOfKey(key))
 		e.c.Guard.Release()
 		if errno.Temporary() {
-			e.refused(slot, now, timer, moved)
+			e.refused(slot, now, due, moved)
 			return true
 		}
 		l.unreachable = false
@@ -300,9 +316,9 @@ func (e *Endpoint) retryLane(slot uint32, now time.Time, timer bool) bool {
 }
 
 // refused handles the provider's refusal of slot's head: the lane fails if
-// it took nothing for PeerTimeout, and otherwise its next retry by the
-// timer is scheduled (see retryLane).
-func (e *Endpoint) refused(slot uint32, now time.Time, timer, moved bool) {
+// it took nothing for PeerTimeout, and otherwise its next scheduled retry
+// is set (see retryLane).
+func (e *Endpoint) refused(slot uint32, now time.Time, due, moved bool) {
 	l := &e.park.lanes[slot]
 	if now.Sub(l.since) >= e.cfg.PeerTimeout {
 		e.c.Log.Warn().Str("peer", e.peers.nameOfSlot(slot)).Dur("timeout", e.cfg.PeerTimeout).
@@ -313,10 +329,10 @@ func (e *Endpoint) refused(slot uint32, now time.Time, timer, moved bool) {
 		e.failLane(slot, fabric.ETIMEDOUT)
 		return
 	}
-	if timer && !moved {
+	if due && !moved {
 		l.wait.Refused()
 	}
-	if timer || moved {
+	if due || moved {
 		l.due = retryAt(now, l.since, l.wait.Wait(), e.cfg.PeerTimeout)
 	}
 }

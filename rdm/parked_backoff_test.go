@@ -87,10 +87,12 @@ func (g *laneLog) awaitAttempts(t *testing.T, n int) []laneAttempt {
 	return g.snapshot()
 }
 
-// timerRetries drops from as the retries a completion made (a completion
-// retries every lane): one refused leaves the lane's schedule as it was,
-// so the attempt after it was due at the same time, while a retry of the
-// timer's that was refused schedules the next one later.
+// timerRetries drops from as the retries a completion made before the
+// lane was due (a completion retries the lane of its own peer, and lanes
+// not backed off): one refused leaves the lane's schedule as it was, so
+// the attempt after it was due at the same time, while a scheduled retry
+// that was refused (the timer's, or a completion's once due) schedules the
+// next one later.
 func timerRetries(as []laneAttempt) []laneAttempt {
 	var kept []laneAttempt
 	for i, a := range as {
@@ -117,6 +119,25 @@ func checkDoubling(t *testing.T, as []laneAttempt, first time.Duration) {
 	}
 }
 
+// connectedSender opens a receiver and a sender (PeerTimeout an hour) on
+// provider, adds the receiver to the sender as a peer and sends it one
+// message, which connects (ofi_rxm), and returns the receiver's inbox, the
+// sender, where the sender's reports go, and the peer.
+func connectedSender(t *testing.T, provider, local string) (*inbox, *rdm.Endpoint, chan netio.Status, rdm.Peer) {
+	t.Helper()
+	mgr := openDomain(t, provider)
+	in := new(inbox)
+	rx := open(t, mgr, local, rdm.Config{OnData: in.onData})
+	results := make(chan netio.Status, 64)
+	tx := open(t, mgr, local, rdm.Config{OnData: nop, PeerTimeout: time.Hour,
+		OnSendCompleted: func(_ uint64, st netio.Status) { results <- st }})
+	peer, err := tx.AddPeer(rx.Addr())
+	require.NoError(t, err)
+	sendOne(t, tx, peer)
+	require.Equal(t, netio.OK, awaitStatus(t, results))
+	return in, tx, results, peer
+}
+
 // TestParkedRetryBacksOff: while the provider refuses a peer's parked
 // sends and nothing completes, the timer retries the lane after a wait
 // that doubles from ParkRetry up to ParkRetryMax, not every ParkRetry; as
@@ -124,16 +145,7 @@ func checkDoubling(t *testing.T, as []laneAttempt, first time.Duration) {
 func TestParkedRetryBacksOff(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
-			mgr := openDomain(t, p.name)
-			var in inbox
-			rx := open(t, mgr, p.local, rdm.Config{OnData: in.onData})
-			results := make(chan netio.Status, 8)
-			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, PeerTimeout: time.Hour,
-				OnSendCompleted: func(_ uint64, st netio.Status) { results <- st }})
-			peer, err := tx.AddPeer(rx.Addr())
-			require.NoError(t, err)
-			sendOne(t, tx, peer) // connects (ofi_rxm), before the fault
-			require.Equal(t, netio.OK, awaitStatus(t, results))
+			in, tx, results, peer := connectedSender(t, p.name, p.local)
 
 			var g laneLog
 			var watched atomic.Value
@@ -206,6 +218,43 @@ func TestParkedLaneFailsAtPeerTimeout(t *testing.T) {
 					assert.False(t, as[i].due.After(half), "retry %d was due past half the deadline", i)
 				}
 			}
+		})
+	}
+}
+
+// TestBackedOffLaneNotRetriedByOthers: once the timer has backed off a
+// lane the provider refuses, the completions of a stream to another peer
+// no longer retry it each (ofi_rxm would connect to a dead peer once per
+// completion): each of its posts is a scheduled retry, made once it is
+// due (by the timer or a completion) and scheduling the next.
+func TestBackedOffLaneNotRetriedByOthers(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			in, tx, results, live := connectedSender(t, p.name, p.local)
+			g, dead := loggedDeadPeer(t, tx)
+			sendOne(t, tx, dead)
+			g.awaitAttempts(t, 4) // refused by the timer three times: backed off
+
+			const stream = 1000
+			before, start := g.len(), time.Now()
+			for range stream {
+				sendOne(t, tx, live)
+				require.Equal(t, netio.OK, awaitStatus(t, results))
+			}
+			elapsed := time.Since(start)
+			as := g.snapshot()[before:]
+			for i, a := range as {
+				assert.False(t, a.at.Before(a.due), "a post of the dead lane before it was due")
+				if i > 0 {
+					assert.False(t, a.due.Equal(as[i-1].due), "a post of the dead lane that scheduled nothing")
+				}
+			}
+			during := len(as)
+			// The timer's schedule: a wait of 8 ms doubling to the cap.
+			most := 8 + int(2*elapsed/rdm.ParkRetryMax)
+			assert.LessOrEqual(t, during, most, "the dead lane posted %d times during %d completions to the live peer in %v",
+				during, stream, elapsed)
+			require.Eventually(t, func() bool { return in.count() == stream+1 }, 10*time.Second, time.Millisecond)
 		})
 	}
 }

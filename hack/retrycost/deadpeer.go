@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/netio-go/netio"
@@ -19,7 +21,9 @@ import (
 // parked, refused by the provider, until PeerTimeout fails them. The
 // report has the time from the sends to the last report and how late that
 // was past PeerTimeout, and idle windows as long before the kill (live)
-// and after it (idle).
+// and after it (idle). With --live a second receiver process, alive,
+// gets a stream of 8-byte messages (16 in flight) while the dead peer's
+// sends wait: each of their completions retries every parked lane.
 
 func openRDM(provider string) (*domain.Manager, error) {
 	return domain.Open(domain.Config{Provider: provider, Address: "127.0.0.1", Endpoints: domain.EndpointRDM})
@@ -64,7 +68,7 @@ func startChild(provider string) (*exec.Cmd, string, error) {
 	return cmd, line[:len(line)-1], nil
 }
 
-func deadPeer(provider string, timeout time.Duration, sends int) (report, error) {
+func deadPeer(provider string, timeout time.Duration, sends int, live bool) (report, error) {
 	r := report{Provider: provider, Sends: sends}
 	child, addr, err := startChild(provider)
 	if err != nil {
@@ -77,9 +81,17 @@ func deadPeer(provider string, timeout time.Duration, sends int) (report, error)
 	}
 	defer mgr.Close()
 	done := make(chan netio.Status, sends+1)
+	var toDead sync.Map // buffer IDs of the sends to the dead peer
+	var liveDone atomic.Uint64
 	tx, err := rdm.Open(mgr, "127.0.0.1:0", rdm.Config{PeerTimeout: timeout,
-		OnData:          func(*rdm.Endpoint, rdm.Peer, []byte) {},
-		OnSendCompleted: func(_ uint64, st netio.Status) { done <- st }})
+		OnData: func(*rdm.Endpoint, rdm.Peer, []byte) {},
+		OnSendCompleted: func(key uint64, st netio.Status) {
+			if _, dead := toDead.LoadAndDelete(key); dead || !live {
+				done <- st
+			} else {
+				liveDone.Add(1)
+			}
+		}})
 	if err != nil {
 		return r, err
 	}
@@ -88,8 +100,21 @@ func deadPeer(provider string, timeout time.Duration, sends int) (report, error)
 	if err != nil {
 		return r, err
 	}
+	var stream func() (stop func() uint64)
+	if live {
+		other, otherAddr, err := startChild(provider)
+		if err != nil {
+			return r, err
+		}
+		defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+		otherPeer, err := tx.AddPeer(otherAddr)
+		if err != nil {
+			return r, err
+		}
+		stream = func() func() uint64 { return streamTo(tx, otherPeer, &liveDone) }
+	}
 	wait := timeout + 30*time.Second
-	if err := sendTo(tx, peer); err != nil {
+	if err := sendTo(tx, peer, &toDead); err != nil {
 		return r, err
 	}
 	if st, err := next(done, wait); err != nil || st != netio.OK {
@@ -103,8 +128,13 @@ func deadPeer(provider string, timeout time.Duration, sends int) (report, error)
 	r.CPUIdleMs, r.SwitchIdle = idle(timeout)
 	cpu1, sw1 := usage()
 	start := time.Now()
+	stop := func() uint64 { return 0 }
+	if stream != nil {
+		stop = stream()
+	}
+	defer stop() // on an error; stops once
 	for range sends {
-		if err := sendTo(tx, peer); err != nil {
+		if err := sendTo(tx, peer, &toDead); err != nil {
 			return r, err
 		}
 	}
@@ -119,21 +149,25 @@ func deadPeer(provider string, timeout time.Duration, sends int) (report, error)
 	}
 	elapsed := time.Since(start)
 	cpu2, sw2 := usage()
+	r.LiveSent = stop()
 	late := ms(elapsed - timeout)
 	r.FailAfterMs, r.LateMs = ms(elapsed), &late
 	r.CPUWaitMs, r.SwitchWait = ms(cpu2-cpu1), sw2-sw1
 	return r, nil
 }
 
-// sendTo sends 8 bytes to peer, retrying while no buffer is free.
-func sendTo(tx *rdm.Endpoint, peer rdm.Peer) error {
+// sendTo sends 8 bytes to peer, retrying while no buffer is free, and
+// notes its buffer's ID in ids.
+func sendTo(tx *rdm.Endpoint, peer rdm.Peer, ids *sync.Map) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if buf := tx.GetBuffer(); buf != nil {
+			ids.Store(buf.ID(), true)
 			st := tx.SendBuffer(buf, 8, peer)
 			if st == netio.OK {
 				return nil
 			}
+			ids.Delete(buf.ID())
 			tx.ReleaseBuffer(buf.ID())
 			if st != netio.NoResources {
 				return fmt.Errorf("send: %v", st)
@@ -143,6 +177,41 @@ func sendTo(tx *rdm.Endpoint, peer rdm.Peer) error {
 			return errors.New("send: no room for 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// streamTo sends 8-byte messages to peer from a goroutine, as fast as
+// buffers come back but leaving half of them free (the dead peer's sends
+// need some), until the returned stop is called, which returns how many
+// were sent.
+func streamTo(tx *rdm.Endpoint, peer rdm.Peer, completed *atomic.Uint64) (stop func() uint64) {
+	var quit atomic.Bool
+	var sent uint64
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for !quit.Load() {
+			if sent-completed.Load() >= 16 {
+				time.Sleep(20 * time.Microsecond)
+				continue
+			}
+			buf := tx.GetBuffer()
+			if buf == nil {
+				time.Sleep(20 * time.Microsecond)
+				continue
+			}
+			if tx.SendBuffer(buf, 8, peer) != netio.OK {
+				tx.ReleaseBuffer(buf.ID())
+				time.Sleep(20 * time.Microsecond)
+				continue
+			}
+			sent++
+		}
+	}()
+	return func() uint64 {
+		quit.Store(true)
+		<-ended
+		return sent // read after the goroutine ended
 	}
 }
 

@@ -1,7 +1,7 @@
 // Command retrycost measures what a sender costs while a retry of its
 // waits for a peer that takes nothing, in one of two shapes (--shape):
 //
-//	go run ./hack/retrycost --shape deadpeer [--provider 'tcp;ofi_rxm'] [--timeout 5s] [--sends 4]
+//	go run ./hack/retrycost --shape deadpeer [--provider 'tcp;ofi_rxm'] [--timeout 5s] [--sends 4] [--live]
 //	go run ./hack/retrycost --shape handoff [--timeout 2s]
 //
 // deadpeer: an rdm endpoint's sends to a peer whose process died, parked
@@ -44,6 +44,7 @@ type report struct {
 	FailAfterMs float64  `json:"fail_after_ms,omitempty"` // sends to the last report
 	LateMs      *float64 `json:"late_ms,omitempty"`       // FailAfterMs past PeerTimeout
 	CPULiveMs   float64  `json:"cpu_live_ms,omitempty"`   // idle as long, before the kill
+	LiveSent    uint64   `json:"live_sent,omitempty"`     // --live: messages streamed to the live peer
 	// handoff
 	Tries int `json:"tries,omitempty"` // large+small pairs sent until the small one queued
 }
@@ -53,6 +54,7 @@ func main() {
 	provider := flag.String("provider", "tcp;ofi_rxm", "libfabric RDM provider (deadpeer)")
 	timeout := flag.Duration("timeout", rdm.DefaultPeerTimeout, "deadpeer: rdm.Config.PeerTimeout; handoff: how long the stall lasts")
 	sends := flag.Int("sends", 4, "deadpeer: messages sent to the dead peer")
+	live := flag.Bool("live", false, "deadpeer: stream to a live peer meanwhile")
 	flag.Parse()
 	var (
 		r   report
@@ -62,7 +64,7 @@ func main() {
 	case "rx":
 		err = receive(*provider)
 	case "deadpeer":
-		r, err = deadPeer(*provider, *timeout, *sends)
+		r, err = deadPeer(*provider, *timeout, *sends, *live)
 	case "handoff":
 		r, err = stalledHandOff(*timeout)
 	default:

@@ -33,5 +33,9 @@ func (d *Doubling) Refused() time.Duration {
 	return d.wait
 }
 
+// Grown reports whether the wait is past the first: a retry was refused
+// since the other side last took something.
+func (d *Doubling) Grown() bool { return d.wait > d.first }
+
 // Reset brings the wait back to the first: the other side took something.
 func (d *Doubling) Reset() { d.wait = d.first }

@@ -12,6 +12,7 @@ import (
 func TestDoublesToTheCapAndResets(t *testing.T) {
 	d := backoff.New(time.Millisecond, 10*time.Millisecond)
 	assert.Equal(t, time.Millisecond, d.Wait(), "the first wait")
+	assert.False(t, d.Grown())
 	var got []time.Duration
 	for range 6 {
 		got = append(got, d.Refused())
@@ -19,8 +20,10 @@ func TestDoublesToTheCapAndResets(t *testing.T) {
 	ms := time.Millisecond
 	assert.Equal(t, []time.Duration{2 * ms, 4 * ms, 8 * ms, 10 * ms, 10 * ms, 10 * ms}, got, "doubles, then stays at the cap")
 	assert.Equal(t, 10*ms, d.Wait())
+	assert.True(t, d.Grown())
 	d.Reset()
 	assert.Equal(t, ms, d.Wait(), "progress brings the first wait back")
+	assert.False(t, d.Grown())
 	assert.Equal(t, 2*ms, d.Refused(), "and doubles from there again")
 }
 
