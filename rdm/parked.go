@@ -20,7 +20,7 @@ const DefaultPeerTimeout = 5 * time.Second
 // the provider takes brings it back to parkRetry (backoff.Doubling).
 const parkRetry = time.Millisecond
 
-// parkRetryMax caps the wait between the timer's retries of a lane. Why
+// parkRetryMax caps the wait between a lane's scheduled retries. Why
 // back off: ofi_rxm refuses every send to a peer whose process died, and
 // tries to connect again on each post, so a retry every parkRetry was a
 // connection attempt a millisecond per dead peer until PeerTimeout
@@ -55,8 +55,8 @@ const parkRetryMax = 64 * time.Millisecond
 type lane struct {
 	head, tail int32     // send indexes; head -1 when empty
 	since      time.Time // when the head began waiting
-	// wait is the wait before the timer's next retry of the lane, and due
-	// when that retry is (retryAt).
+	// wait is the wait before the lane's next scheduled retry (the timer's,
+	// or a completion's once due), and due when that retry is (retryAt).
 	wait backoff.Doubling
 	due  time.Time
 	// unreachable: the lane timed out and the provider has taken no send
@@ -113,10 +113,10 @@ func (pk *parking) push(slot uint32, idx int32, n int, now time.Time) {
 	pk.armAt(now, l.due)
 }
 
-// retryAt is when the timer retries a lane whose head has waited since
-// since, wait after now, but not later than the lane's deadline (since +
-// timeout), at which it fails, nor than half of it while that is ahead: an
-// inject waiting for its peer's confirmation stops waiting then
+// retryAt is when a lane's next scheduled retry is: wait after now, but
+// not later than the deadline of its head, waiting since since (since +
+// timeout), at which the lane fails, nor than half of it while that is
+// ahead: an inject waiting for its peer's confirmation stops waiting then
 // (waitsForConfirm).
 func retryAt(now, since time.Time, wait, timeout time.Duration) time.Time {
 	at, mark := now.Add(wait), since.Add(timeout/2)
