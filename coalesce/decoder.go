@@ -19,7 +19,8 @@ import (
 // safe for concurrent use.
 type Decoder struct {
 	buf    []byte
-	rest   []byte // the bytes from the next message's header word on
+	off    int    // where the next message's header word starts in buf
+	plain  []byte // buf once Next returned a message, nil before: what NextPlain reads
 	count  int    // messages returned so far
 	tag    uint64
 	status uint8
@@ -37,7 +38,7 @@ func NewDecoder(buf []byte) *Decoder {
 // Reset starts decoding buf from its start, forgetting the previous buffer
 // and its error.
 func (d *Decoder) Reset(buf []byte) {
-	*d = Decoder{buf: buf, rest: buf}
+	*d = Decoder{buf: buf}
 }
 
 // Next parses the next message and reports whether there is one. It returns
@@ -69,12 +70,13 @@ func (d *Decoder) Next() bool {
 // the bad message, which this path never accepts (it fails none of the
 // checks Next makes), so it needs no test of Err.
 func (d *Decoder) NextPlain() bool {
-	r := d.rest
-	if len(r) >= HeaderWordLen && d.count != 0 {
+	buf, off := d.plain, d.off
+	if len(buf)-off >= HeaderWordLen {
+		h := buf[off:len(buf):len(buf)] // its capacity is not 0: no masked pointer
 		// No flags: the word is the size.
-		if size := uint(binary.LittleEndian.Uint32(r)); size <= sizeMask && size <= uint(len(r)-HeaderWordLen) {
-			end := HeaderWordLen + size
-			d.status, d.data, d.rest = 0, r[HeaderWordLen:end:end], r[end:]
+		if w := binary.LittleEndian.Uint32(h); w <= sizeMask && int(w) <= len(h)-HeaderWordLen {
+			end := HeaderWordLen + int(w)
+			d.status, d.data, d.off = 0, h[HeaderWordLen:end:end], off+end
 			d.count++
 			return true
 		}
@@ -86,7 +88,7 @@ func (d *Decoder) NextPlain() bool {
 // errors.
 func (d *Decoder) next() bool {
 	d.data = nil
-	rest := d.rest
+	rest := d.buf[d.off:]
 	if d.err != nil || len(rest) == 0 {
 		return false
 	}
@@ -119,7 +121,7 @@ func (d *Decoder) next() bool {
 		return d.fail("payload of %d bytes exceeds the %d bytes left", size, len(rest)-at)
 	}
 	end := at + size
-	d.tag, d.status, d.data, d.rest = tag, status, rest[at:end:end], rest[end:]
+	d.tag, d.status, d.data, d.off, d.plain = tag, status, rest[at:end:end], d.off+end, d.buf
 	d.count++
 	return true
 }
@@ -127,7 +129,7 @@ func (d *Decoder) next() bool {
 // fail records a malformed message at the current offset and returns false,
 // for Next to return.
 func (d *Decoder) fail(format string, args ...any) bool {
-	d.err = &MalformedError{Offset: len(d.buf) - len(d.rest), Index: d.count, Reason: fmt.Sprintf(format, args...)}
+	d.err = &MalformedError{Offset: d.off, Index: d.count, Reason: fmt.Sprintf(format, args...)}
 	return false
 }
 

@@ -179,9 +179,9 @@ func decodeRuns(t *testing.T, buf []byte) ([]msg, error) {
 			}
 			got = append(got, m)
 		}
-		if before := d; d.NextPlain() || d.count != before.count || len(d.rest) != len(before.rest) {
-			t.Fatalf("NextPlain after it returned false: count %d -> %d, rest %d -> %d",
-				before.count, d.count, len(before.rest), len(d.rest))
+		if before := d; d.NextPlain() || d.count != before.count || d.off != before.off {
+			t.Fatalf("NextPlain after it returned false: count %d -> %d, offset %d -> %d",
+				before.count, d.count, before.off, d.off)
 		}
 	}
 	if d.NextPlain() {

@@ -2,15 +2,16 @@ package coalesce
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
 // FuzzDecode feeds arbitrary bytes to the decoder. It must never panic, must
-// deliver exactly the valid prefix, must agree with Validate and with a
-// decoding of runs through NextPlain (decodeRuns), and what it
-// delivers must re-encode canonically into no more bytes than it consumed and
-// decode back to the same messages. The seed corpus is in
-// testdata/fuzz/FuzzDecode.
+// deliver exactly the valid prefix, must agree with refDecode (written from
+// docs/wire.md, sharing no code with it), with Validate and with a decoding
+// of runs through NextPlain (decodeRuns), and what it delivers must
+// re-encode canonically into no more bytes than it consumed and decode back
+// to the same messages. The seed corpus is in testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	f.Add(workedExampleBytes)
 	f.Add([]byte{})
@@ -31,6 +32,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			consumed = me.Offset
 		}
+		checkReference(t, buf, got, err)
 		n, verr := Validate(buf)
 		if n != len(got) || !sameError(verr, err) {
 			t.Fatalf("Validate = %d, %v; Decode delivered %d, %v", n, verr, len(got), err)
@@ -41,6 +43,89 @@ func FuzzDecode(f *testing.F) {
 		}
 		checkCanonical(t, got, consumed)
 	})
+}
+
+// checkReference fails t unless Decode's messages got and error err are
+// what refDecode makes of buf: the same messages, and the same
+// malformation at the same offset and index, for the same reason.
+func checkReference(t *testing.T, buf []byte, got []msg, err error) {
+	t.Helper()
+	want, bad := refDecode(buf)
+	if !equalMsgs(got, want) {
+		t.Fatalf("Decode delivered %d messages %v; the reference %d: %v", len(got), got, len(want), want)
+	}
+	var me *MalformedError
+	switch {
+	case bad == nil && err == nil:
+	case bad == nil || !errors.As(err, &me):
+		t.Fatalf("Decode: %v; the reference: %+v", err, bad)
+	case me.Offset != bad.offset || me.Index != bad.index || !strings.Contains(me.Reason, bad.says):
+		t.Fatalf("Decode: %+v; the reference: %+v", *me, *bad)
+	}
+}
+
+// refMalformed is where and why refDecode found a buffer malformed; says
+// is the part of the reason docs/wire.md names that Decode's Reason holds.
+type refMalformed struct {
+	offset, index int
+	says          string
+}
+
+// refDecode decodes buf as docs/wire.md's "Reading" and "Malformed
+// buffers" say, one field after another, and shares no code with Decoder:
+// the reference FuzzDecode holds Decode against. It returns the messages
+// before the first malformed one, and that one's malformation, or nil.
+func refDecode(buf []byte) ([]msg, *refMalformed) {
+	var out []msg
+	var tag uint64
+	for off := 0; off < len(buf); {
+		bad := &refMalformed{offset: off, index: len(out)}
+		p := off
+		if len(buf)-p < 4 {
+			bad.says = "truncated header word"
+			return out, bad
+		}
+		word := littleEndian(buf[p : p+4])
+		p += 4
+		var status uint8
+		if word&(1<<30) != 0 {
+			if p == len(buf) {
+				bad.says = "truncated status"
+				return out, bad
+			}
+			status = buf[p]
+			p++
+		}
+		switch {
+		case word&(1<<31) != 0:
+			if len(buf)-p < 8 {
+				bad.says = "truncated tag"
+				return out, bad
+			}
+			tag = littleEndian(buf[p : p+8])
+			p += 8
+		case len(out) == 0:
+			bad.says = "first message has no tag"
+			return out, bad
+		}
+		size := int(word & (1<<30 - 1))
+		if size > len(buf)-p {
+			bad.says = "exceeds"
+			return out, bad
+		}
+		out = append(out, msg{Tag: tag, Status: status, Data: string(buf[p : p+size])})
+		off = p + size
+	}
+	return out, nil
+}
+
+// littleEndian is the unsigned integer of b, least significant byte first.
+func littleEndian(b []byte) uint64 {
+	var v uint64
+	for i := len(b) - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
 }
 
 // sameError reports whether a and b are both nil or describe the same

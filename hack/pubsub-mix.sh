@@ -10,6 +10,9 @@
 # (user+sys) per message delivered and context switches per 1000 messages,
 # and NEW over OLD. N is even and at least 2 (for one subscriber, use
 # hack/pubsub-perf.sh with OLD and NEW as modes: "shared@OLD shared@NEW").
+# PUBSUB_MIX_TAGS=T (default 1) spreads the messages over T tags taking
+# turns, every subscriber subscribing to all of them (a buffer then
+# interleaves T tags, as for many links).
 # Usage: hack/pubsub-mix.sh OLD [NEW] [messages per subscriber] [rounds] [subscribers]
 #        (NEW default: netio-perf built from this tree; 5000000, 6 and 4)
 # e.g. OLD built from main: git worktree add /tmp/m main && (cd /tmp/m &&
@@ -22,6 +25,8 @@ new=${2:-}
 count=${3:-5000000}
 rounds=${4:-6}
 n=${5:-4}
+tags=${PUBSUB_MIX_TAGS:-1}
+((tags >= 1)) || { echo "PUBSUB_MIX_TAGS: want 1 or more" >&2 && exit 2; }
 # shellcheck source=hack/peers.sh
 source hack/peers.sh
 scratch_dir
@@ -38,7 +43,7 @@ run() {
 	local r=$1 pubbin=$2 out="${dir}/r$1"
 	shift 2
 	: >"${out}-pub.out"
-	"${pubbin}" publish --listen 127.0.0.1:0 --tags 1 --size 64 --count "${count}" \
+	"${pubbin}" publish --listen 127.0.0.1:0 --tags "${tags}" --size 64 --count "${count}" \
 		--subscribers "$#" --shared --json >"${out}-pub.out" 2>"${out}-pub.err" &
 	local pub=$! addr i=0 subs=() b side
 	pids+=("${pub}")
@@ -47,7 +52,7 @@ run() {
 		i=$((i + 1))
 		side=new
 		[[ ${b} == "${old}" ]] && side=old
-		"${b}" subscribe --connect "${addr}" --tags 0 --count "${count}" --json \
+		"${b}" subscribe --connect "${addr}" --tags "0-$((tags - 1))" --count "${count}" --json \
 			>"${out}-sub${i}-${side}.out" 2>"${out}-sub${i}-${side}.err" &
 		subs+=($!)
 		pids+=($!)
@@ -98,4 +103,4 @@ for side in ("old", "new"):
         side, fmt(cpu[side], "%.1f"), fmt(csw[side])))
 print("new over old, same round: %s" % fmt(ratio))
 PY
-echo "(machine: $(nproc) cores, load ${load0} at the start, ${load1} at the end; ${count} messages per subscriber, ${n} subscribers per run)"
+echo "(machine: $(nproc) cores, load ${load0} at the start, ${load1} at the end; ${count} messages per subscriber, ${n} subscribers per run, ${tags} tags)"

@@ -50,7 +50,7 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		}
 		m := Message{Tag: tag, Publisher: dc.pub} // a run's messages differ in Seq and Data
 		for d.NextPlain() {
-			if run == nil || s.tagsVer.Load() != ver {
+			if s.tagsVer.Load() != ver { // and always while run is nil: start gave noRun
 				if run, ver = s.start(dc, tag); run == nil {
 					continue
 				}
@@ -86,33 +86,25 @@ func (rt *recvTag) take(data []byte) uint64 {
 	return seq
 }
 
-// lookup returns the receive state of tag, or nil, and the version of the
-// tags it was found in, through a one-entry cache (messages of one tag
-// come in runs).
-func (s *Subscriber) lookup(tag uint64) (*recvTag, uint64) {
-	v := s.tagsVer.Load()
-	if rt := s.lastTag; rt != nil && rt.tag == tag && v == s.lastVer {
-		return rt, v
-	}
-	rt := (*s.tags.Load())[tag]
-	s.lastTag, s.lastVer = rt, v
-	return rt, v
-}
+// noRun is the tags' version start returns with no receive state: never
+// one of Subscriber.tagsVer's, so that a run's check of the version sends
+// every message of an unsubscribed tag back to start.
+const noRun = ^uint64(0)
 
 // start begins a run of messages of tag on dc: it returns the tag's
-// receive state, with its counters made the ones flushCounts brings up to
-// date, and the version of the tags it was found in; or nil when the tag
-// is not subscribed on this connection (the message is counted
-// unsolicited and dropped).
+// receive state, listed for flushCounts to bring its counters up to date
+// at the end of the buffer, and the version of the tags it was found in;
+// or nil and noRun when the tag is not subscribed on this connection (the
+// message is counted unsolicited and dropped).
 func (s *Subscriber) start(dc *dataConn, tag uint64) (*recvTag, uint64) {
 	rt, ver := s.lookup(tag)
 	if rt == nil || rt.gen != dc.gen {
 		s.st.unsolicited.Add(1)
-		return nil, 0
+		return nil, noRun
 	}
-	if rt != s.dirty {
-		s.flushCounts()
-		s.dirty = rt
+	if !rt.dirty {
+		rt.dirty = true
+		s.dirty = append(s.dirty, rt) // grows to the most tags a buffer has seen, then stays
 	}
 	return rt, ver
 }
@@ -124,25 +116,6 @@ func (rt *recvTag) flag(status uint8) {
 		if status&(1<<i) != 0 {
 			rt.bits[i].Add(1)
 		}
-	}
-}
-
-// flushCounts brings the counters of the tag whose messages were counted
-// last up to date: TagStats and Stats see a buffer's messages once the
-// buffer (or the run of one tag's messages in it) is done.
-func (s *Subscriber) flushCounts() {
-	rt := s.dirty
-	if rt == nil {
-		return
-	}
-	s.dirty = nil
-	rt.expect.Store(rt.next)
-	if rt.pendMsgs != 0 {
-		rt.messages.Add(rt.pendMsgs)
-		rt.bytes.Add(rt.pendBytes)
-		s.st.messages.Add(rt.pendMsgs)
-		s.st.bytes.Add(rt.pendBytes)
-		rt.pendMsgs, rt.pendBytes = 0, 0
 	}
 }
 

@@ -189,9 +189,8 @@ type Subscriber struct {
 	conns    map[*endpoint.ReceiveEndpoint]*dataConn
 	lastEP   *endpoint.ReceiveEndpoint
 	lastConn *dataConn
-	lastTag  *recvTag
-	lastVer  uint64
-	dirty    *recvTag // counted messages not yet in its counters (flushCounts)
+	tagCache [tagCacheSize]tagCacheEntry
+	dirty    []*recvTag // tags with counted messages not yet in their counters (flushCounts)
 
 	lockedPoller bool // counted in lockedPollers
 
@@ -230,11 +229,12 @@ type recvTag struct {
 	// next is the number of the tag's next message, counted by the poller;
 	// expect is its copy for TagStats, and pendMsgs and pendBytes the
 	// messages counted since messages and bytes were last brought up to
-	// date. The poller publishes them once per run of a tag's messages in
-	// a buffer (flushCounts), not per message.
+	// date. The poller publishes them once per buffer (flushCounts), not
+	// per message.
 	next                uint64
 	expect              atomic.Uint64
 	pendMsgs, pendBytes uint64
+	dirty               bool // listed in Subscriber.dirty
 	// ack is the first subscribe ack of the tag in the numbering it
 	// follows (ackedAt), for the poller to count from; owner is the
 	// session the tag is subscribed at, set under s.mu (substream.go).
@@ -536,9 +536,14 @@ type TagStats struct {
 }
 
 // TagStats returns the counters of tag, and false when it is not
-// subscribed (wanted). It may be called at any time, from any goroutine;
-// Messages, Bytes and NextSeq count the buffers received so far whole
-// (the poller brings them up to date once per buffer, not per message).
+// subscribed (wanted). It may be called at any time, from any goroutine.
+// Messages and Bytes are published once per buffer, not per message:
+// while a buffer is being delivered (from OnMessage, or from another
+// goroutine meanwhile) they leave out that buffer's messages, so they are
+// at most one buffer late; from OnBuffer on they count it exactly.
+// NextSeq follows the delivered messages once per buffer likewise, and is
+// set at once at a SYNC record. Gaps, Missed, Resets, Moves,
+// OutOfSequence, Flagged and StatusBits are updated at once.
 func (s *Subscriber) TagStats(tag uint64) (TagStats, bool) {
 	rt := (*s.tags.Load())[tag]
 	if rt == nil {
@@ -572,7 +577,11 @@ type SubscriberStats struct {
 	ControlFailures uint64 // control connections that failed or ended with tags wanted
 }
 
-// Stats returns the subscriber's counters.
+// Stats returns the subscriber's counters. It may be called at any time,
+// from any goroutine. Messages and Bytes are published once per buffer,
+// as in TagStats: at most one buffer late while a buffer is being
+// delivered, exact from OnBuffer on. Buffers, Unsolicited, Gaps, Missed,
+// OutOfSequence and the others are updated at once.
 func (s *Subscriber) Stats() SubscriberStats {
 	st := &s.st
 	return SubscriberStats{Buffers: st.buffers.Load(), Messages: st.messages.Load(), Bytes: st.bytes.Load(),
