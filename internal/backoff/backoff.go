@@ -27,9 +27,14 @@ func New(first, limit time.Duration) Doubling {
 func (d *Doubling) Wait() time.Duration { return d.wait }
 
 // Refused doubles the wait (up to the cap) after a retry the other side
-// refused, and returns the new wait.
+// refused, and returns the new wait. A cap near the largest Duration (a
+// user's) does not overflow: the wait past half of it is the cap.
 func (d *Doubling) Refused() time.Duration {
-	d.wait = min(2*d.wait, d.max)
+	if d.wait > d.max/2 {
+		d.wait = d.max
+	} else {
+		d.wait *= 2
+	}
 	return d.wait
 }
 

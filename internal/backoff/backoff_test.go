@@ -1,6 +1,7 @@
 package backoff_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -37,4 +38,18 @@ func TestZeroValueWaitsZero(t *testing.T) {
 	assert.Zero(t, d.Refused())
 	d.Reset()
 	assert.Zero(t, d.Wait())
+}
+
+// TestCapNearMaxInt64: a cap near the largest Duration (a user's
+// ReconnectConfig.MaxBackoff) is reached and kept, never overflowed into
+// a negative or short wait.
+func TestCapNearMaxInt64(t *testing.T) {
+	d := backoff.New(time.Millisecond, math.MaxInt64)
+	prev := d.Wait()
+	for i := range 100 {
+		w := d.Refused()
+		assert.GreaterOrEqual(t, w, prev, "refusal %d shortened the wait", i)
+		prev = w
+	}
+	assert.Equal(t, time.Duration(math.MaxInt64), d.Wait(), "the cap after 100 refusals")
 }
