@@ -1,6 +1,7 @@
 package rdm
 
 import (
+	"testing"
 	"time"
 
 	"github.com/netio-go/netio/fabric"
@@ -93,14 +94,22 @@ func RefuseTrackedSends(e *Endpoint, errno fabric.Errno) {
 // between the timer's retries of a refused lane.
 const ParkRetry, ParkRetryMax = parkRetry, parkRetryMax
 
-// SetParkRetryMax sets the cap of the wait between the timer's retries of
-// every lane of e, on the poller goroutine.
-func SetParkRetryMax(e *Endpoint, d time.Duration) {
+// SetParkRetry sets the first wait and the cap of the wait between the
+// timer's retries of every lane of e (the cap is also how long a lane is
+// refused before it backs off), on the poller goroutine.
+func SetParkRetry(e *Endpoint, first, limit time.Duration) {
 	e.c.Poller.Do(func() {
 		for i := range e.park.lanes {
-			e.park.lanes[i].wait = backoff.New(parkRetry, d)
+			e.park.lanes[i].wait = backoff.New(first, limit)
 		}
 	})
+}
+
+// RetryParkedAllocs is the allocations a completion's retry of e's lanes
+// makes (testing.AllocsPerRun over runs), measured on the poller.
+func RetryParkedAllocs(e *Endpoint, runs int) (allocs float64) {
+	e.c.Poller.Do(func() { allocs = testing.AllocsPerRun(runs, func() { e.retryParked(noLane) }) })
+	return allocs
 }
 
 // LaneRetry returns, for p's lane, the wait the timer's next retry of it

@@ -15,9 +15,11 @@ const DefaultPeerTimeout = 5 * time.Second
 
 // parkRetry is how long a lane's parked sends first wait for a scheduled
 // retry (the timer's, or a completion's once it is due) when no completion
-// retries them first. Each scheduled retry of the lane that the provider
-// refuses doubles the wait, up to parkRetryMax; a send of the lane that
-// the provider takes brings it back to parkRetry (backoff.Doubling).
+// retries them first. Once the provider has refused the lane's head
+// without a break for parkRetryMax, the lane is backed off: each scheduled
+// retry of it that the provider refuses doubles the wait, up to
+// parkRetryMax; a send of the lane that the provider takes brings it back
+// to parkRetry (backoff.Doubling.RefusedFor).
 const parkRetry = time.Millisecond
 
 // parkRetryMax caps the wait between a lane's scheduled retries. Why
@@ -31,7 +33,12 @@ const parkRetry = time.Millisecond
 // again, unless a send to that peer completes first; 64 ms is short
 // against a process restart or PeerTimeout's default, and leaves a dead
 // peer 16 attempts a second. It is ReconnectingSender's cap for its
-// refused backlog, for the same reason.
+// refused backlog, for the same reason. It is also how long a lane is
+// refused before it backs off at all: refusals that end without a
+// completion to this sender (shm's peer queue full, where small sends
+// complete at post; the endpoint's transmit pool; ofi_rxm still
+// connecting) keep main's prompt retries, and a dead peer costs only the
+// retries of its first 64 ms more.
 const parkRetryMax = 64 * time.Millisecond
 
 // Why parking: the poller posts every send from one FIFO (the send core's
@@ -42,9 +49,10 @@ const parkRetryMax = 64 * time.Millisecond
 // instead, and later sends to that peer queue behind it in the lane (the
 // order to one peer stays the order of the calls), while sends to the
 // other peers go on. Parked sends are retried after each completion (a
-// lane the timer has backed off: after the completions of sends to its own
-// peer), and by a timer, each lane after a wait that backs off while the
-// provider refuses it (parkRetry, doubling up to parkRetryMax) but never
+// backed-off lane, refused without a break for parkRetryMax: after the
+// completions of sends to its own peer, or once its retry is due), and by
+// a timer, each lane after a wait of parkRetry that, once the lane backed
+// off, doubles with each refusal up to parkRetryMax, but never runs
 // past its deadline; a lane that took nothing for Config.PeerTimeout fails
 // with ETIMEDOUT, each key reported once, and until the provider takes a
 // send to that peer again, a send to it that the provider refuses fails at
@@ -139,19 +147,6 @@ func (pk *parking) armAt(now, at time.Time) {
 	pk.timer.Reset(at.Sub(now))
 }
 
-// arm has the timer fire when the earliest lane is due.
-func (pk *parking) arm(now time.Time) {
-	var first time.Time
-	for i := range pk.lanes {
-		if l := &pk.lanes[i]; l.head >= 0 && (first.IsZero() || l.due.Before(first)) {
-			first = l.due
-		}
-	}
-	if !first.IsZero() {
-		pk.armAt(now, first)
-	}
-}
-
 // pop takes the head of slot's lane off.
 func (pk *parking) pop(slot uint32, now time.Time) {
 	l := &pk.lanes[slot]
@@ -237,12 +232,12 @@ const noLane = ^uint32(0)
 
 // retryParked posts what the lanes hold after the completion of a send to
 // the peer in slot from: a completion may have made room for a parked
-// send. It retries from's lane, and every other lane the timer has not
-// backed off (or that is due): a lane whose timer retries the provider
-// refused (ofi_rxm's lane to a dead peer, which connects again on every
-// post) would otherwise be posted once per completion of the traffic to
-// the other peers, thousands of times a second (docs/performance.md). It
-// runs on the poller goroutine.
+// send. It retries from's lane, every lane not backed off (refused for
+// less than parkRetryMax), and the lanes that are due: a lane the provider
+// keeps refusing (ofi_rxm's lane to a dead peer, which connects again on
+// every post) would otherwise be posted once per completion of the
+// traffic to the other peers, thousands of times a second
+// (docs/performance.md). It runs on the poller goroutine.
 func (e *Endpoint) retryParked(from uint32) { e.retryLanes(false, from) }
 
 // retryTimer is the timer's retry: it posts what the lanes that are due
@@ -265,28 +260,33 @@ func (e *Endpoint) retryLanes(timer bool, from uint32) {
 		return
 	}
 	now := time.Now()
+	var first time.Time // when the earliest lane left parked is due
 	for slot := range e.park.lanes {
 		l := &e.park.lanes[slot]
 		due := !now.Before(l.due)
-		if !due && (timer || uint32(slot) != from && l.wait.Grown()) {
-			continue
+		if due || !timer && (uint32(slot) == from || !l.wait.BackedOff(now.Sub(l.since))) {
+			if !e.retryLane(uint32(slot), now, due) {
+				return // closing: CancelAll reports them
+			}
 		}
-		if !e.retryLane(uint32(slot), now, due) {
-			return // closing: CancelAll reports them
+		if l.head >= 0 && (first.IsZero() || l.due.Before(first)) {
+			first = l.due
 		}
 	}
-	if e.park.count > 0 {
-		e.park.arm(now)
+	// A callback may have emptied a lane seen before (the timer then finds
+	// nothing due), or parked a send in one (push armed the timer for it).
+	if !first.IsZero() && e.park.count > 0 { // count 0: a callback closed the endpoint
+		e.park.armAt(now, first)
 	}
 }
 
 // retryLane posts slot's lane until the provider refuses again. It reports
 // false once the endpoint is closed. due says the lane's scheduled retry
 // has come, whoever runs it (the timer, or a completion first): its
-// refusal doubles the lane's wait and schedules the next, unless the
-// provider took a send of the lane first, which brings the wait back to
-// parkRetry; a refusal before the lane is due leaves its schedule as it
-// was.
+// refusal schedules the next, after a wait doubled once the lane backed
+// off, unless the provider took a send of the lane first, which brings
+// the wait back to parkRetry; a refusal before the lane is due leaves its
+// schedule as it was.
 func (e *Endpoint) retryLane(slot uint32, now time.Time, due bool) bool {
 	l := &e.park.lanes[slot]
 	moved := false // a send left the lane: its head waits since now
@@ -330,7 +330,7 @@ func (e *Endpoint) refused(slot uint32, now time.Time, due, moved bool) {
 		return
 	}
 	if due && !moved {
-		l.wait.Refused()
+		l.wait.RefusedFor(now.Sub(l.since))
 	}
 	if due || moved {
 		l.due = retryAt(now, l.since, l.wait.Wait(), e.cfg.PeerTimeout)

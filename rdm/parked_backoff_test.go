@@ -92,31 +92,56 @@ func (g *laneLog) awaitAttempts(t *testing.T, n int) []laneAttempt {
 // not backed off): one refused leaves the lane's schedule as it was, so
 // the attempt after it was due at the same time, while a scheduled retry
 // that was refused (the timer's, or a completion's once due) schedules the
-// next one later.
+// next one later. The last attempt, which nothing follows yet, is dropped:
+// it may be either.
 func timerRetries(as []laneAttempt) []laneAttempt {
 	var kept []laneAttempt
-	for i, a := range as {
-		if i+1 == len(as) || !as[i+1].due.Equal(a.due) {
-			kept = append(kept, a)
+	for i := 0; i+1 < len(as); i++ {
+		if !as[i+1].due.Equal(as[i].due) {
+			kept = append(kept, as[i])
 		}
 	}
 	return kept
 }
 
-// checkDoubling asserts that the timer retried the lane in as (as[0] the
-// post before them) with waits doubling from first up to the cap: each
-// retry was due at least its wait after the one before (a wait runs from
-// the start of the pass that was refused, which is not before that pass
-// was due), and came no earlier than due.
-func checkDoubling(t *testing.T, as []laneAttempt, first time.Duration) {
+// checkBackoff asserts that the timer retried the lane in as (as[0] the
+// post before them, as[1:] the scheduled retries of one head, which
+// PeerTimeout does not bound) at ParkRetry while the head had been refused
+// for less than ParkRetryMax when the retry before scheduled it, and past
+// that with the wait doubled up to ParkRetryMax; and no retry came before
+// it was due.
+func checkBackoff(t *testing.T, as []laneAttempt) {
 	t.Helper()
-	for i, want := 1, first; i < len(as); i, want = i+1, min(2*want, rdm.ParkRetryMax) {
-		assert.Equal(t, want, as[i].wait, "retry %d's wait", i)
-		assert.False(t, as[i].at.Before(as[i].due), "retry %d came before it was due", i)
-		if i > 1 {
-			assert.GreaterOrEqual(t, as[i].due.Sub(as[i-1].due), want, "retry %d was due before its wait", i)
+	for i := 1; i < len(as); i++ {
+		a := as[i]
+		require.Equal(t, as[1].since, a.since, "retry %d is of another head", i)
+		assert.False(t, a.at.Before(a.due), "retry %d came before it was due", i)
+		want := rdm.ParkRetry
+		if scheduled := a.due.Add(-a.wait); i > 1 && scheduled.Sub(a.since) >= rdm.ParkRetryMax {
+			want = min(2*as[i-1].wait, rdm.ParkRetryMax)
+		} else if i > 1 {
+			want = as[i-1].wait
 		}
+		assert.Equal(t, want, a.wait, "retry %d's wait, scheduled %v into the refusal", i, a.due.Add(-a.wait).Sub(a.since))
 	}
+}
+
+// awaitWait waits until n of the lane's scheduled retries were made with
+// the wait want, and returns the scheduled retries.
+func (g *laneLog) awaitWait(t *testing.T, want time.Duration, n int) []laneAttempt {
+	t.Helper()
+	var as []laneAttempt
+	require.Eventually(t, func() bool {
+		as = timerRetries(g.snapshot())
+		k := 0
+		for _, a := range as {
+			if a.wait == want {
+				k++
+			}
+		}
+		return k >= n
+	}, 20*time.Second, time.Millisecond, "%d retries of the parked lane after a wait of %v", n, want)
+	return as
 }
 
 // connectedSender opens a receiver and a sender (PeerTimeout an hour) on
@@ -139,9 +164,11 @@ func connectedSender(t *testing.T, provider, local string) (*inbox, *rdm.Endpoin
 }
 
 // TestParkedRetryBacksOff: while the provider refuses a peer's parked
-// sends and nothing completes, the timer retries the lane after a wait
-// that doubles from ParkRetry up to ParkRetryMax, not every ParkRetry; as
-// soon as the provider takes one of its sends the wait is ParkRetry again.
+// sends and nothing completes, the timer retries the lane every ParkRetry
+// until its head has been refused for ParkRetryMax, and then after a wait
+// that doubles up to ParkRetryMax; as soon as the provider takes one of
+// its sends the wait is ParkRetry again, and the next head is refused for
+// ParkRetryMax before it backs off in turn.
 func TestParkedRetryBacksOff(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
@@ -153,9 +180,8 @@ func TestParkedRetryBacksOff(t *testing.T) {
 			g.wrap(tx, &watched)
 			sendOne(t, tx, peer) // refused: parked
 			sendOne(t, tx, peer) // behind it in the lane
-			const refusals = 10  // the cap is reached at the 7th
-			as := timerRetries(g.awaitAttempts(t, refusals))
-			checkDoubling(t, as, rdm.ParkRetry)
+			as := g.awaitWait(t, rdm.ParkRetryMax, 2)
+			checkBackoff(t, as)
 
 			g.pass.Store(1) // the provider takes the head at the next retry
 			require.Equal(t, netio.OK, awaitStatus(t, results))
@@ -172,8 +198,8 @@ func TestParkedRetryBacksOff(t *testing.T) {
 			// taken retries the lane too.
 			as = timerRetries(g.awaitAttempts(t, k+8)[k+1:])
 			require.GreaterOrEqual(t, len(as), 4)
-			assert.Equal(t, rdm.ParkRetry, as[0].wait, "the wait after a send the provider took")
-			checkDoubling(t, as[:4], rdm.ParkRetry)
+			assert.Equal(t, rdm.ParkRetry, as[1].wait, "the wait after a send the provider took")
+			checkBackoff(t, as)
 
 			g.pass.Store(1 << 20)
 			require.Equal(t, netio.OK, awaitStatus(t, results))
@@ -194,9 +220,9 @@ func TestParkedLaneFailsAtPeerTimeout(t *testing.T) {
 			results := make(chan netio.Status, 1)
 			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, PeerTimeout: timeout,
 				OnSendCompleted: func(_ uint64, st netio.Status) { results <- st }})
-			// Waits so long that only the deadline ends the one before it:
-			// 1, 2, ... 256 ms would retry at 383 ms, then at 895 ms.
-			rdm.SetParkRetryMax(tx, 10*time.Second)
+			// A wait so long that only the deadline ends it: 400 ms is
+			// cut to half the deadline (300 ms), the next to 600 ms.
+			rdm.SetParkRetry(tx, 400*time.Millisecond, 10*time.Second)
 			g, peer := loggedDeadPeer(t, tx)
 			start := time.Now()
 			sendOne(t, tx, peer)
@@ -222,18 +248,18 @@ func TestParkedLaneFailsAtPeerTimeout(t *testing.T) {
 	}
 }
 
-// TestBackedOffLaneNotRetriedByOthers: once the timer has backed off a
-// lane the provider refuses, the completions of a stream to another peer
-// no longer retry it each (ofi_rxm would connect to a dead peer once per
-// completion): each of its posts is a scheduled retry, made once it is
-// due (by the timer or a completion) and scheduling the next.
+// TestBackedOffLaneNotRetriedByOthers: once a lane the provider refuses
+// has backed off (refused for ParkRetryMax), the completions of a stream
+// to another peer no longer retry it each (ofi_rxm would connect to a dead
+// peer once per completion): each of its posts is a scheduled retry, made
+// once it is due (by the timer or a completion) and scheduling the next.
 func TestBackedOffLaneNotRetriedByOthers(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p.name, func(t *testing.T) {
 			in, tx, results, live := connectedSender(t, p.name, p.local)
 			g, dead := loggedDeadPeer(t, tx)
 			sendOne(t, tx, dead)
-			g.awaitAttempts(t, 4) // refused by the timer three times: backed off
+			g.awaitWait(t, 2*rdm.ParkRetry, 1) // its wait doubled: backed off
 
 			const stream = 1000
 			before, start := g.len(), time.Now()
@@ -250,13 +276,61 @@ func TestBackedOffLaneNotRetriedByOthers(t *testing.T) {
 				}
 			}
 			during := len(as)
-			// The timer's schedule: a wait of 8 ms doubling to the cap.
+			// The timer's schedule: a wait of 2 ms doubling to the cap.
 			most := 8 + int(2*elapsed/rdm.ParkRetryMax)
 			assert.LessOrEqual(t, during, most, "the dead lane posted %d times during %d completions to the live peer in %v",
 				during, stream, elapsed)
 			require.Eventually(t, func() bool { return in.count() == stream+1 }, 10*time.Second, time.Millisecond)
 		})
 	}
+}
+
+// TestLaneNotBackedOffRetriedByOthers: a lane refused for less than
+// ParkRetryMax (here an hour, so for the whole test) is retried by every
+// completion of a stream to another peer, as a full queue or a connection
+// being made wants: its refusal may end without a completion to its own
+// peer.
+func TestLaneNotBackedOffRetriedByOthers(t *testing.T) {
+	for _, p := range providers {
+		t.Run(p.name, func(t *testing.T) {
+			in, tx, results, live := connectedSender(t, p.name, p.local)
+			rdm.SetParkRetry(tx, rdm.ParkRetry, time.Hour)
+			g, dead := loggedDeadPeer(t, tx)
+			sendOne(t, tx, dead)
+			g.awaitAttempts(t, 3) // parked and retried by the timer
+
+			const stream = 200
+			before := g.len()
+			for range stream {
+				sendOne(t, tx, live)
+				require.Equal(t, netio.OK, awaitStatus(t, results))
+			}
+			assert.GreaterOrEqual(t, g.len()-before, stream, "posts of the dead lane during %d completions to the live peer", stream)
+			require.Eventually(t, func() bool { return in.count() == stream+1 }, 10*time.Second, time.Millisecond)
+		})
+	}
+}
+
+// TestRetryParkedAllocatesNothing: a completion's retry of lanes the
+// provider refuses, which posts them and arms the timer for the earliest,
+// allocates nothing.
+func TestRetryParkedAllocatesNothing(t *testing.T) {
+	mgr := openDomain(t, "tcp;ofi_rxm")
+	tx := open(t, mgr, "127.0.0.1:0", rdm.Config{OnData: nop, PeerTimeout: time.Hour})
+	var posts atomic.Int64
+	rdm.WrapLanePost(tx, func(rdm.LanePost) rdm.LanePost {
+		return func(*fabric.Endpoint, uint32, int, rdm.Peer) fabric.Errno {
+			posts.Add(1)
+			return fabric.EAGAIN
+		}
+	})
+	rdm.SetParkRetry(tx, rdm.ParkRetry, time.Hour) // never backed off: each retry posts
+	peer, err := tx.AddPeer("127.0.0.1:1")
+	require.NoError(t, err)
+	sendOne(t, tx, peer)
+	before := posts.Load()
+	assert.Zero(t, rdm.RetryParkedAllocs(tx, 100))
+	assert.GreaterOrEqual(t, posts.Load()-before, int64(100), "each retry posted the lane")
 }
 
 // TestParkedNoRetryAfterClose: once Close has returned, the timer posts
@@ -267,7 +341,7 @@ func TestParkedNoRetryAfterClose(t *testing.T) {
 			mgr := openDomain(t, p.name)
 			tx := open(t, mgr, p.local, rdm.Config{OnData: nop, PeerTimeout: time.Hour})
 			const most = 2 * time.Millisecond
-			rdm.SetParkRetryMax(tx, most)
+			rdm.SetParkRetry(tx, rdm.ParkRetry, most)
 			g, peer := loggedDeadPeer(t, tx)
 			sendOne(t, tx, peer)
 			g.awaitAttempts(t, 4)

@@ -38,9 +38,20 @@ func (d *Doubling) Refused() time.Duration {
 	return d.wait
 }
 
-// Grown reports whether the wait is past the first: a retry was refused
-// since the other side last took something.
-func (d *Doubling) Grown() bool { return d.wait > d.first }
+// BackedOff reports whether a retry refused without a break for
+// refusedFor has backed off: refusedFor is at least the cap. A shorter
+// refusal is taken as one that ends soon (a full queue, a connection
+// being made), retried at the first wait (RefusedFor).
+func (d *Doubling) BackedOff(refusedFor time.Duration) bool { return refusedFor >= d.max }
+
+// RefusedFor is Refused for a retry refused without a break for
+// refusedFor, once that has BackedOff; before, the wait stays as it is.
+func (d *Doubling) RefusedFor(refusedFor time.Duration) time.Duration {
+	if d.BackedOff(refusedFor) {
+		return d.Refused()
+	}
+	return d.wait
+}
 
 // Reset brings the wait back to the first: the other side took something.
 func (d *Doubling) Reset() { d.wait = d.first }

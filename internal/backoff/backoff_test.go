@@ -13,7 +13,6 @@ import (
 func TestDoublesToTheCapAndResets(t *testing.T) {
 	d := backoff.New(time.Millisecond, 10*time.Millisecond)
 	assert.Equal(t, time.Millisecond, d.Wait(), "the first wait")
-	assert.False(t, d.Grown())
 	var got []time.Duration
 	for range 6 {
 		got = append(got, d.Refused())
@@ -21,10 +20,8 @@ func TestDoublesToTheCapAndResets(t *testing.T) {
 	ms := time.Millisecond
 	assert.Equal(t, []time.Duration{2 * ms, 4 * ms, 8 * ms, 10 * ms, 10 * ms, 10 * ms}, got, "doubles, then stays at the cap")
 	assert.Equal(t, 10*ms, d.Wait())
-	assert.True(t, d.Grown())
 	d.Reset()
 	assert.Equal(t, ms, d.Wait(), "progress brings the first wait back")
-	assert.False(t, d.Grown())
 	assert.Equal(t, 2*ms, d.Refused(), "and doubles from there again")
 }
 
@@ -52,4 +49,21 @@ func TestCapNearMaxInt64(t *testing.T) {
 		prev = w
 	}
 	assert.Equal(t, time.Duration(math.MaxInt64), d.Wait(), "the cap after 100 refusals")
+}
+
+// TestBackedOffOnlyAfterTheCap: a refusal that has lasted less than the
+// cap leaves the first wait; from the cap on, each doubles it.
+func TestBackedOffOnlyAfterTheCap(t *testing.T) {
+	ms := time.Millisecond
+	d := backoff.New(ms, 8*ms)
+	assert.False(t, d.BackedOff(8*ms-1))
+	assert.True(t, d.BackedOff(8*ms))
+	for _, refusedFor := range []time.Duration{0, ms, 7 * ms, 8*ms - 1} {
+		assert.Equal(t, ms, d.RefusedFor(refusedFor), "refused for %v", refusedFor)
+	}
+	var got []time.Duration
+	for _, refusedFor := range []time.Duration{8 * ms, 9 * ms, 11 * ms, time.Second} {
+		got = append(got, d.RefusedFor(refusedFor))
+	}
+	assert.Equal(t, []time.Duration{2 * ms, 4 * ms, 8 * ms, 8 * ms}, got)
 }

@@ -48,11 +48,13 @@ type handOff struct {
 	// stalled: the provider's transmit queue was full; the next completion
 	// (or the retry timer, HandOffRetry) drains again.
 	stalled atomic.Bool
-	// wait is the wait before the timer's retry of a stalled drain, and
-	// timerDrain says that the drain running is that retry; both are the
-	// poller goroutine's.
+	// wait is the wait before the timer's retry of a stalled drain,
+	// timerDrain says that the drain running is that retry, and since is
+	// when the provider began refusing the queue's head without a break
+	// (zero once it takes a post); all are the poller goroutine's.
 	wait       backoff.Doubling
 	timerDrain bool
+	since      time.Time
 }
 
 // HandOffRetry is how long a stalled drain first waits for a completion
@@ -60,9 +62,10 @@ type handOff struct {
 // flight, so a completion normally comes first; the timer covers a
 // refusal no completion ends: the inject bound (ConfirmInjects), which
 // refuses until the provider has sent enough while the sends it holds
-// complete nothing, or EINTR. Each of the timer's own retries refused
-// again doubles the wait, up to handOffRetryMax, and a post taken brings
-// it back to HandOffRetry (backoff.Doubling).
+// complete nothing, or EINTR. Once the stall has lasted handOffRetryMax,
+// each of the timer's own retries refused again doubles the wait, up to
+// handOffRetryMax, and a post taken brings it back to HandOffRetry
+// (backoff.Doubling.RefusedFor).
 const HandOffRetry = time.Millisecond
 
 // handOffRetryMax caps the wait between the timer's retries of a stalled
@@ -74,7 +77,10 @@ const HandOffRetry = time.Millisecond
 // and a counter read each; hack/retrycost, docs/performance.md). Why this cap: it bounds how late the queue
 // moves on once the provider would take the send again with nothing else
 // to announce it (a completion drains it at once); ReconnectingSender's
-// and rdm's lanes use the same.
+// and rdm's lanes use the same. A stall shorter than it keeps the timer's
+// retry every HandOffRetry: a refusal that ends without a completion (the
+// inject bound, shm's peer queue full) is then noticed as promptly as
+// before.
 const handOffRetryMax = 64 * time.Millisecond
 
 // init sizes the ring for capacity sends in flight: a buffer is queued at
@@ -395,7 +401,7 @@ func (c *Core) drainHandOff() {
 				c.Guard.Release()
 				c.hand.popRun(d)
 				took = true
-				c.hand.wait.Reset()
+				c.hand.progressed()
 				budget -= int32(d - 1)
 				single = errno.Temporary()
 				continue
@@ -409,9 +415,9 @@ func (c *Core) drainHandOff() {
 			return
 		}
 		c.hand.pop()
+		c.hand.progressed() // taken or failed: the provider refuses this head no longer
 		if errno == 0 {
 			took = true
-			c.hand.wait.Reset()
 		} else {
 			c.conf.refused()
 			c.kind.HandleCompletion(q.key, poll.Result{Status: netio.Failed, Errno: errno})
@@ -419,15 +425,27 @@ func (c *Core) drainHandOff() {
 	}
 }
 
+// progressed notes that the provider took a post: the stall, if any, is
+// over and the timer's next wait is the first.
+func (h *handOff) progressed() {
+	h.wait.Reset()
+	h.since = time.Time{}
+}
+
 // stall leaves the queue stalled until the next completion or the retry
 // timer, whose wait doubles first when again (its own retry was refused
-// before the provider took anything). The timer is armed anew, pushed out
-// by a completion's refused drain too: a completion means sends are in
-// flight, whose completions come sooner.
+// before the provider took anything) and the stall has lasted
+// handOffRetryMax. The timer is armed anew, pushed out by a completion's
+// refused drain too: a completion means sends are in flight, whose
+// completions come sooner.
 func (c *Core) stall(again bool) {
 	c.hand.stalled.Store(true)
+	now := time.Now()
+	if c.hand.since.IsZero() {
+		c.hand.since = now
+	}
 	if again {
-		c.hand.wait.Refused()
+		c.hand.wait.RefusedFor(now.Sub(c.hand.since))
 	}
 	c.handOffTimer.Reset(c.hand.wait.Wait())
 }

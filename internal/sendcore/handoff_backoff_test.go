@@ -11,11 +11,13 @@ import (
 	"github.com/netio-go/netio/internal/backoff"
 )
 
-// TestStalledDrainBacksOff: each of the retry timer's drains that the
-// provider refuses before it took anything doubles the wait before the
-// next, up to handOffRetryMax; a completion's drain refused leaves the
-// wait as it is; a post taken brings it back to HandOffRetry, also when
-// the same drain is refused after it.
+// TestStalledDrainBacksOff: once the stall has lasted handOffRetryMax,
+// each of the retry timer's drains that the provider refuses before it
+// took anything doubles the wait before the next, up to handOffRetryMax;
+// before that the wait stays HandOffRetry; a completion's drain refused
+// leaves the wait as it is; a post taken brings it back to HandOffRetry,
+// also when the same drain is refused after it, and starts the stall
+// anew.
 func TestStalledDrainBacksOff(t *testing.T) {
 	refuseFrom := uint32(0) // the provider refuses the keys from this one on
 	var posted []uint32
@@ -30,7 +32,14 @@ func TestStalledDrainBacksOff(t *testing.T) {
 	drainQueued(t, c, 1, 2)
 	require.True(t, c.hand.stalled.Load(), "the drain stalled")
 	assert.Equal(t, HandOffRetry, c.hand.wait.Wait(), "the first wait")
+	require.False(t, c.hand.since.IsZero(), "the stall's start")
 
+	for range 8 {
+		c.drainFromTimer()
+	}
+	assert.Equal(t, HandOffRetry, c.hand.wait.Wait(), "a stall younger than the cap: the timer retries every HandOffRetry")
+
+	c.hand.since = time.Now().Add(-handOffRetryMax) // the stall has lasted the cap
 	var waits []time.Duration
 	for range 8 {
 		c.drainFromTimer()
@@ -49,7 +58,10 @@ func TestStalledDrainBacksOff(t *testing.T) {
 	assert.True(t, c.hand.stalled.Load(), "stalled again at the second")
 	assert.Equal(t, HandOffRetry, c.hand.wait.Wait(), "a post taken brings the first wait back")
 	c.drainFromTimer()
-	assert.Equal(t, 2*ms, c.hand.wait.Wait(), "and the next refused retry doubles from there")
+	assert.Equal(t, HandOffRetry, c.hand.wait.Wait(), "and starts the stall anew")
+	c.hand.since = time.Now().Add(-handOffRetryMax)
+	c.drainFromTimer()
+	assert.Equal(t, 2*ms, c.hand.wait.Wait(), "the next refused retry past the cap doubles from there")
 
 	refuseFrom = 100
 	c.drainFromTimer()
@@ -57,4 +69,5 @@ func TestStalledDrainBacksOff(t *testing.T) {
 	assert.False(t, c.hand.stalled.Load())
 	assert.Equal(t, HandOffRetry, c.hand.wait.Wait())
 	assert.False(t, c.hand.timerDrain, "a drain forgets it was the timer's")
+	assert.True(t, c.hand.since.IsZero(), "no stall")
 }
