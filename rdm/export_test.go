@@ -112,6 +112,10 @@ func RetryParkedAllocs(e *Endpoint, runs int) (allocs float64) {
 	return allocs
 }
 
+// StopParkTimer stops the lanes' retry timer of e and reports whether it
+// was still armed.
+func StopParkTimer(e *Endpoint) bool { return e.park.timer.Stop() }
+
 // LaneRetry returns, for p's lane, the wait the timer's next retry of it
 // was scheduled with, when its head began waiting and when that retry is
 // due. Call it on e's poller goroutine (from a LanePost wrapper, whose
