@@ -196,8 +196,8 @@ func (p *perfProc) report(t *testing.T) perfReport {
 
 // perfExchange runs a receiver that prints LISTENING, then a sender against
 // it; both must exit 0. It returns both reports and the elapsed time. A
-// sender that fails ends the receiver at once, which would otherwise wait
-// for its --timeout.
+// sender that fails ends the receiver at once (interrupt), which would
+// otherwise wait for its --timeout.
 func perfExchange(t *testing.T, ctx context.Context, recvBin string, recvArgs []string, sendBin string, sendArgs []string) (recv, send perfReport, took time.Duration) {
 	t.Helper()
 	start := time.Now()
@@ -208,7 +208,7 @@ func perfExchange(t *testing.T, ctx context.Context, recvBin string, recvArgs []
 	s := perfStart(t, ctx, sendBin, append(sendArgs, "--connect", addr)...)
 	sendCode := s.wait(t, ctx)
 	if sendCode != 0 {
-		endRecv()
+		interrupt(r, endRecv)
 	}
 	recvCode := r.wait(t, ctx)
 	took = time.Since(start)
@@ -220,6 +220,21 @@ func perfExchange(t *testing.T, ctx context.Context, recvBin string, recvArgs []
 	t.Logf("sender:   %s", s.stdoutLines()[len(s.stdoutLines())-1])
 	t.Logf("took %v", took.Round(time.Millisecond))
 	return recv, send, took
+}
+
+// interrupt ends p with SIGINT, on which netio-perf prints its report and
+// cpeer its counts, so that a failed exchange says what the receiver got;
+// kill (p's context's cancel) kills it if it has not exited within 2 s.
+func interrupt(p *perfProc, kill context.CancelFunc) {
+	if p.cmd.Process.Signal(os.Interrupt) == nil {
+		select {
+		case err := <-p.done:
+			p.done <- err // for wait
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+	kill()
 }
 
 // TestPerfServerClient streams 100000 verified 4 KiB messages from a

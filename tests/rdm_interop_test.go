@@ -26,8 +26,9 @@ import (
 // pattern (byte i of message k is (k + i) % 251), checked on both sides.
 func TestRDMInteropCPeer(t *testing.T) {
 	cpeer := perfBuildCPeer(t)
-	const size, count = 4096, 5000
+	const size = 4096
 	for _, prov := range []string{"tcp;ofi_rxm", "udp;ofi_rxd"} {
+		count := interopCount(prov, 5000)
 		t.Run(prov+"/cpeer-to-go", func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -38,7 +39,7 @@ func TestRDMInteropCPeer(t *testing.T) {
 			require.NoError(t, err)
 			defer func() { assert.NoError(t, rx.Close()) }()
 			snd := perfStart(t, ctx, cpeer, "send", "--endpoint", "rdm", "--provider", prov, "--connect", rx.Addr(),
-				"--size", strconv.Itoa(size), "--count", strconv.Itoa(count), "--verify", "--timeout", "60")
+				"--size", strconv.Itoa(size), "--count", strconv.Itoa(count), "--verify", "--timeout", cpeerTimeout)
 			require.Zero(t, snd.wait(t, ctx), "cpeer send: %s", snd.stderrText())
 			require.Eventually(t, func() bool { return got.count() == count }, 30*time.Second, time.Millisecond,
 				"every message from the C sender")
@@ -49,7 +50,7 @@ func TestRDMInteropCPeer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			rcv := perfStart(t, ctx, cpeer, "recv", "--endpoint", "rdm", "--provider", prov, "--listen", "127.0.0.1:0",
-				"--size", strconv.Itoa(size), "--count", strconv.Itoa(count), "--verify", "--timeout", "60")
+				"--size", strconv.Itoa(size), "--count", strconv.Itoa(count), "--verify", "--timeout", cpeerTimeout)
 			addr := rcv.listening(t, ctx)
 			mgr := rdmDomain(t, prov)
 			var ok sync.WaitGroup

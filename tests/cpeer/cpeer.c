@@ -14,6 +14,9 @@
  *   cpeer recv --provider P --listen ADDR --size S --count N
  *              [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]
  *
+ * With --endpoint rdm, --rcvbuf B sets the receive buffer of udp;ofi_rxd's
+ * datagram socket (see rdm_set_rcvbuf).
+ *
  * ADDR is HOST:PORT (or [V6HOST]:PORT); with --endpoint rdm --provider shm
  * it is an shm endpoint name instead (see rdm_get_info).
  *
@@ -29,6 +32,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,6 +69,7 @@ struct opts {
 	unsigned work_ns; /* --inject: busy time after each inject */
 	size_t window;
 	unsigned timeout;
+	size_t rcvbuf; /* --rcvbuf: SO_RCVBUF of udp;ofi_rxd's socket */
 };
 
 struct res {
@@ -90,7 +95,24 @@ struct res {
 
 static struct opts o;
 static struct res r;
-static uint64_t n_done; /* messages completed so far, for error messages */
+/*
+ * Messages completed (received, or sends completed) and sends posted so
+ * far, for error messages and the watchdog's line.
+ */
+static volatile uint64_t n_done, n_posted;
+static volatile uint64_t last_done_ms; /* mono_ms() at a recent done_step */
+
+/*
+ * n messages are done: for error messages and the watchdog's line, which
+ * says how long before it fired the last 16th step was (a clock read per
+ * 16 messages costs the 64 B inject baseline nothing measurable).
+ */
+static void done_step(uint64_t n)
+{
+	n_done = n;
+	if (!(n & 15) || n == o.count)
+		last_done_ms = mono_ms();
+}
 
 /* ---------------------------------------------------------------- utils */
 
@@ -105,7 +127,8 @@ static void usage(void)
 		"  cpeer recv --provider P --listen ADDR --size S --count N"
 		" [--endpoint msg|rdm] [--verify] [--window W] [--timeout SEC]\n"
 		"ADDR is HOST:PORT, or an shm endpoint name with --endpoint rdm"
-		" --provider shm\n");
+		" --provider shm\n"
+		"--endpoint rdm over udp also takes --rcvbuf BYTES\n");
 	exit(1);
 }
 
@@ -169,6 +192,8 @@ static void parse_args(int argc, char **argv)
 			have_count = 1;
 		} else if (!strcmp(a, "--window")) {
 			o.window = (size_t)parse_u64(a, v);
+		} else if (!strcmp(a, "--rcvbuf")) {
+			o.rcvbuf = (size_t)parse_u64(a, v);
 		} else if (!strcmp(a, "--work-ns")) {
 			o.work_ns = (unsigned)parse_u64(a, v);
 		} else if (!strcmp(a, "--timeout")) {
@@ -191,6 +216,8 @@ static void parse_args(int argc, char **argv)
 		die("--inject: only with send --endpoint rdm");
 	if (o.work_ns && !o.inject)
 		die("--work-ns: only with --inject");
+	if (o.rcvbuf && (!o.rdm || o.rcvbuf > INT_MAX))
+		die("--rcvbuf: only with --endpoint rdm, at most %d", INT_MAX);
 	if (o.inject)
 		o.window = 1; /* the one buffer every message is sent from */
 	if (o.window == 0)
@@ -561,17 +588,17 @@ static uint64_t send_all(fi_addr_t dest, double *t0p, double *t1p)
 				for (j = 0; j < n; j++) {
 					free_slots[nfree++] =
 						ctx_slot(comp[j].op_context);
-					n_done = ++completed;
+					done_step(++completed);
 				}
 				if (n > 0)
 					t1 = now_sec();
 			}
-			posted++;
+			n_posted = ++posted;
 		}
 		n = cq_poll(comp, "send");
 		for (j = 0; j < n; j++) {
 			free_slots[nfree++] = ctx_slot(comp[j].op_context);
-			n_done = ++completed;
+			done_step(++completed);
 		}
 		if (n > 0)
 			t1 = now_sec();
@@ -796,7 +823,7 @@ static int run_recv(void)
 			} else if (comp[j].len != o.size) {
 				verify_errors++;
 			}
-			n_done = ++received;
+			done_step(++received);
 			/* Repost this buffer right away. */
 			want_recv(&rx, slot);
 			flush_recv(&rx);
@@ -903,6 +930,48 @@ static void rdm_open(void)
 }
 
 /*
+ * --rcvbuf B (rdm over udp): set SO_RCVBUF to B on the datagram socket of
+ * this process bound to the endpoint's own address, the one the udp
+ * provider under ofi_rxd reads (the kernel doubles B, bounded by
+ * net.core.rmem_max). The provider offers no setting for it, so it is
+ * found by its bound address among the process's file descriptors. An
+ * experiment's knob (hack/rxd-stall.sh RCVBUF=): docs/providers.md says
+ * what it changed.
+ */
+static void rdm_set_rcvbuf(void)
+{
+	struct sockaddr_storage own, ss;
+	size_t len = sizeof(own);
+	socklen_t sl, tl;
+	int fd, type, v = (int)o.rcvbuf, found = 0, ret;
+
+	if (!o.rcvbuf)
+		return;
+	memset(&own, 0, sizeof(own));
+	ret = fi_getname(&r.ep->fid, &own, &len);
+	if (ret)
+		die_fi("fi_getname", ret);
+	if (own.ss_family != AF_INET && own.ss_family != AF_INET6)
+		die("--rcvbuf: the endpoint's address is not IP");
+	for (fd = 0; fd < 1024; fd++) {
+		tl = sizeof(type);
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) ||
+		    type != SOCK_DGRAM)
+			continue;
+		sl = sizeof(ss);
+		memset(&ss, 0, sizeof(ss));
+		if (getsockname(fd, (struct sockaddr *)&ss, &sl) ||
+		    sl > len || memcmp(&ss, &own, sl))
+			continue;
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v)))
+			die("--rcvbuf: setsockopt: %s", strerror(errno));
+		found++;
+	}
+	if (!found)
+		die("--rcvbuf: no datagram socket bound to the endpoint's address");
+}
+
+/*
  * The endpoint's own address as a peer gives it to --connect: IP:PORT,
  * [IP6]:PORT, or shm's name. Read with fi_getname after fi_enable, so port
  * 0 shows the port that was bound.
@@ -981,7 +1050,8 @@ static uint64_t inject_all(fi_addr_t dest, double *t0p, double *t1p)
 		} while (ret == -FI_EAGAIN);
 		if (ret)
 			die_fi(last ? "fi_send" : "fi_inject", ret);
-		n_done = last ? k : k + 1; /* taken; the last once it completes */
+		done_step(last ? k : k + 1); /* taken; the last once it completes */
+		n_posted = k + 1;
 		if (o.work_ns) {
 			double until = now_sec() + o.work_ns * 1e-9;
 
@@ -996,7 +1066,7 @@ static uint64_t inject_all(fi_addr_t dest, double *t0p, double *t1p)
 		;
 	ctx_slot(comp[0].op_context);
 	*t1p = now_sec();
-	n_done = o.count;
+	done_step(o.count);
 	return o.count;
 }
 
@@ -1007,6 +1077,7 @@ static int run_rdm_send(void)
 	int ret;
 
 	rdm_open();
+	rdm_set_rcvbuf();
 	if (o.inject && o.size > r.info->tx_attr->inject_size)
 		die("--inject: --size %zu is above provider %s's inject size"
 		    " %zu",
@@ -1144,6 +1215,7 @@ static int run_rdm_recv(void)
 	int n, j;
 
 	rdm_open();
+	rdm_set_rcvbuf();
 
 	memset(&rx, 0, sizeof(rx));
 	rx.slot_seq = calloc(o.window, sizeof(*rx.slot_seq));
@@ -1179,7 +1251,7 @@ static int run_rdm_recv(void)
 			if (!verify_rdm(r.buf + slot * o.size, comp[j].len,
 					from, &unnamed))
 				verify_errors++;
-			n_done = ++received;
+			done_step(++received);
 			want_recv(&rx, slot);
 			flush_recv(&rx);
 		}
@@ -1205,7 +1277,12 @@ static int run_rdm_recv(void)
 int main(int argc, char **argv)
 {
 	parse_args(argc, argv);
+	watchdog_count(o.is_send ? "completed" : "received", &n_done);
+	if (o.is_send)
+		watchdog_count("posted", &n_posted);
+	watchdog_idle(&last_done_ms);
 	watchdog(o.timeout, "cpeer: watchdog timeout expired, exiting\n");
+	watchdog_on_interrupt();
 
 	if (o.rdm)
 		return o.is_send ? run_rdm_send() : run_rdm_recv();

@@ -58,25 +58,92 @@ __attribute__((noreturn)) static inline void die_fi(const char *call,
 	die("%s: %s", call, fi_strerror((int)(ret < 0 ? -ret : ret)));
 }
 
-/* The message the watchdog writes; set by watchdog(). */
+/*
+ * The message the watchdog writes, set by watchdog(), and up to
+ * WATCHDOG_COUNTS counters it names after it (watchdog_count()), so that a
+ * program killed by its watchdog says how far it got.
+ */
+#define WATCHDOG_COUNTS 4
 static struct {
 	const char *msg;
 	size_t len;
+	struct {
+		const char *name;
+		const volatile uint64_t *v;
+	} counts[WATCHDOG_COUNTS];
+	int ncounts;
+	const volatile uint64_t *last_ms; /* watchdog_idle() */
 } watchdog_said __attribute__((unused));
+
+/* Append s (len bytes) to buf at *at, as far as cap allows. Async-signal-safe. */
+static inline void watchdog_put(char *buf, size_t cap, size_t *at, const char *s, size_t len)
+{
+	while (len-- > 0 && *at < cap)
+		buf[(*at)++] = *s++;
+}
+
+/* Append v in decimal to buf at *at. Async-signal-safe (no stdio). */
+static inline void watchdog_put_u64(char *buf, size_t cap, size_t *at, uint64_t v)
+{
+	char d[20];
+	size_t n = 0;
+
+	do {
+		d[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n > 0 && *at < cap)
+		buf[(*at)++] = d[--n];
+}
+
+/* CLOCK_MONOTONIC in milliseconds. Async-signal-safe. */
+static inline uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static inline void watchdog_fired(int sig)
 {
+	char line[256];
+	size_t at = 0;
 	ssize_t n;
+	int i;
 
-	(void)sig;
-	n = write(STDERR_FILENO, watchdog_said.msg, watchdog_said.len);
+	if (sig == SIGALRM)
+		n = write(STDERR_FILENO, watchdog_said.msg, watchdog_said.len);
+	else
+		n = write(STDERR_FILENO, FIUTIL_PROG ": interrupted\n",
+			  strlen(FIUTIL_PROG ": interrupted\n"));
+	if (watchdog_said.ncounts > 0) {
+		watchdog_put(line, sizeof(line), &at, FIUTIL_PROG ": at expiry:",
+			     strlen(FIUTIL_PROG ": at expiry:"));
+		for (i = 0; i < watchdog_said.ncounts; i++) {
+			watchdog_put(line, sizeof(line), &at, " ", 1);
+			watchdog_put(line, sizeof(line), &at, watchdog_said.counts[i].name,
+				     strlen(watchdog_said.counts[i].name));
+			watchdog_put(line, sizeof(line), &at, "=", 1);
+			watchdog_put_u64(line, sizeof(line), &at, *watchdog_said.counts[i].v);
+		}
+		if (watchdog_said.last_ms) {
+			uint64_t last = *watchdog_said.last_ms, now = mono_ms();
+
+			watchdog_put(line, sizeof(line), &at, " idle_ms=", 9);
+			watchdog_put_u64(line, sizeof(line), &at, last && now > last ? now - last : 0);
+		}
+		watchdog_put(line, sizeof(line), &at, "\n", 1);
+		n = write(STDERR_FILENO, line, at);
+	}
 	(void)n;
 	_exit(2);
 }
 
 /*
- * Arm a watchdog: after secs seconds (0: never) write msg to stderr and
- * exit 2 at once, whatever the program is blocked in.
+ * Arm a watchdog: after secs seconds (0: never) write msg to stderr, then
+ * the counters given to watchdog_count() on one line, and exit 2 at once,
+ * whatever the program is blocked in.
  */
 static inline void watchdog(unsigned secs, const char *msg)
 {
@@ -90,6 +157,48 @@ static inline void watchdog(unsigned secs, const char *msg)
 	sigaction(SIGALRM, &sa, NULL);
 	if (secs)
 		alarm(secs);
+}
+
+/*
+ * Have the watchdog's line end with "idle_ms=N": how long before it fired
+ * *last_ms (a mono_ms() time the program sets at each step forward, 0 for
+ * none yet) was taken, so that a stall (no step for most of the timeout)
+ * and a slow run (steps until the end) look different. Call before
+ * watchdog(), with at least one watchdog_count().
+ */
+static inline void watchdog_idle(const volatile uint64_t *last_ms)
+{
+	watchdog_said.last_ms = last_ms;
+}
+
+/*
+ * Have SIGINT and SIGTERM end the program as the watchdog does (the same
+ * line of counters, exit 2), so that a test that stops a peer early still
+ * learns how far it got. Call after watchdog().
+ */
+static inline void watchdog_on_interrupt(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = watchdog_fired;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/*
+ * Have the watchdog write "name=<*v>" when it fires (name a string
+ * literal). Call before watchdog(); counters beyond WATCHDOG_COUNTS are
+ * not written.
+ */
+static inline void watchdog_count(const char *name, const volatile uint64_t *v)
+{
+	if (watchdog_said.ncounts < WATCHDOG_COUNTS) {
+		watchdog_said.counts[watchdog_said.ncounts].name = name;
+		watchdog_said.counts[watchdog_said.ncounts].v = v;
+		watchdog_said.ncounts++;
+	}
 }
 
 /* A CLOCK_MONOTONIC time in seconds. */
