@@ -38,6 +38,16 @@ const (
 	// counts as stalled; twice what the sockets held here, it leaves
 	// tcp holding some 64k at the most.
 	stallInjects = 1 << 17
+	// stallInjectsSockets is stallInjects on sockets, whose sender with
+	// Inject never stalls before it: sockets counts a send once its
+	// progress thread took it, and the thread took all of 131,072
+	// (6.3 MB) into the provider's 4 MiB socket buffers
+	// (FI_SOCKETS_MAX_BUF_SZ) holding none, as it takes 65,536
+	// (TestInjectBoundRefusesThenResumes: "the provider holds 0"), so
+	// the count, not the receiver, ends the sending. Half as many take half the time, to
+	// send and to drain after the release, which under load outlasted
+	// awaitEnd's 30 s.
+	stallInjectsSockets = 1 << 16
 )
 
 // stalledPair is a listener whose first OnData stalls until release, and
@@ -98,7 +108,10 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.s.Close()) })
 
-	ss := &stallSender{t: t, p: p, inject: scfg.Inject, bound: uint64(scfg.MaxInjectsHeld)}
+	ss := &stallSender{t: t, p: p, inject: scfg.Inject, bound: uint64(scfg.MaxInjectsHeld), max: stallInjects}
+	if mgr.Provider() == "sockets" {
+		ss.max = stallInjectsSockets
+	}
 	if ss.bound == 0 {
 		ss.bound = endpoint.DefaultMaxInjectsHeld
 	}
@@ -126,13 +139,14 @@ type stallSender struct {
 	p       *stalledPair
 	inject  bool
 	bound   uint64                 // the sender's MaxInjectsHeld, for Inject
+	max     uint64                 // messages sent with Inject before it counts as stalled
 	refused *sendbuf.NetworkBuffer // filled and recorded, refused with NoResources
 }
 
 // send sends message seq, or reports false when it cannot now.
 func (ss *stallSender) send(seq uint64) bool {
 	p := ss.p
-	if ss.inject && seq >= stallInjects {
+	if ss.inject && seq >= ss.max {
 		return false // as stalled: waits stallQuiet for the reports
 	}
 	buf := ss.refused

@@ -284,7 +284,8 @@ func runSender(ctx context.Context, mgr *domain.Manager, cfg roleConfig, out *em
 		return err
 	}
 	if err == nil && cfg.Redial > 0 && rep.Closed {
-		out.emit(event{Event: evPhase, Sender: rep})
+		phase := *rep // the emitter encodes it later, beside the TimedOut written below
+		out.emit(event{Event: evPhase, Sender: &phase})
 		select {
 		case <-requested(os.Stdin, "redial"):
 		case <-ctx.Done():
