@@ -29,14 +29,14 @@ const BacklogRetryMax = backlogRetryMax
 func BacklogRetryWait(r *ReconnectingSender) (wait time.Duration, retries uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.retryWait, r.retries.Load()
+	return r.retryWait.Wait(), r.retries.Load()
 }
 
 // ShortenBacklogRetry brings r's retry wait back to its first, as a post
 // taken does.
 func ShortenBacklogRetry(r *ReconnectingSender) {
 	r.mu.Lock()
-	r.retryWait = backlogRetry
+	r.retryWait.Reset()
 	r.mu.Unlock()
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/backoff"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/stats"
 )
@@ -41,12 +42,6 @@ const backlogRetry = sendcore.HandOffRetry
 // stalled peer that recovers waits at most this long for the backlog to
 // move on by itself (a completion or a Send drains it at once).
 const backlogRetryMax = 64 * time.Millisecond
-
-// nextBacklogRetry is the wait after a retry of wait that was refused
-// again: twice as long, at most backlogRetryMax.
-func nextBacklogRetry(wait time.Duration) time.Duration {
-	return min(2*wait, backlogRetryMax)
-}
 
 // ReconnectConfig configures a ReconnectingSender.
 type ReconnectConfig struct {
@@ -190,8 +185,8 @@ type ReconnectingSender struct {
 	retry   *time.Timer // drains the backlog again after a refusal (retryDrain)
 	// retryWait is the wait before the next retry after a refusal:
 	// backlogRetry, doubled by each of the timer's retries refused in a
-	// row (nextBacklogRetry).
-	retryWait    time.Duration
+	// row, up to backlogRetryMax.
+	retryWait    backoff.Doubling
 	retryPending bool          // retry is armed; under mu
 	retries      atomic.Uint64 // retryDrain runs, for tests of the backoff
 
@@ -228,7 +223,7 @@ func DialReconnecting(mgr *domain.Manager, addr string, cfg ReconnectConfig) (*R
 	}
 	r.retry = time.AfterFunc(time.Hour, r.retryDrain)
 	r.retry.Stop()
-	r.retryWait = backlogRetry
+	r.retryWait = backoff.New(backlogRetry, backlogRetryMax)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.entry = mgr.Registry().AddEndpoint(stats.Endpoint{Kind: stats.KindReconnecting, Peer: addr}, r.fillStats)
 	go r.run()
@@ -336,7 +331,7 @@ func (r *ReconnectingSender) drain(fromTimer bool) {
 			}
 			return
 		}
-		r.retryWait = backlogRetry // progress: a new refusal retries soon
+		r.retryWait.Reset() // progress: a new refusal retries soon
 		r.head = (r.head + 1) % len(r.backlog)
 		r.n--
 	}
@@ -348,11 +343,11 @@ func (r *ReconnectingSender) drain(fromTimer bool) {
 // Callers hold mu.
 func (r *ReconnectingSender) armRetry(again bool) {
 	if again {
-		r.retryWait = nextBacklogRetry(r.retryWait)
+		r.retryWait.Refused()
 	}
 	if !r.retryPending {
 		r.retryPending = true
-		r.retry.Reset(r.retryWait)
+		r.retry.Reset(r.retryWait.Wait())
 	}
 }
 
@@ -395,7 +390,7 @@ func (r *ReconnectingSender) onCompleted(key uint64, st netio.Status) {
 // run dials, waits for the connection to end, and dials again, until Close.
 func (r *ReconnectingSender) run() {
 	defer close(r.done)
-	backoff := r.cfg.InitialBackoff
+	wait := backoff.New(r.cfg.InitialBackoff, r.cfg.MaxBackoff)
 	for r.ctx.Err() == nil {
 		if r.mgr.Closed() {
 			// Closed while we waited: do not dial into it at all (its
@@ -413,12 +408,12 @@ func (r *ReconnectingSender) run() {
 				r.stopClosed(err)
 				return
 			}
-			r.cfg.Send.Logger.Debug().Err(err).Str("addr", r.addr).Dur("backoff", backoff).Msg("dial failed")
-			r.sleep(backoff)
-			backoff = min(2*backoff, r.cfg.MaxBackoff)
+			r.cfg.Send.Logger.Debug().Err(err).Str("addr", r.addr).Dur("backoff", wait.Wait()).Msg("dial failed")
+			r.sleep(wait.Wait())
+			wait.Refused()
 			continue
 		}
-		backoff = r.cfg.InitialBackoff
+		wait.Reset()
 		r.connections.Add(1)
 		r.attach(ep)
 		r.notify(true, nil)

@@ -27,10 +27,9 @@ var roomModes = []struct {
 // in mode with 4 send buffers of 64 KiB and one subscriber of them all
 // that stops reading at its first message until release is closed, and
 // publishes 48 KiB messages on tag 1 until
-// Publish refuses for good (the subscriber's connection is full and a
-// message waits for it). It returns the publisher, the subscriber and how
-// many messages were taken.
-func refusedPublisher(t *testing.T, mgr *domain.Manager, mode pubsub.Mode, release <-chan struct{}, other ...uint64) (*pubsub.Publisher, *pubsub.Subscriber, *collector, uint64) {
+// Publish refuses (the subscriber's connection is full and a message
+// waits for it; refused.wait tells whether that stands).
+func refusedPublisher(t *testing.T, mgr *domain.Manager, mode pubsub.Mode, release <-chan struct{}, other ...uint64) *refused {
 	t.Helper()
 	tags := append([]uint64{1}, other...)
 	cfg := smallShared(tags, pubsub.Block)
@@ -43,17 +42,15 @@ func refusedPublisher(t *testing.T, mgr *domain.Manager, mode pubsub.Mode, relea
 	sub := newSubscriber(t, mgr, scfg)
 	require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), tags...))
 	pending := func() bool { si := p.Subscribers(); return len(si) == 1 && si[0].Pending }
-	taken := publishUntilRefused(t, p, 1, pending)
-	return p, sub, c, taken
+	return &refused{p: p, sub: sub, c: c, taken: publishUntilRefused(t, p, 1, 0, pending), pending: pending}
 }
 
-// publishUntilRefused publishes 48 KiB messages on tag, from number 0,
-// until Publish refuses for good (refused for 100 ms and pending says a
-// message waits), and returns how many were taken.
-func publishUntilRefused(t *testing.T, p *pubsub.Publisher, tag uint64, pending func() bool) uint64 {
+// publishUntilRefused publishes 48 KiB messages on tag, numbered from
+// taken, until Publish refuses (refused for 100 ms and pending says a
+// message waits), and returns the number of the next message.
+func publishUntilRefused(t *testing.T, p *pubsub.Publisher, tag, taken uint64, pending func() bool) uint64 {
 	t.Helper()
 	buf := make([]byte, 48<<10)
-	var taken uint64
 	deadline := time.Now().Add(30 * time.Second)
 	var refusedSince time.Time
 	for refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond || !pending() {
@@ -83,28 +80,23 @@ func flushUntil(t *testing.T, p *pubsub.Publisher, cond func() bool, format stri
 }
 
 // waitRoomAsync runs WaitRoom(ctx, tag) on its own goroutine and returns
-// where its answer goes, once the call sleeps (RoomSleeps counts it).
+// where its answer goes, once the call sleeps (RoomSleeps counts it) or
+// has answered without sleeping (the refusal ended before the call).
 func waitRoomAsync(t *testing.T, ctx context.Context, p *pubsub.Publisher, tag uint64) <-chan error {
 	t.Helper()
 	sleeps := p.Stats().RoomSleeps
 	done := make(chan error, 1)
 	go func() { done <- p.WaitRoom(ctx, tag) }()
-	waitFor(t, 10*time.Second, func() bool { return p.Stats().RoomSleeps > sleeps }, "WaitRoom to sleep")
+	waitFor(t, 10*time.Second, func() bool { return p.Stats().RoomSleeps > sleeps || len(done) > 0 }, "WaitRoom to sleep")
 	return done
 }
 
-// wokenBy checks that the WaitRoom call answering on done still sleeps
-// past a few housekeeping ticks, then returns nil once release made room
-// (what says how), and returns the publisher's counters from before
+// wokenBy checks that the WaitRoom call answering on done (from heldWait:
+// it slept past a few housekeeping ticks) returns nil once release made
+// room (what says how), and returns the publisher's counters from before
 // release.
 func wokenBy(t *testing.T, p *pubsub.Publisher, done <-chan error, release func(), what string) pubsub.PublisherStats {
 	t.Helper()
-	time.Sleep(20 * time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("WaitRoom returned %v before %s", err, what)
-	default:
-	}
 	before := p.Stats()
 	release()
 	select {
@@ -124,12 +116,19 @@ func TestWaitRoomWakesOnRoom(t *testing.T) {
 	for _, m := range roomModes {
 		t.Run(m.name, func(t *testing.T) {
 			mgr := openDomain(t, "tcp")
-			release := make(chan struct{})
-			p, _, c, taken := refusedPublisher(t, mgr, m.mode, release)
-			done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 1)
+			stalled := make(chan struct{})
+			release := sync.OnceFunc(func() { close(stalled) })
+			// A failed assertion must not leave the subscriber's poller
+			// stalled: deferred, release runs before the cleanups that close
+			// the subscriber.
+			defer release()
+			r := refusedPublisher(t, mgr, m.mode, stalled)
+			p, c := r.p, r.c
 			// A stalled subscriber makes no room: the call must still sleep
 			// after the housekeeping ticks that let go of refusals with room.
-			before := wokenBy(t, p, done, func() { close(release) }, "the subscriber reading again")
+			done := r.wait(t, ctxT(t, 30*time.Second))
+			taken := r.taken
+			before := wokenBy(t, p, done, release, "the subscriber reading again")
 			after := p.Stats()
 			assert.Greater(t, after.RoomWakes+after.RoomTickWakes, before.RoomWakes+before.RoomTickWakes, "returned without a wake")
 			buf := make([]byte, 48<<10)
@@ -148,8 +147,9 @@ func TestWaitRoomClose(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	release := make(chan struct{})
 	defer close(release)
-	p, _, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release)
-	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 1)
+	r := refusedPublisher(t, mgr, pubsub.Shared, release)
+	p := r.p
+	done := r.wait(t, ctxT(t, 30*time.Second))
 	require.NoError(t, p.Close())
 	select {
 	case err := <-done:
@@ -168,9 +168,10 @@ func TestWaitRoomUnsubscribe(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	release := make(chan struct{})
 	defer close(release)
-	p, sub, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release, 2)
-	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 1)
-	require.NoError(t, sub.Unsubscribe(ctxT(t, 10*time.Second), 1))
+	r := refusedPublisher(t, mgr, pubsub.Shared, release, 2)
+	p := r.p
+	done := r.wait(t, ctxT(t, 30*time.Second))
+	require.NoError(t, r.sub.Unsubscribe(ctxT(t, 10*time.Second), 1))
 	select {
 	case err := <-done:
 		require.NoError(t, err)
@@ -188,10 +189,11 @@ func TestWaitRoomContext(t *testing.T) {
 	mgr := openDomain(t, "tcp")
 	release := make(chan struct{})
 	defer close(release)
-	p, _, _, _ := refusedPublisher(t, mgr, pubsub.Shared, release)
+	r := refusedPublisher(t, mgr, pubsub.Shared, release)
 	cause := errors.New("run over")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	done := waitRoomAsync(t, ctx, p, 1)
+	defer cancel(nil)
+	done := r.wait(t, ctx)
 	cancel(cause)
 	select {
 	case err := <-done:
@@ -292,13 +294,25 @@ func TestWaitRoomPool(t *testing.T) {
 	p := newPublisher(t, mgr, smallShared([]uint64{1, 2, 3}, pubsub.Block))
 	_, _, release := stalledTwo(t, mgr, p)
 	buf := make([]byte, size)
-	fillPool(t, p, buf, poolEmptyFor(p, 200*time.Millisecond))
-	// Refused, it takes nothing: seq 0 is still tag 3's next.
-	require.Equal(t, pubsub.NoResources, p.Publish(3, payload(buf, 3, 0)), "%+v", p.Stats())
-	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 3)
+	var next uint64 // tag 3's next message
+	refuse := func() {
+		fillPool(t, p, buf, poolEmptyFor(p, 200*time.Millisecond))
+		// Refused, it takes nothing: next is still tag 3's next.
+		require.Equal(t, pubsub.NoResources, p.Publish(3, payload(buf, 3, next)), "%+v", p.Stats())
+	}
+	retake := func() bool {
+		if p.Publish(3, payload(buf, 3, next)) != pubsub.OK {
+			return false
+		}
+		next++
+		p.Flush()
+		return true
+	}
+	refuse()
+	done := heldWait(t, ctxT(t, 30*time.Second), p, 3, retake, refuse)
 	before := wokenBy(t, p, done, release, "the buffers coming back")
 	assert.Greater(t, p.Stats().RoomWakes, before.RoomWakes, "not woken by a buffer given back: %+v", p.Stats())
-	require.Equal(t, pubsub.OK, publishAll(t, p, 3, buf, 0, time.Now().Add(20*time.Second)))
+	require.Equal(t, pubsub.OK, publishAll(t, p, 3, buf, next, time.Now().Add(20*time.Second)))
 }
 
 // TestWaitRoomZeroCopyPool: in ZeroCopy mode a subscriber that stopped
@@ -316,22 +330,17 @@ func TestWaitRoomZeroCopyPool(t *testing.T) {
 	sub := newSubscriber(t, mgr, c.config(p.Addr()))
 	require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 1))
 	data := make([]byte, 48<<10) // never written while in flight
-	deadline := time.Now().Add(30 * time.Second)
-	var refusedSince time.Time
-	for key := uint64(0); refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond; {
-		require.True(t, time.Now().Before(deadline), "never out of publishes in flight for good after %d", key)
-		if p.PublishZeroCopy(1, 0, data, key) != pubsub.NoResources {
-			refusedSince = time.Time{}
-			key++
-			continue
+	key := publishZeroCopyUntilRefused(t, p, data, 0)
+	retake := func() bool {
+		if p.PublishZeroCopy(1, 0, data, key) == pubsub.NoResources {
+			return false
 		}
-		if refusedSince.IsZero() {
-			refusedSince = time.Now()
-		}
-		time.Sleep(time.Millisecond)
+		key++
+		return true
 	}
-	done := waitRoomAsync(t, ctxT(t, 30*time.Second), p, 1)
+	refuse := func() { key = publishZeroCopyUntilRefused(t, p, data, key) }
+	done := heldWait(t, ctxT(t, 30*time.Second), p, 1, retake, refuse)
 	before := wokenBy(t, p, done, release, "the publishes completing")
 	assert.Greater(t, p.Stats().RoomWakes, before.RoomWakes, "not woken by a completed publish: %+v", p.Stats())
-	assert.NotEqual(t, pubsub.NoResources, p.PublishZeroCopy(1, 0, data, 99))
+	assert.NotEqual(t, pubsub.NoResources, p.PublishZeroCopy(1, 0, data, key))
 }

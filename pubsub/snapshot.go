@@ -14,6 +14,7 @@ func (p *Publisher) fillStats(s *stats.Publisher) {
 	st := p.Stats()
 	s.Subscribers, s.Sessions, s.Requests, s.Malformed = st.Subscribers, st.Sessions, st.Requests, st.Malformed
 	s.Refused, s.RefusedSessions = st.Refused, st.RefusedSessions
+	s.RoomSleeps, s.RoomWakes, s.RoomTickWakes = st.RoomSleeps, st.RoomWakes, st.RoomTickWakes
 	tags := *p.tags.Load()
 	s.Tags = make([]stats.PublisherTag, 0, len(tags))
 	for _, tag := range slices.Sorted(maps.Keys(tags)) {

@@ -160,7 +160,7 @@ func (e *Endpoint) openOnPoller(mgr *domain.Manager, node, service string) error
 	// slots for new sends) before popRun removes them.
 	sends := e.bufs.Pool.Len() + e.zc.Len() + e.inj.len()
 	e.c.InitHandOff(sends+sendcore.RunMax, e.postSend)
-	e.park.init(e.cfg.MaxPeers, sends, e.retryParked, e.postTo, e.c.Poller)
+	e.park.init(e.cfg.MaxPeers, sends, e.cfg.PeerTimeout, e.retryTimer, e.postTo, e.c.Poller)
 	e.run.post = (*fabric.Endpoint).InjectRunTo
 	av, err := mgr.Domain().OpenAV(e.cfg.MaxPeers)
 	if err != nil {
@@ -375,10 +375,14 @@ func (h handler) HandleCompletion(key uint32, r poll.Result) {
 		h.e.receiveCompleted(key&^recvKey, r)
 		return
 	}
+	from := noLane
+	if h.e.park.count > 0 {
+		from = h.e.peerOfKey(key).slot // before the report frees what names it
+	}
 	h.e.confirmed(key, r.Status == netio.OK)
 	h.e.c.Complete((*kind)(h.e), key, r)
 	h.e.c.AfterCompletion()
-	h.e.retryParked() // a completion may have made room for a parked send
+	h.e.retryParked(from) // a completion may have made room for a parked send
 }
 
 // HandleEvent: connectionless endpoints have no connection events.

@@ -1,7 +1,11 @@
 package rdm
 
 import (
+	"testing"
+	"time"
+
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/backoff"
 	"github.com/netio-go/netio/internal/sendcore"
 )
 
@@ -84,4 +88,39 @@ func RefuseTrackedSends(e *Endpoint, errno fabric.Errno) {
 			e.inj.ok.sendTo = func(*fabric.Endpoint, uintptr, int, uintptr, fabric.Addr, uint64) fabric.Errno { return errno }
 		}
 	})
+}
+
+// ParkRetry and ParkRetryMax are the first wait and the cap of the wait
+// between the timer's retries of a refused lane.
+const ParkRetry, ParkRetryMax = parkRetry, parkRetryMax
+
+// SetParkRetry sets the first wait and the cap of the wait between the
+// timer's retries of every lane of e (the cap is also how long a lane is
+// refused before it backs off), on the poller goroutine.
+func SetParkRetry(e *Endpoint, first, limit time.Duration) {
+	e.c.Poller.Do(func() {
+		for i := range e.park.lanes {
+			e.park.lanes[i].wait = backoff.New(first, limit)
+		}
+	})
+}
+
+// RetryParkedAllocs is the allocations a completion's retry of e's lanes
+// makes (testing.AllocsPerRun over runs), measured on the poller.
+func RetryParkedAllocs(e *Endpoint, runs int) (allocs float64) {
+	e.c.Poller.Do(func() { allocs = testing.AllocsPerRun(runs, func() { e.retryParked(noLane) }) })
+	return allocs
+}
+
+// StopParkTimer stops the lanes' retry timer of e and reports whether it
+// was still armed.
+func StopParkTimer(e *Endpoint) bool { return e.park.timer.Stop() }
+
+// LaneRetry returns, for p's lane, the wait the timer's next retry of it
+// was scheduled with, when its head began waiting and when that retry is
+// due. Call it on e's poller goroutine (from a LanePost wrapper, whose
+// call by the timer's retry is the retry that was due).
+func LaneRetry(e *Endpoint, p Peer) (wait time.Duration, since, due time.Time) {
+	l := &e.park.lanes[p.slot]
+	return l.wait.Wait(), l.since, l.due
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netio-go/netio/internal/backoff"
 	"github.com/netio-go/netio/internal/slots"
 )
 
@@ -38,7 +39,10 @@ func TestInjectStopsWaitingForConfirmBehindASend(t *testing.T) {
 	e.inj.init(4, 8, 2)
 	require.NoError(t, e.inj.ok.init(nil, 2, 8, e.inj.len(), 0))
 	e.inj.ok.set = slots.NewSet(1) // as if a confirm slot were cut
-	e.park.init(2, 8, func() {}, nil, nil)
+	e.park.init(2, 8, time.Hour, func() {}, nil, nil)
+	for i := range e.park.lanes { // push arms the timer: an hour ahead, as no poller runs it here
+		e.park.lanes[i].wait = backoff.New(time.Hour, time.Hour)
+	}
 	defer e.park.timer.Stop()
 	const slot = 1
 	e.inj.ok.inFlight[slot] = 1 // the peer's tracked inject is in flight

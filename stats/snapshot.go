@@ -232,6 +232,9 @@ type Publisher struct {
 	Malformed       uint64         `json:"malformed"`        // count: control lines refused as malformed
 	Refused         uint64         `json:"refused"`          // count: well-formed requests refused
 	RefusedSessions uint64         `json:"refused_sessions"` // count: refused for MaxSubscribers
+	RoomSleeps      uint64         `json:"room_sleeps"`      // count: WaitRoom calls that slept until woken
+	RoomWakes       uint64         `json:"room_wakes"`       // count: WaitRoom wakes, what refused having room for a batch again (or its subscription ending)
+	RoomTickWakes   uint64         `json:"room_tick_wakes"`  // count: WaitRoom wakes by the housekeeping tick, a refusal let go with room for less than a batch
 	Tags            []PublisherTag `json:"tags"`             // by tag
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/fabric"
+	"github.com/netio-go/netio/internal/backoff"
 	"github.com/netio-go/netio/internal/poll"
 )
 
@@ -47,13 +48,40 @@ type handOff struct {
 	// stalled: the provider's transmit queue was full; the next completion
 	// (or the retry timer, HandOffRetry) drains again.
 	stalled atomic.Bool
+	// wait is the wait before the timer's retry of a stalled drain,
+	// timerDrain says that the drain running is that retry, and since is
+	// when the provider began refusing the queue's head without a break
+	// (zero once it takes a post); all are the poller goroutine's.
+	wait       backoff.Doubling
+	timerDrain bool
+	since      time.Time
 }
 
-// HandOffRetry is how long a stalled drain waits for a completion before it
-// tries again anyway: a full transmit queue means sends are in flight, so a
-// completion normally comes first; the timer covers a provider that refused
-// for another reason (EINTR).
+// HandOffRetry is how long a stalled drain first waits for a completion
+// before it tries again anyway: a full transmit queue means sends are in
+// flight, so a completion normally comes first; the timer covers a
+// refusal no completion ends: the inject bound (ConfirmInjects), which
+// refuses until the provider has sent enough while the sends it holds
+// complete nothing, or EINTR. Once the stall has lasted handOffRetryMax,
+// each of the timer's own retries refused again doubles the wait, up to
+// handOffRetryMax, and a post taken brings it back to HandOffRetry
+// (backoff.Doubling.RefusedFor).
 const HandOffRetry = time.Millisecond
+
+// handOffRetryMax caps the wait between the timer's retries of a stalled
+// drain. Why back off: a tcp receiver that stops reading, with an inject
+// queued behind a large send at the inject bound, stalled the drain with
+// nothing to complete for as long as it stopped; retried every
+// millisecond, that cost the sending process a tenth to a fifth of a core
+// and thousands of context switches a second (a timer, a poller wake-up
+// and a counter read each; hack/retrycost, docs/performance.md). Why this cap: it bounds how late the queue
+// moves on once the provider would take the send again with nothing else
+// to announce it (a completion drains it at once); ReconnectingSender's
+// and rdm's lanes use the same. A stall shorter than it keeps the timer's
+// retry every HandOffRetry: a refusal that ends without a completion (the
+// inject bound, shm's peer queue full) is then noticed as promptly as
+// before.
+const handOffRetryMax = 64 * time.Millisecond
 
 // init sizes the ring for capacity sends in flight: a buffer is queued at
 // most once at a time, so the ring never overflows.
@@ -223,8 +251,17 @@ func (c *Core) InitHandOff(capacity int, post func(ep *fabric.Endpoint, key uint
 	c.postSend = post
 	c.runner = c.runPoster()
 	c.drainFn = c.drainHandOff
-	c.handOffTimer = time.AfterFunc(time.Hour, c.scheduleDrain)
+	c.hand.wait = backoff.New(HandOffRetry, handOffRetryMax)
+	timerDrain := c.drainFromTimer // bound once
+	c.handOffTimer = time.AfterFunc(time.Hour, func() { c.Poller.Go(timerDrain) })
 	c.handOffTimer.Stop()
+}
+
+// drainFromTimer is the retry timer's drain of a stalled queue: refused
+// again before it posted anything, it doubles the wait before the next.
+func (c *Core) drainFromTimer() {
+	c.hand.timerDrain = true
+	c.drainHandOff()
 }
 
 // handOffDue reports whether a send of size bytes goes through the poller
@@ -341,6 +378,8 @@ func (c *Core) scheduleDrain() { c.Poller.Go(c.drainFn) }
 // starve the poller's completions and every other endpoint's work (Do).
 func (c *Core) drainHandOff() {
 	c.hand.stalled.Store(false)
+	timer, took := c.hand.timerDrain, false // took: the provider took a post of this drain
+	c.hand.timerDrain = false
 	single := false // the oldest was refused for now in a run: post it alone
 	for budget := c.hand.n.Load(); ; budget-- {
 		if budget <= 0 {
@@ -361,6 +400,8 @@ func (c *Core) drainHandOff() {
 			if d, errno := c.postRun(ep, int(budget)); d > 0 {
 				c.Guard.Release()
 				c.hand.popRun(d)
+				took = true
+				c.hand.progressed()
 				budget -= int32(d - 1)
 				single = errno.Temporary()
 				continue
@@ -370,16 +411,43 @@ func (c *Core) drainHandOff() {
 		errno := c.post(ep, q.key, q.n)
 		c.Guard.Release()
 		if errno.Temporary() {
-			c.hand.stalled.Store(true)
-			c.handOffTimer.Reset(HandOffRetry)
+			c.stall(timer && !took)
 			return
 		}
 		c.hand.pop()
-		if errno != 0 {
+		c.hand.progressed() // taken or failed: the provider refuses this head no longer
+		if errno == 0 {
+			took = true
+		} else {
 			c.conf.refused()
 			c.kind.HandleCompletion(q.key, poll.Result{Status: netio.Failed, Errno: errno})
 		}
 	}
+}
+
+// progressed notes that the provider took a post: the stall, if any, is
+// over and the timer's next wait is the first.
+func (h *handOff) progressed() {
+	h.wait.Reset()
+	h.since = time.Time{}
+}
+
+// stall leaves the queue stalled until the next completion or the retry
+// timer, whose wait doubles first when again (its own retry was refused
+// before the provider took anything) and the stall has lasted
+// handOffRetryMax. The timer is armed anew, pushed out by a completion's
+// refused drain too: a completion means sends are in flight, whose
+// completions come sooner.
+func (c *Core) stall(again bool) {
+	c.hand.stalled.Store(true)
+	now := time.Now()
+	if c.hand.since.IsZero() {
+		c.hand.since = now
+	}
+	if again {
+		c.hand.wait.RefusedFor(now.Sub(c.hand.since))
+	}
+	c.handOffTimer.Reset(c.hand.wait.Wait())
 }
 
 // AfterCompletion drains a stalled hand-off queue: a completion has freed a

@@ -211,6 +211,20 @@ var pubsubMetrics = []metric{
 		one(func(s *stats.Snapshot) float64 {
 			return sumTags(s, func(t stats.PublisherTag) uint64 { return t.Failed })
 		})),
+	counter("netio_pubsub_room_sleeps_total", "Publisher.WaitRoom calls that slept until woken.", nil,
+		one(func(s *stats.Snapshot) float64 {
+			return sumPubs(s, func(p stats.Publisher) uint64 { return p.RoomSleeps })
+		})),
+	counter("netio_pubsub_room_wakes_total",
+		"WaitRoom wakes: what refused a tag has room for a batch again (send completions), or its subscription ended.", nil,
+		one(func(s *stats.Snapshot) float64 {
+			return sumPubs(s, func(p stats.Publisher) uint64 { return p.RoomWakes })
+		})),
+	counter("netio_pubsub_room_tick_wakes_total",
+		"WaitRoom wakes by the housekeeping tick: a refusal let go with room for less than a batch (a slow or stalled subscriber).", nil,
+		one(func(s *stats.Snapshot) float64 {
+			return sumPubs(s, func(p stats.Publisher) uint64 { return p.RoomTickWakes })
+		})),
 	gauge("netio_pubsub_subscribers", "Subscribers the live publishers serve.", nil,
 		one(func(s *stats.Snapshot) float64 {
 			n := 0
@@ -245,6 +259,14 @@ func sumTags(s *stats.Snapshot, get func(stats.PublisherTag) uint64) float64 {
 		for _, t := range p.Tags {
 			n += get(t)
 		}
+	}
+	return u(n)
+}
+
+func sumPubs(s *stats.Snapshot, get func(stats.Publisher) uint64) float64 {
+	var n uint64
+	for _, p := range s.Publishers {
+		n += get(p)
 	}
 	return u(n)
 }

@@ -1,12 +1,16 @@
 package promstats_test
 
 import (
+	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netio-go/netio/pubsub"
 	"github.com/netio-go/netio/stats"
 	"github.com/netio-go/netio/stats/promstats"
 )
@@ -61,4 +65,83 @@ func TestSubscriberCountersSummed(t *testing.T) {
 		assert.Equal(t, want, got[name], name)
 		assert.Contains(t, got, name)
 	}
+}
+
+// TestPublisherRoomCountersSummed: WaitRoom's counters are exported,
+// summed over the live publishers, each from its own field.
+func TestPublisherRoomCountersSummed(t *testing.T) {
+	src := fixedSource{Provider: "tcp", Publishers: []stats.Publisher{
+		{ID: 1, RoomSleeps: 10, RoomWakes: 7, RoomTickWakes: 2},
+		{ID: 2, RoomSleeps: 20, RoomWakes: 9, RoomTickWakes: 3},
+	}}
+	got := gatherUnlabelled(t, promstats.New(src))
+	for name, want := range map[string]float64{
+		"netio_pubsub_room_sleeps_total":     30,
+		"netio_pubsub_room_wakes_total":      16,
+		"netio_pubsub_room_tick_wakes_total": 5,
+	} {
+		assert.Contains(t, got, name)
+		assert.Equal(t, want, got[name], name)
+	}
+}
+
+// TestWaitRoomCountersScraped: a real WaitRoom sleeps (a ZeroCopy
+// publisher's publishes are all in flight to a subscriber that stopped
+// reading) and is woken when the subscriber reads again; a scrape then
+// shows the sleep and the wake, as the publisher's Stats counts them.
+func TestWaitRoomCountersScraped(t *testing.T) {
+	pmgr, smgr := openDomain(t), openDomain(t)
+	pub, err := pubsub.NewPublisher(pmgr, "127.0.0.1:0", pubsub.PublisherConfig{Tags: []uint64{1},
+		Mode: pubsub.ZeroCopy, Policy: pubsub.Drop, MaxInFlight: 4})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, pub.Close()) }()
+	stalled := make(chan struct{})
+	release := sync.OnceFunc(func() { close(stalled) })
+	defer release()
+	sub, err := pubsub.NewSubscriber(smgr, pubsub.SubscriberConfig{Bus: pubsub.Fixed(pub.Addr()),
+		OnMessage: func(pubsub.Message) { // stops reading (bounded)
+			select {
+			case <-stalled:
+			case <-time.After(time.Minute):
+			}
+		}})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, sub.Close()) }()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, sub.Subscribe(ctx, 1))
+
+	data := make([]byte, 48<<10) // never written while in flight
+	deadline := time.Now().Add(waitFor)
+	var refusedSince time.Time
+	for key := uint64(0); refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond; {
+		require.True(t, time.Now().Before(deadline), "never out of publishes in flight for good after %d", key)
+		if pub.PublishZeroCopy(1, 0, data, key) != pubsub.NoResources {
+			refusedSince = time.Time{}
+			key++
+			continue
+		}
+		if refusedSince.IsZero() {
+			refusedSince = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() { done <- pub.WaitRoom(ctx, 1) }()
+	require.Eventually(t, func() bool { return pub.Stats().RoomSleeps > 0 }, waitFor, time.Millisecond, "WaitRoom to sleep")
+	release()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(waitFor):
+		require.FailNow(t, "WaitRoom not woken by the publishes completing")
+	}
+
+	got := gatherUnlabelled(t, promstats.New(pmgr))
+	st := pub.Stats()
+	assert.Equal(t, float64(st.RoomSleeps), got["netio_pubsub_room_sleeps_total"])
+	assert.Equal(t, float64(st.RoomWakes), got["netio_pubsub_room_wakes_total"])
+	assert.Equal(t, float64(st.RoomTickWakes), got["netio_pubsub_room_tick_wakes_total"])
+	assert.GreaterOrEqual(t, got["netio_pubsub_room_sleeps_total"], 1.0, "the call slept")
+	assert.Positive(t, got["netio_pubsub_room_wakes_total"]+got["netio_pubsub_room_tick_wakes_total"], "woken")
 }
