@@ -15,3 +15,7 @@ func SchedPasses(p *Poller) uint64 { return p.passes.Load() }
 
 // SchedPassEvery is how often a locked poller passes through the scheduler.
 const SchedPassEvery = schedPassEvery
+
+// SchedPassCheck is how many loop rounds pass between a locked poller's
+// clock reads for its passes.
+const SchedPassCheck = schedPassCheck

@@ -559,23 +559,34 @@ func TestLockedPollerPassesThroughTheScheduler(t *testing.T) {
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	// rounds waits for n more empty rounds: a multiple of SchedPassCheck, so
+	// that the clock was read in them. Every empty BusyPoll round yields its
+	// core (sched_yield), which on a loaded machine waits for the other
+	// runnable threads' slices: at load 22 on 2 cores 1,000 rounds took
+	// about 2 s, so the wait for the count is long; it ends when the count
+	// is reached.
+	const n = 8 * poll.SchedPassCheck
+	rounds := func(p *poll.Poller, what string) {
+		t.Helper()
+		before := p.Stats().EmptyPolls
+		require.Eventually(t, func() bool { return p.Stats().EmptyPolls >= before+n }, time.Minute, time.Millisecond, what)
+	}
 	for _, c := range []struct {
 		name   string
 		locked bool
 	}{{"locked", true}, {"unlocked", false}} {
 		p := openPoller(t, m, poll.WithClock(poll.Config{Mode: poll.BusyPoll, LockOSThread: c.locked}, clock))
 		// Many rounds with the clock still: no pass.
-		eventually(t, func() bool { return p.Stats().EmptyPolls > 1000 }, c.name+": rounds")
+		rounds(p, c.name+": rounds")
 		assert.Zero(t, poll.SchedPasses(p), "%s: no pass while the clock stands", c.name)
 		advance(poll.SchedPassEvery)
 		if c.locked {
-			eventually(t, func() bool { return poll.SchedPasses(p) == 1 }, c.name+": a pass once the time went by")
-			before := p.Stats().EmptyPolls
-			eventually(t, func() bool { return p.Stats().EmptyPolls > before+1000 }, c.name+": rounds after the pass")
+			require.Eventually(t, func() bool { return poll.SchedPasses(p) == 1 }, time.Minute, time.Millisecond,
+				c.name+": a pass once the time went by")
+			rounds(p, c.name+": rounds after the pass")
 			assert.Equal(t, uint64(1), poll.SchedPasses(p), "%s: one pass for one period", c.name)
 		} else {
-			before := p.Stats().EmptyPolls
-			eventually(t, func() bool { return p.Stats().EmptyPolls > before+1000 }, c.name+": rounds")
+			rounds(p, c.name+": rounds")
 			assert.Zero(t, poll.SchedPasses(p), "%s: an unlocked poller never passes", c.name)
 		}
 		require.NoError(t, p.Close())
