@@ -26,9 +26,9 @@ const parkRetry = time.Millisecond
 // back off: ofi_rxm refuses every send to a peer whose process died, and
 // tries to connect again on each post, so a retry every parkRetry was a
 // connection attempt a millisecond per dead peer until PeerTimeout
-// (hack/retrycost measured about 500 a second on tcp;ofi_rxm, and a fifth
-// of a core; with a stream to another peer, whose every completion
-// retried every lane, tens of thousands: see retryParked). Why this cap:
+// (and with a stream to another peer, whose every completion retried
+// every lane, one per completion; figures: docs/performance.md,
+// hack/retrycost). Why this cap:
 // it bounds how late a backed-off lane notices that its peer takes sends
 // again, unless a send to that peer completes first; 64 ms is short
 // against a process restart or PeerTimeout's default, and leaves a dead
@@ -236,8 +236,7 @@ const noLane = ^uint32(0)
 // less than parkRetryMax), and the lanes that are due: a lane the provider
 // keeps refusing (ofi_rxm's lane to a dead peer, which connects again on
 // every post) would otherwise be posted once per completion of the
-// traffic to the other peers, thousands of times a second
-// (docs/performance.md). It runs on the poller goroutine.
+// traffic to the other peers (docs/performance.md). It runs on the poller goroutine.
 func (e *Endpoint) retryParked(from uint32) { e.retryLanes(false, from) }
 
 // retryTimer is the timer's retry: it posts what the lanes that are due

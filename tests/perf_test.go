@@ -302,7 +302,7 @@ func TestPerfServerClient(t *testing.T) {
 // The sockets runs are short: libfabric 1.17's sockets provider stalls long
 // streams between two processes (see TestPerfServerClient). It stalls
 // short ones now and then too, in plain C: cpeer send to cpeer recv with
-// these 2,000 × 4 KiB stalled in 2 of 36 runs under load (docs/providers.md),
+// these 2,000 × 4 KiB stalls now and then under load (docs/providers.md),
 // so a sockets run that ends at cpeer's 120 s watchdog is that stall.
 func TestPerfInteropCPeer(t *testing.T) {
 	cpeer := perfBuildCPeer(t)

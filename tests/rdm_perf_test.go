@@ -22,9 +22,8 @@ var rdmProviders = []struct{ name, listen string }{
 // rdmTimeout and cpeerTimeout are the --timeout of the netio-perf and
 // cpeer processes of the rdm tests: what a stall costs CI. A healthy run
 // of the largest (10,000 verified 4 KiB messages) takes well under a
-// second of wire time on an idle machine; on udp;ofi_rxd beside two busy
-// loops on a machine at load 15 to 18 it took up to 27 s
-// (hack/rxd-stall.sh, docs/providers.md).
+// second of wire time on an idle machine; on udp;ofi_rxd under CPU load it
+// takes many times that (measured: docs/providers.md, hack/rxd-stall.sh).
 const (
 	rdmTimeout   = "60s"
 	cpeerTimeout = "60"

@@ -72,9 +72,8 @@ const HandOffRetry = time.Millisecond
 // drain. Why back off: a tcp receiver that stops reading, with an inject
 // queued behind a large send at the inject bound, stalled the drain with
 // nothing to complete for as long as it stopped; retried every
-// millisecond, that cost the sending process a tenth to a fifth of a core
-// and thousands of context switches a second (a timer, a poller wake-up
-// and a counter read each; hack/retrycost, docs/performance.md). Why this cap: it bounds how late the queue
+// millisecond, each retry cost a timer, a poller wake-up and a counter
+// read (figures: docs/performance.md, hack/retrycost). Why this cap: it bounds how late the queue
 // moves on once the provider would take the send again with nothing else
 // to announce it (a completion drains it at once); ReconnectingSender's
 // and rdm's lanes use the same. A stall shorter than it keeps the timer's
@@ -367,7 +366,8 @@ func (c *Core) scheduleDrain() { c.Poller.Go(c.drainFn) }
 
 // drainHandOff posts the queued sends in order. A full transmit queue
 // leaves the rest queued, stalled until the next completion (see
-// afterCompletion) or HandOffRetry; a post the provider refuses is
+// AfterCompletion) or the retry timer (HandOffRetry, backing off to
+// handOffRetryMax: see stall); a post the provider refuses is
 // reported as the kind reports an error completion. It runs on the poller
 // goroutine.
 //
