@@ -34,8 +34,9 @@ const (
 // the windows its receiver's socket dropped (docs/providers.md), so its
 // time, and its exposure to a slow run's timeout, grow with the count,
 // while what the test proves (the two programs' messages and pattern
-// agree, each way) does not: 2,000 messages there (4,000 packets, about thirty of
-// the sender's 128-packet windows); the full count on the others.
+// agree, each way) does not: 2,000 messages there (4,000 packets, about
+// thirty of the sender's 128-packet windows); the full count on the
+// others.
 func interopCount(prov string, full int) int {
 	if prov == "udp;ofi_rxd" {
 		return min(full, 2000)
