@@ -163,6 +163,42 @@ type result struct {
 	VerifyErrors uint64         `json:"verify_errors"`
 	Connections  uint64         `json:"connections"`
 	Faults       map[string]int `json:"faults"`
+	// LostDetail names, per stream that lost messages, its first lost
+	// keys and whether its sender reported every key: reported all means
+	// a lost key was reported OK and never delivered; fewer means some
+	// key was never reported at all.
+	LostDetail []lostStream `json:"lost_detail,omitempty"`
+}
+
+// lostStream is one stream's part of result.LostDetail.
+type lostStream struct {
+	Stream     int      `json:"stream"`
+	HandedOver uint64   `json:"handed_over"`
+	Reported   uint64   `json:"reported"`
+	Lost       int      `json:"lost"`
+	FirstKeys  []uint64 `json:"first_keys"`
+}
+
+// has reports whether key is in the snapshot set.
+func has(set []uint64, key uint64) bool {
+	w := int(key / 64)
+	return w < len(set) && set[w]&(uint64(1)<<(key%64)) != 0
+}
+
+// lostKeys lists the keys of st (handed out from 1) that were neither
+// delivered nor reported failed.
+func (st *stream) lostKeys(index int, handedOver uint64) (lostStream, bool) {
+	d, f := st.delivered.snapshot(), st.failed.snapshot()
+	ls := lostStream{Stream: index, HandedOver: handedOver, Reported: st.reported.Load()}
+	for key := uint64(1); key <= handedOver; key++ {
+		if has(d, key) || has(f, key) {
+			continue
+		}
+		if ls.Lost++; len(ls.FirstKeys) < 16 {
+			ls.FirstKeys = append(ls.FirstKeys, key)
+		}
+	}
+	return ls, ls.Lost > 0
 }
 
 func run(o options) (result, error) {
@@ -394,5 +430,12 @@ func (s *soak) account(elapsed time.Duration) result {
 		r.Connections += stats.Connections
 	}
 	r.Lost = int64(r.HandedOver) - int64(r.Delivered+r.Failed-r.Both)
+	if r.Lost != 0 {
+		for i, st := range s.streams {
+			if ls, lost := st.lostKeys(i, st.rs.Stats().HandedOver); lost {
+				r.LostDetail = append(r.LostDetail, ls)
+			}
+		}
+	}
 	return r
 }
