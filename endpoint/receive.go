@@ -54,6 +54,11 @@ type ReceiveEndpoint struct {
 	idle      *time.Timer // IdleTimeout's check; set once connected
 	truncated atomic.Bool // a message larger than the buffers arrived
 
+	// flushing: closed at the provider, and delivering what it placed
+	// before the close (teardown, finish). Poller goroutine only.
+	flushing bool
+	done     chan struct{} // closed once the connection has ended (finish)
+
 	peer  string       // the peer's address, "" when unknown
 	entry *stats.Entry // the connection in its manager's stats.Registry
 }
@@ -137,6 +142,10 @@ func (h receiveHandler) HandleEvent(ev fabric.Event)                  { h.r.hand
 // OnMessage) and posts the buffer again.
 // It runs on the poller goroutine.
 func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
+	if r.flushing {
+		r.flush(key, res)
+		return
+	}
 	if key == drainPeekKey {
 		r.drain.peeked(res)
 		return
@@ -162,6 +171,20 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 	if r.in.deliver(key, res.Len, r.deliverFn) { // false: OnData closed the endpoint
 		r.repost(key)
 	}
+}
+
+// flush delivers a message the provider placed in buffer key before the
+// connection was closed (see teardown), without posting the buffer again.
+// Everything else the closed endpoint completes (its receives canceled,
+// RMA transfers and replies, which teardown reported) is passed over. It
+// runs on the poller goroutine.
+func (r *ReceiveEndpoint) flush(key uint32, res poll.Result) {
+	if key == drainPeekKey || isRMAKey(key) || isReverseKey(key) || res.Status != netio.OK || res.Flags&fabric.FlagRecv == 0 {
+		return
+	}
+	r.messages.Add(1)
+	r.bytes.Add(uint64(res.Len))
+	r.in.deliver(key, res.Len, r.deliverFn)
 }
 
 func (r *ReceiveEndpoint) receiveFailed(key uint32, res poll.Result) {
@@ -238,8 +261,21 @@ func (r *ReceiveEndpoint) peek() fabric.Errno { return r.ep.Peek(r.owner.Context
 // shutdown is over (see drainer).
 func (r *ReceiveEndpoint) endDrained() { r.teardown(r.peerClosed(netio.ErrConnectionClosed)) }
 
-// teardown ends the connection once and frees its buffers; an established
-// connection gets its OnConnectionClosed. It runs on the poller goroutine.
+// teardown ends the connection once: it closes the endpoint, so the peer
+// sees it closed and nothing more is placed, then delivers what the
+// provider had placed before (flush) and ends it (finish) once the poller
+// has read its completion queue empty.
+//
+// Why: tcp acknowledges a message to a DeliveryComplete sender as it
+// writes the message's completion, and the poller delivers that
+// completion later, after the rest of its batch, or after the error
+// completions in front of it (one per read), or in its next round. A
+// close meanwhile used to drop it, and the sender's OK was a message lost
+// without a word (the large soak lost up to 48 per stream at a listener
+// restart). fi_close writes every completion of the endpoint that is
+// still to come (its receives canceled) before it returns, so once the
+// queue has been read empty the connection has nothing more. It runs on
+// the poller goroutine.
 func (r *ReceiveEndpoint) teardown(reason error) {
 	prev := r.state.Swap(stateClosed)
 	if prev == stateClosed {
@@ -249,20 +285,37 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	if r.idle != nil {
 		r.idle.Stop()
 	}
-	r.l.retire(r)
-	r.release(reason)      // closing the endpoint tells the peer; see closeEndpoint
-	r.entry.Remove(reason) // after release: the sends it cancels are counted
+	r.closeEndpoint(reason)
+	r.flushing = true
+	sendcore.AfterEmptied(r.l.poller, func(bool) { r.finish(reason, prev) })
+}
+
+// finish ends a connection that teardown closed, once what it placed has
+// been delivered: it frees the buffers, and an established connection
+// gets its OnConnectionClosed. It runs on the poller goroutine.
+func (r *ReceiveEndpoint) finish(reason error, prev uint32) {
+	r.flushing = false
+	r.l.retire(r) // after the flush: its messages are counted
+	r.free()
+	r.entry.Remove(reason) // after closeEndpoint: the sends it cancels are counted
 	r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
 		cb(r, reason)
 	}
+	close(r.done)
 }
 
-// release closes the endpoint, then frees the buffers (deregistered, or
-// handed back to the pool): in that order, so the provider has let go of
-// them first. RMA transfers in flight end canceled for reason.
+// release closes the endpoint and frees what open set up, for a
+// connection that was never accepted.
 func (r *ReceiveEndpoint) release(reason error) {
-	r.l.poller.Unregister(r.owner)
+	r.closeEndpoint(reason)
+	r.free()
+}
+
+// closeEndpoint closes the endpoint, which tells the peer (see
+// sendConn.closeEndpoint). RMA transfers in flight end canceled for
+// reason, and replies in flight Canceled.
+func (r *ReceiveEndpoint) closeEndpoint(reason error) {
 	r.post.Close(func() { // no RMA post may race with the close
 		if err := r.ep.Close(); err != nil {
 			r.l.log.Error().Err(err).Msg("closing endpoint")
@@ -270,6 +323,13 @@ func (r *ReceiveEndpoint) release(reason error) {
 	})
 	r.rmaOps.cancelPending(reason)
 	r.cancelSends()
+}
+
+// free forgets the endpoint's completions and frees the buffers
+// (deregistered, or handed back to the pool) once closeEndpoint has
+// closed it, so that the provider has let go of them first.
+func (r *ReceiveEndpoint) free() {
+	r.l.poller.Unregister(r.owner)
 	r.info.Free()
 	if err := r.in.free(); err != nil {
 		r.l.log.Error().Err(err).Msg("freeing receive buffers")
@@ -278,12 +338,18 @@ func (r *ReceiveEndpoint) release(reason error) {
 
 // Close closes this connection; the peer sees it closed, every reply still
 // in flight (ListenConfig.Replies) is reported Canceled to
-// ListenReplies.OnSendCompleted, and then OnConnectionClosed runs with
-// netio.ErrClosed. It is idempotent and may be
-// called from a callback; called from OnData, the data slice stays valid
-// until OnData returns.
+// ListenReplies.OnSendCompleted, the messages the provider had placed in
+// the receive buffers before the close are delivered (OnData, OnMessage:
+// with SendConfig.DeliveryComplete the sender was told they arrived), and
+// then OnConnectionClosed runs with netio.ErrClosed; Close returns after
+// it. It is idempotent and may be called from a callback, and then
+// returns at once (the rest follows on the poller goroutine); called from
+// OnData, the data slice stays valid until OnData returns.
 func (r *ReceiveEndpoint) Close() error {
 	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
+	if !r.l.poller.OnPollerGoroutine() {
+		<-r.done
+	}
 	return nil
 }
 
