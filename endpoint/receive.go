@@ -55,9 +55,11 @@ type ReceiveEndpoint struct {
 	truncated atomic.Bool // a message larger than the buffers arrived
 
 	// flushing: closed at the provider, and delivering what it placed
-	// before the close (teardown, finish). Poller goroutine only.
-	flushing bool
-	done     chan struct{} // closed once the connection has ended (finish)
+	// before the close (teardown, finish); finished: ended. Poller
+	// goroutine only.
+	flushing, finished bool
+	ending             func(bool)    // finish, for reason and state (teardown)
+	done               chan struct{} // closed once the connection has ended (finish)
 
 	peer  string       // the peer's address, "" when unknown
 	entry *stats.Entry // the connection in its manager's stats.Registry
@@ -161,6 +163,7 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
 		return
 	}
+	r.in.taken()
 	if res.Status != netio.OK {
 		r.receiveFailed(key, res)
 		return
@@ -174,17 +177,24 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 }
 
 // flush delivers a message the provider placed in buffer key before the
-// connection was closed (see teardown), without posting the buffer again.
-// Everything else the closed endpoint completes (its receives canceled,
-// RMA transfers and replies, which teardown reported) is passed over. It
-// runs on the poller goroutine.
+// connection was closed (see teardown), without posting the buffer again,
+// and ends the connection once the provider has given every buffer back
+// (fi_close reports the others canceled). Everything else the closed
+// endpoint completes (RMA transfers and replies, which teardown reported)
+// is passed over. It runs on the poller goroutine.
 func (r *ReceiveEndpoint) flush(key uint32, res poll.Result) {
-	if key == drainPeekKey || isRMAKey(key) || isReverseKey(key) || res.Status != netio.OK || res.Flags&fabric.FlagRecv == 0 {
+	if key == drainPeekKey || isRMAKey(key) || isReverseKey(key) || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
 		return
 	}
-	r.messages.Add(1)
-	r.bytes.Add(uint64(res.Len))
-	r.in.deliver(key, res.Len, r.deliverFn)
+	left := r.in.taken()
+	if res.Status == netio.OK {
+		r.messages.Add(1)
+		r.bytes.Add(uint64(res.Len))
+		r.in.deliver(key, res.Len, r.deliverFn)
+	}
+	if left == 0 {
+		r.ending(false)
+	}
 }
 
 func (r *ReceiveEndpoint) receiveFailed(key uint32, res poll.Result) {
@@ -286,15 +296,27 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 		r.idle.Stop()
 	}
 	r.closeEndpoint(reason)
+	r.ending = func(bool) { r.finish(reason, prev) }
+	if r.in.posted == 0 {
+		r.finish(reason, prev)
+		return
+	}
 	r.flushing = true
-	sendcore.AfterEmptied(r.l.poller, func(bool) { r.finish(reason, prev) })
+	// On a provider that does not report the receives its fi_close
+	// cancels, the queue read empty is the sign that nothing more comes.
+	sendcore.AfterEmptied(r.l.poller, r.ending)
 }
 
 // finish ends a connection that teardown closed, once what it placed has
-// been delivered: it frees the buffers, and an established connection
-// gets its OnConnectionClosed. It runs on the poller goroutine.
+// been delivered: every buffer is back from the provider, or the poller
+// has read its queue empty since the close. It frees the buffers, and an
+// established connection gets its OnConnectionClosed. It runs on the
+// poller goroutine, once.
 func (r *ReceiveEndpoint) finish(reason error, prev uint32) {
-	r.flushing = false
+	if r.finished {
+		return
+	}
+	r.finished, r.flushing = true, false
 	r.l.retire(r) // after the flush: its messages are counted
 	r.free()
 	r.entry.Remove(reason) // after closeEndpoint: the sends it cancels are counted
