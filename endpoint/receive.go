@@ -10,6 +10,7 @@ import (
 	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
+	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/stats"
 )
@@ -302,9 +303,37 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 		return
 	}
 	r.flushing = true
-	// On a provider that does not report the receives its fi_close
-	// cancels, the queue read empty is the sign that nothing more comes.
-	sendcore.AfterEmptied(r.l.poller, r.ending)
+	r.awaitBuffers(time.Now())
+}
+
+// closeFlushMax bounds how long a closed connection waits for its
+// buffers (awaitBuffers), so that a Close never waits for ever on a
+// provider that breaks its word; the queue is normally read that far
+// within a poller round or two.
+const closeFlushMax = 30 * time.Second
+
+// awaitBuffers ends the closed connection once the poller has read its
+// completion queue empty since the close, and on a provider that reports
+// the receives its close cancels (quirks.Quirks.CancelsAtClose) only once
+// every buffer is back (flush ends it then): a read stops at an error
+// completion, so "read empty" may come while the connection's own
+// completions still wait behind another endpoint's error. It ends it
+// anyway once the poller stops, or closeFlushMax after the close. It runs
+// on the poller goroutine.
+func (r *ReceiveEndpoint) awaitBuffers(since time.Time) {
+	sendcore.AfterEmptied(r.l.poller, func(stopped bool) {
+		switch {
+		case r.finished:
+		case stopped || !quirks.For(r.l.mgr.Provider()).CancelsAtClose:
+			r.ending(stopped)
+		case time.Since(since) > closeFlushMax:
+			r.l.log.Warn().Uint64("conn", r.id).Int("buffers", r.in.posted).Dur("after", closeFlushMax).
+				Msg("closed connection: the provider never gave these receive buffers back")
+			r.ending(false)
+		default:
+			r.awaitBuffers(since)
+		}
+	})
 }
 
 // finish ends a connection that teardown closed, once what it placed has
