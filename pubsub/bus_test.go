@@ -124,7 +124,9 @@ func TestBusSubscribe(t *testing.T) {
 			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 10, 11, 20))
 			assert.ElementsMatch(t, []string{pA.Addr(), pB.Addr()}, sub.Publishers())
 			// The dead publisher's tag: Subscribe gives up when ctx ends,
-			// it does not hang.
+			// it does not hang. The file is refreshed first: on a loaded
+			// machine the set-up above may take longer than StaleAfter.
+			require.NoError(t, pubBus.Announce("dead", deadAddr, []uint64{30}))
 			start := time.Now()
 			err = sub.Subscribe(ctxT(t, 300*time.Millisecond), 30)
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -135,21 +137,33 @@ func TestBusSubscribe(t *testing.T) {
 			// Asynchronously: tag 30 is served by a live publisher once the
 			// dead one's file is stale, and tag 40 once its publisher starts.
 			require.NoError(t, sub.SubscribeAsync(30, 40))
-			pC := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{30, 40}, Bus: pubBus2, BusID: "C"})
+			pC := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{30, 40, 50}, Bus: pubBus2, BusID: "C"})
 			waitFor(t, 10*time.Second, func() bool { return len(sub.Subscribed()) == 5 }, "5 tags subscribed")
 			assert.Equal(t, int64(5), subscribedTags.Load())
+
+			// A dead publisher's fresh file that outranks the live one
+			// (its bus opened later: a later "started"): Subscribe waits
+			// on the dead address until the file goes stale and the
+			// resolver moves the tag to C, and then succeeds there; it
+			// does not fail while the tag ends up subscribed.
+			require.NoError(t, fastBus(t, dir).Announce("dead2", deadAddr, []uint64{50}))
+			waitFor(t, 5*time.Second, func() bool { a, _ := subBus.Lookup(50); return a == deadAddr }, "the dead file to outrank C") // past subBus's Rescan
+			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 50))
+			assert.Contains(t, sub.Subscribed(), uint64(50))
+			waitFor(t, 10*time.Second, func() bool { st, _ := pC.TagStats(50); return st.Subscribers == 1 }, "C to have tag 50's subscriber")
 
 			buf := make([]byte, 64)
 			deadline := time.Now().Add(10 * time.Second)
 			for _, x := range []struct {
 				p   *pubsub.Publisher
 				tag uint64
-			}{{pA, 10}, {pA, 11}, {pB, 20}, {pC, 30}, {pC, 40}} {
+			}{{pA, 10}, {pA, 11}, {pB, 20}, {pC, 30}, {pC, 40}, {pC, 50}} {
 				for seq := range uint64(50) {
 					require.Equal(t, pubsub.OK, publishAll(t, x.p, x.tag, buf, seq, deadline))
 				}
 			}
-			waitFor(t, 10*time.Second, func() bool { return col.count.Load() == 250 }, "250 messages")
+			waitFor(t, 10*time.Second, func() bool { return col.count.Load() == 300 }, "300 messages")
+			assert.Len(t, col.received(50), 50, "tag 50 delivered from C")
 
 			// Publisher B restarts on another port, continuing its numbering
 			// (same Numbering) after 25 messages published while it was down.
