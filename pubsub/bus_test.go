@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,6 +111,7 @@ func TestBusSubscribe(t *testing.T) {
 			pubBus2 := fastBus(t, dir) // so that "dead" is not refreshed
 
 			pA := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{10, 11}, Bus: pubBus2, BusID: "A"})
+			aStarted := time.Now()
 			pB := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{20}, Bus: pubBus2, BusID: "B", Numbering: "link-20"})
 
 			col := newCollector()
@@ -182,6 +184,25 @@ func TestBusSubscribe(t *testing.T) {
 			assert.NotContains(t, sub.Publishers(), deadAddr)
 			// Retries of the dead address backed off: a handful, not a spin.
 			assert.Less(t, sub.Stats().ControlFailures, uint64(200))
+
+			// The heartbeat keeps A's file fresh past StaleAfter (400 ms):
+			// A is still found; Close removes the file at once.
+			if d := 3*400*time.Millisecond - time.Since(aStarted); d > 0 {
+				time.Sleep(d)
+			}
+			addr, err := subBus.Lookup(10)
+			require.NoError(t, err, "A's file went stale: no heartbeat")
+			assert.Equal(t, pA.Addr(), addr)
+			aFile := filepath.Join(subBus.Path(), "A.json")
+			require.FileExists(t, aFile)
+			require.NoError(t, pA.Close())
+			assert.NoFileExists(t, aFile, "Close removes the publisher's file")
+			waitFor(t, 5*time.Second, func() bool {
+				es, err := subBus.Entries()
+				return err == nil && !slices.ContainsFunc(es, func(e pubsub.DirectoryEntry) bool { return e.ID == "A" })
+			}, "A to leave the directory's entries")
+			_, err = subBus.Lookup(10)
+			assert.ErrorIs(t, err, pubsub.ErrNoPublisher)
 		})
 	}
 }
