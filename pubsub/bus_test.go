@@ -87,6 +87,20 @@ func TestDirectoryBus(t *testing.T) {
 	require.NoError(t, d.Withdraw("ros1"))
 	_, err = r.Lookup(1)
 	assert.ErrorIs(t, err, pubsub.ErrNoPublisher)
+
+	// Publishers announcing through one Directory share its "started":
+	// the greater id wins a tag both list, whatever the order written.
+	require.NoError(t, d.Announce("ros9", "10.0.0.9:7000", []uint64{7}))
+	require.NoError(t, d.Announce("ros0", "10.0.0.8:7000", []uint64{7}))
+	es, err = r.Entries()
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	assert.Equal(t, es[0].Started, es[1].Started)
+	addr, err = r.Lookup(7)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.9:7000", addr)
+	require.NoError(t, d.Withdraw("ros9"))
+	require.NoError(t, d.Withdraw("ros0"))
 }
 
 // TestBusSubscribe: subscribers find publishers through a directory bus,
