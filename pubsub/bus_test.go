@@ -140,9 +140,14 @@ func TestBusSubscribe(t *testing.T) {
 			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 10, 11, 20))
 			assert.ElementsMatch(t, []string{pA.Addr(), pB.Addr()}, sub.Publishers())
 			// The dead publisher's tag: Subscribe gives up when ctx ends,
-			// it does not hang. The file is refreshed first: on a loaded
-			// machine the set-up above may take longer than StaleAfter.
-			require.NoError(t, pubBus.Announce("dead", deadAddr, []uint64{30}))
+			// it does not hang. The file is refreshed first, until the
+			// subscriber's bus sees it: on a loaded machine the set-up
+			// above may take longer than StaleAfter.
+			waitFor(t, 5*time.Second, func() bool {
+				require.NoError(t, pubBus.Announce("dead", deadAddr, []uint64{30}))
+				a, _ := subBus.Lookup(30)
+				return a == deadAddr
+			}, "the subscriber's bus to see the dead file fresh")
 			start := time.Now()
 			err = sub.Subscribe(ctxT(t, 300*time.Millisecond), 30)
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -162,8 +167,12 @@ func TestBusSubscribe(t *testing.T) {
 			// on the dead address until the file goes stale and the
 			// resolver moves the tag to C, and then succeeds there; it
 			// does not fail while the tag ends up subscribed.
-			require.NoError(t, fastBus(t, dir).Announce("dead2", deadAddr, []uint64{50}))
-			waitFor(t, 5*time.Second, func() bool { a, _ := subBus.Lookup(50); return a == deadAddr }, "the dead file to outrank C") // past subBus's Rescan
+			deadBus := fastBus(t, dir)
+			waitFor(t, 5*time.Second, func() bool {
+				require.NoError(t, deadBus.Announce("dead2", deadAddr, []uint64{50})) // fresh until seen
+				a, _ := subBus.Lookup(50)
+				return a == deadAddr
+			}, "the dead file to outrank C")
 			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 50))
 			assert.Contains(t, sub.Subscribed(), uint64(50))
 			waitFor(t, 10*time.Second, func() bool { st, _ := pC.TagStats(50); return st.Subscribers == 1 }, "C to have tag 50's subscriber")
