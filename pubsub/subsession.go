@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/internal/backoff"
 )
 
 // ErrRefused is matched by the error of a Subscribe whose tag a publisher
@@ -218,7 +219,7 @@ func (ss *subSession) run() {
 	defer s.wg.Done()
 	defer close(ss.done)
 	defer ss.cancel()
-	backoff := s.cfg.InitialBackoff
+	wait := backoff.New(s.cfg.InitialBackoff, s.cfg.MaxBackoff)
 	for {
 		if ss.finishIfIdle() {
 			return
@@ -229,9 +230,9 @@ func (ss *subSession) run() {
 			return
 		}
 		if reached {
-			backoff = s.cfg.InitialBackoff
+			wait.Reset()
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(wait.Wait())
 		select {
 		case <-ss.ctx.Done():
 			t.Stop()
@@ -240,7 +241,7 @@ func (ss *subSession) run() {
 		case <-ss.kick: // want changed: maybe idle now, else try at once
 			t.Stop()
 		}
-		backoff = min(2*backoff, s.cfg.MaxBackoff)
+		wait.Refused()
 	}
 }
 
