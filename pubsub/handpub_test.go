@@ -235,7 +235,10 @@ func TestHandWrittenPublisher(t *testing.T) {
 			assert.Zero(t, st.Malformed+st.Unsolicited+st.StrayConns+st.Moves)
 			assert.Equal(t, uint64(5), st.Buffers, "two HELLO buffers and three of data")
 			assert.Equal(t, int64(1), col.lost.Load())
-			assert.Equal(t, int64(1), col.restored.Load())
+			// OnRestored runs on the control goroutine once it has read
+			// the ack, which may be after the data came.
+			waitFor(t, 10*time.Second, func() bool { return col.restored.Load() == 1 }, "OnRestored")
+			assert.Equal(t, []uint64{tag}, sub.Subscribed())
 		})
 	}
 }
