@@ -3,7 +3,6 @@ package pubsub_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,10 +116,7 @@ func TestBusSubscribe(t *testing.T) {
 
 			// The stale file of a dead publisher, fresh for now, names an
 			// address where nothing listens.
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			deadAddr := ln.Addr().String()
-			ln.Close()
+			deadAddr := deadAddress(t)
 			require.NoError(t, pubBus.Announce("dead", deadAddr, []uint64{30}))
 			pubBus2 := fastBus(t, dir) // so that "dead" is not refreshed
 
@@ -149,7 +145,7 @@ func TestBusSubscribe(t *testing.T) {
 				return a == deadAddr
 			}, "the subscriber's bus to see the dead file fresh")
 			start := time.Now()
-			err = sub.Subscribe(ctxT(t, 300*time.Millisecond), 30)
+			err := sub.Subscribe(ctxT(t, 300*time.Millisecond), 30)
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Less(t, time.Since(start), 2*time.Second)
 			_, ok := sub.TagStats(30)
