@@ -91,3 +91,33 @@ func TestStaleRefusalKeepsNewSubscribe(t *testing.T) {
 	assert.Equal(t, []uint64{1, 4}, s.Subscribed())
 	assert.Empty(t, refusedCalls, "OnRefused for a tag wanted again")
 }
+
+// TestWaitGoneBeatsSessionEnd: a tag moved away from a session that then
+// ends (it carries nothing more) is reported gone (errGone, which
+// Subscribe follows to the tag's new session), never as the session's
+// end (ErrClosed, which would fail the Subscribe). In the race this
+// stands for, the move's signal and the end both come while the waiter
+// is between reading the state and its select, which then picks either
+// at random; here the end comes alone, after the state changed, which is
+// what the waiter sees when it picks the end.
+func TestWaitGoneBeatsSessionEnd(t *testing.T) {
+	ss := &subSession{want: map[uint64]bool{}, acked: map[uint64]bool{}, refused: map[uint64]bool{}, leaving: map[uint64]bool{},
+		changed: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	ss.setWant(7, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- ss.wait(ctx, []uint64{7}) }()
+	time.Sleep(10 * time.Millisecond) // let it block (if it has not, it sees the state anyway)
+	ss.mu.Lock()
+	delete(ss.want, 7) // moved away, its signal not seen
+	ss.mu.Unlock()
+	close(ss.done) // the idle session ended
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, errGone)
+		assert.NotErrorIs(t, err, netio.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not return at the session's end")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/netio-go/netio"
@@ -27,10 +28,7 @@ var errGone = fmt.Errorf("%w: pubsub: tags unsubscribed while subscribing", neti
 // when a tag is refused or carried by no session any more (errGone: an
 // Unsubscribe withdrew it), ctx ends, or a session stops.
 func (s *Subscriber) awaitAcks(ctx context.Context, at map[uint64]*subSession) error {
-	pending := make(map[uint64]*subSession, len(at))
-	for t, ss := range at {
-		pending[t] = ss
-	}
+	pending := maps.Clone(at)
 	for len(pending) > 0 {
 		var ss *subSession
 		for _, ss = range pending {
@@ -79,6 +77,7 @@ func (s *Subscriber) followMoved(tags []uint64, at, pending map[uint64]*subSessi
 // refused, ctx ends, or the session stops; errGone when one is no longer
 // wanted here (withdrawn, or moved to another session).
 func (ss *subSession) wait(ctx context.Context, tags []uint64) error {
+	ended := false // the session stopped: read the state once more first
 	for {
 		ss.mu.Lock()
 		var refused []uint64
@@ -103,6 +102,8 @@ func (ss *subSession) wait(ctx context.Context, tags []uint64) error {
 			return errGone
 		case done:
 			return nil
+		case ended:
+			return fmt.Errorf("publisher %s: %w", ss.addr, netio.ErrClosed)
 		}
 		select {
 		case <-ch:
@@ -112,7 +113,11 @@ func (ss *subSession) wait(ctx context.Context, tags []uint64) error {
 			}
 			return fmt.Errorf("publisher %s: %w", ss.addr, ctx.Err())
 		case <-ss.done:
-			return fmt.Errorf("publisher %s: %w", ss.addr, netio.ErrClosed)
+			// A session ends when it carries nothing more: its tags
+			// were moved or withdrawn, which the state tells (a select
+			// that saw the move's signal and the end at once may have
+			// picked the end).
+			ended = true
 		}
 	}
 }
