@@ -393,20 +393,26 @@ func (s *Subscriber) Subscribe(ctx context.Context, tags ...uint64) error {
 	s.mu.Unlock()
 	if err := s.awaitAcks(ctx, at); err != nil {
 		s.mu.Lock()
-		s.unwantAtLocked(at, added)
+		s.unwantAddedLocked(added)
 		s.mu.Unlock()
 		return fmt.Errorf("pubsub: subscribe: %w", err)
 	}
 	return nil
 }
 
-// unwantAtLocked withdraws each tag of added from the session at names
-// for it, if that session carries it still (a tag another Subscribe moved
-// on since is that Subscribe's). s.mu is held.
-func (s *Subscriber) unwantAtLocked(at map[uint64]*subSession, added []uint64) {
+// unwantAddedLocked withdraws each tag of added from the session that
+// carries it now: the resolver may have moved it since it was added, to a
+// publisher whose session Subscribe never waited at (another group's
+// tag, or one acknowledged before it moved), and a tag left there would
+// stay subscribed after Subscribe failed. A tag that a concurrent
+// Subscribe moved looks the same through owner, and is withdrawn too.
+// s.mu is held.
+func (s *Subscriber) unwantAddedLocked(added []uint64) {
 	bySess := map[*subSession][]uint64{}
 	for _, t := range added {
-		bySess[at[t]] = append(bySess[at[t]], t)
+		if o := s.owner[t]; o != nil {
+			bySess[o] = append(bySess[o], t)
+		}
 	}
 	for ss, ts := range bySess {
 		s.unwantLocked(ss, ts)

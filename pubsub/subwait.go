@@ -23,8 +23,8 @@ var errGone = fmt.Errorf("%w: pubsub: tags unsubscribed while subscribing", neti
 // awaitAcks waits until every tag of at is acknowledged by the session
 // carrying it, at[t]. A tag the resolver moved meanwhile to another
 // session (its publisher could not be reached for ResolveInterval and
-// the bus names another now) is followed there, and at is updated, so
-// that the caller's cleanup finds each tag where it ended up. It fails
+// the bus names another now) is followed there, and at is updated (the
+// caller's cleanup withdraws each tag from wherever it is by then). It fails
 // when a tag is refused or carried by no session any more (errGone: an
 // Unsubscribe withdrew it), ctx ends, or a session stops.
 func (s *Subscriber) awaitAcks(ctx context.Context, at map[uint64]*subSession) error {

@@ -3,6 +3,7 @@ package pubsub_test
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,4 +61,52 @@ func TestSubscribeFollowsMoveThenFails(t *testing.T) {
 	assert.False(t, ok, "a failed Subscribe leaves the tag subscribed nowhere")
 	assert.Empty(t, sub.Subscribed())
 	waitFor(t, 5*time.Second, func() bool { return len(sub.Publishers()) == 0 }, "both sessions to end (now %v)", sub.Publishers())
+}
+
+// tagBus is a Bus with an address per tag, which the test changes.
+type tagBus struct {
+	mu   sync.Mutex
+	addr map[uint64]string
+}
+
+var _ pubsub.Bus = (*tagBus)(nil)
+
+func (b *tagBus) Lookup(tag uint64) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.addr[tag], nil
+}
+
+func (b *tagBus) move(tag uint64, addr string) {
+	b.mu.Lock()
+	b.addr[tag] = addr
+	b.mu.Unlock()
+}
+
+func (*tagBus) Announce(string, string, []uint64) error { return nil }
+
+func (*tagBus) Withdraw(string) error { return nil }
+
+// A failed Subscribe of tags at two publishers withdraws a tag the
+// resolver moved while the wait was at the other publisher: it is
+// withdrawn from where it is then, not from where it was added, and no
+// session is left (before, tag 2 stayed subscribed at C in most runs).
+func TestSubscribeFailsWithdrawsTagMovedInAnotherGroup(t *testing.T) {
+	mgr := openDomain(t, "tcp")
+	deadA, deadB, deadC := deadAddress(t), deadAddress(t), deadAddress(t)
+	bus := &tagBus{addr: map[uint64]string{1: deadA, 2: deadB}}
+	col := newCollector()
+	cfg := col.config("")
+	cfg.Bus, cfg.ResolveInterval = bus, 20*time.Millisecond
+	sub := newSubscriber(t, mgr, cfg)
+
+	moved := time.AfterFunc(100*time.Millisecond, func() { bus.move(2, deadC) })
+	defer moved.Stop()
+	require.Error(t, sub.Subscribe(ctxT(t, time.Second), 1, 2))
+	for _, tag := range []uint64{1, 2} {
+		_, ok := sub.TagStats(tag)
+		assert.False(t, ok, "tag %d left subscribed", tag)
+	}
+	assert.Empty(t, sub.Subscribed())
+	waitFor(t, 5*time.Second, func() bool { return len(sub.Publishers()) == 0 }, "every session to end (now %v)", sub.Publishers())
 }
