@@ -364,8 +364,9 @@ func (s *ReceiveStats) add(o ReceiveStats) {
 	s.MalformedBuffers += o.MalformedBuffers
 }
 
-// Close stops accepting, closes every connection (each gets its
-// OnConnectionClosed with netio.ErrClosed and the peer sees it closed;
+// Close stops accepting, closes every connection (as ReceiveEndpoint.Close
+// does: messages the provider placed are delivered first, then each gets
+// its OnConnectionClosed with netio.ErrClosed and the peer sees it closed;
 // with ListenConfig.Replies, every reply still in flight is first reported
 // Canceled to ListenReplies.OnSendCompleted), and
 // stops the listener's own poller. The listening port is released when the

@@ -44,6 +44,11 @@ type ReceiveEndpoint struct {
 	// Poller goroutine only: delivering what is left after the peer's
 	// shutdown.
 	drain drainer
+	// Poller goroutine only: the receives posted and not yet completed,
+	// and whether the close is reading out what the provider placed
+	// before it (readOut).
+	posted     int
+	readingOut bool
 
 	state                   atomic.Uint32
 	messages, bytes, errors atomic.Uint64
@@ -82,6 +87,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if err = r.postAll(); err != nil {
 		return err
 	}
+	r.posted = p.BufferCount
 	return r.ep.Accept()
 }
 
@@ -149,7 +155,10 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 		r.sent(key&^reverseKeyFlag, res)
 		return
 	}
-	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
+	if res.Status != netio.OK || res.Flags&fabric.FlagRecv != 0 {
+		r.posted-- // a receive's completion: placed, flushed or failed
+	}
+	if r.state.Load() == stateClosed && !r.readingOut || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
 		return
 	}
 	if res.Status != netio.OK {
@@ -190,7 +199,9 @@ func (r *ReceiveEndpoint) repost(key uint32) {
 	if errno := r.in.repost(r.ep, key); errno != 0 {
 		r.errors.Add(1)
 		r.l.log.Error().Uint64("conn", r.id).Err(errno).Msg("reposting receive buffer")
+		return
 	}
+	r.posted++
 }
 
 // handleEvent runs on the poller goroutine.
@@ -249,8 +260,8 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	if r.idle != nil {
 		r.idle.Stop()
 	}
-	r.l.retire(r)
 	r.release(reason)      // closing the endpoint tells the peer; see closeEndpoint
+	r.l.retire(r)          // after release: the messages it read out are counted
 	r.entry.Remove(reason) // after release: the sends it cancels are counted
 	r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
@@ -258,16 +269,18 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	}
 }
 
-// release closes the endpoint, then frees the buffers (deregistered, or
-// handed back to the pool): in that order, so the provider has let go of
-// them first. RMA transfers in flight end canceled for reason.
+// release closes the endpoint, delivers what the provider placed before
+// the close (readOut), then frees the buffers (deregistered, or handed
+// back to the pool): in that order, so the provider has let go of them
+// first. RMA transfers in flight end canceled for reason.
 func (r *ReceiveEndpoint) release(reason error) {
-	r.l.poller.Unregister(r.owner)
 	r.post.Close(func() { // no RMA post may race with the close
 		if err := r.ep.Close(); err != nil {
 			r.l.log.Error().Err(err).Msg("closing endpoint")
 		}
 	})
+	r.readOut()
+	r.l.poller.Unregister(r.owner)
 	r.rmaOps.cancelPending(reason)
 	r.cancelSends()
 	r.info.Free()
@@ -276,12 +289,39 @@ func (r *ReceiveEndpoint) release(reason error) {
 	}
 }
 
-// Close closes this connection; the peer sees it closed, every reply still
-// in flight (ListenConfig.Replies) is reported Canceled to
+// readOut delivers the messages the provider placed in the connection's
+// buffers before its endpoint was closed and that still wait in the
+// completion queue, behind other connections' completions (the poll loop
+// runs queued work, such as this close, after at most 16 batches or error
+// completions). With DeliveryComplete the provider acknowledged each at
+// placement, so its sender has it reported OK: dropping it lost a message
+// reported delivered. It reads until every posted receive has completed
+// (tcp flushes the rest with FI_ECANCELED at the close) or the queue is
+// empty (poll.Poller.ReadOut). OnData runs for them before
+// OnConnectionClosed; the buffers are not posted again. Called from a
+// callback of the listener's poller (OnData closing the connection), it
+// cannot read: what still waits then is discarded. It runs on the poller
+// goroutine, after the endpoint's close.
+func (r *ReceiveEndpoint) readOut() {
+	if r.posted <= 0 {
+		return
+	}
+	r.readingOut = true
+	if !r.l.poller.ReadOut(func() bool { return r.posted <= 0 }) {
+		r.l.log.Debug().Uint64("conn", r.id).Int("receives", r.posted).Msg("closed without reading out the completion queue")
+	}
+	r.readingOut = false
+}
+
+// Close closes this connection; the peer sees it closed, the messages the
+// provider had already placed in its buffers are passed to OnData (with
+// SendConfig.DeliveryComplete their sender has them reported OK), every
+// reply still in flight (ListenConfig.Replies) is reported Canceled to
 // ListenReplies.OnSendCompleted, and then OnConnectionClosed runs with
-// netio.ErrClosed. It is idempotent and may be
-// called from a callback; called from OnData, the data slice stays valid
-// until OnData returns.
+// netio.ErrClosed. It is idempotent and may be called from a callback;
+// called from OnData, the data slice stays valid until OnData returns.
+// Called from a callback of the listener's poller, it discards the placed
+// messages that still wait in the completion queue instead (see readOut).
 func (r *ReceiveEndpoint) Close() error {
 	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
 	return nil
