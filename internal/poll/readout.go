@@ -29,7 +29,7 @@ const maxReadOut = 1 << 14
 // the close also means that nothing of the endpoint is left, for a provider
 // that does not flush.
 func (p *Poller) ReadOut(done func() bool) bool {
-	if p.delivering || !p.OnPollerGoroutine() {
+	if !p.OnPollerGoroutine() || p.delivering { // delivering is the poller goroutine's
 		return false
 	}
 	for range maxReadOut {
