@@ -249,8 +249,15 @@ func (r *ReceiveEndpoint) peek() fabric.Errno { return r.ep.Peek(r.owner.Context
 // shutdown is over (see drainer).
 func (r *ReceiveEndpoint) endDrained() { r.teardown(r.peerClosed(netio.ErrConnectionClosed)) }
 
-// teardown ends the connection once and frees its buffers; an established
-// connection gets its OnConnectionClosed. It runs on the poller goroutine.
+// teardown ends the connection once: it closes the endpoint (the peer sees
+// it closed, and the provider places nothing more), delivers what the
+// provider placed before the close (readOut), then frees the buffers and
+// gives an established connection its OnConnectionClosed (end). Called
+// from a completion callback of the listener's poller (OnData closing the
+// connection), where the completion queue cannot be read, it leaves the
+// read-out and the rest to the poller's run queue, after the read being
+// dispatched: the rest of that read is delivered meanwhile, as the
+// read-out would deliver it. It runs on the poller goroutine.
 func (r *ReceiveEndpoint) teardown(reason error) {
 	prev := r.state.Swap(stateClosed)
 	if prev == stateClosed {
@@ -260,29 +267,55 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	if r.idle != nil {
 		r.idle.Stop()
 	}
-	r.release(reason)      // closing the endpoint tells the peer; see closeEndpoint
-	r.l.retire(r)          // after release: the messages it read out are counted
-	r.entry.Remove(reason) // after release: the sends it cancels are counted
+	r.closeEndpoint(reason)
+	if p := r.l.poller; p.Dispatching() && p.Go(func() { r.end(reason, prev) }) {
+		return
+	}
+	r.end(reason, prev)
+}
+
+// end finishes what teardown began, once the queue can be read.
+func (r *ReceiveEndpoint) end(reason error, prev uint32) {
+	r.readOut()
+	r.free()
+	r.l.retire(r)          // after the read-out: the messages it delivered are counted
+	r.entry.Remove(reason) // after closeEndpoint: the sends it canceled are counted
 	r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
 		cb(r, reason)
 	}
 }
 
-// release closes the endpoint, delivers what the provider placed before
-// the close (readOut), then frees the buffers (deregistered, or handed
-// back to the pool): in that order, so the provider has let go of them
-// first. RMA transfers in flight end canceled for reason.
+// release ends a connection that was never accepted: it closes the
+// endpoint, delivers nothing (none was placed) and frees what open set up.
 func (r *ReceiveEndpoint) release(reason error) {
+	r.closeEndpoint(reason)
+	r.readOut()
+	r.free()
+}
+
+// closeEndpoint closes the endpoint, which tells the peer, and ends its
+// RMA transfers in flight (canceled for reason) and its replies in flight
+// (Canceled): their flushed completions, read out later, find them
+// reported. From then on its receive completions are delivered without
+// reposting (readingOut).
+func (r *ReceiveEndpoint) closeEndpoint(reason error) {
+	r.readingOut = true
 	r.post.Close(func() { // no RMA post may race with the close
 		if err := r.ep.Close(); err != nil {
 			r.l.log.Error().Err(err).Msg("closing endpoint")
 		}
 	})
-	r.readOut()
-	r.l.poller.Unregister(r.owner)
 	r.rmaOps.cancelPending(reason)
 	r.cancelSends()
+}
+
+// free forgets the endpoint's completions and frees the receive buffers
+// (deregistered, or handed back to the pool): after closeEndpoint and
+// readOut, so the provider has let go of them first.
+func (r *ReceiveEndpoint) free() {
+	r.readingOut = false
+	r.l.poller.Unregister(r.owner)
 	r.info.Free()
 	if err := r.in.free(); err != nil {
 		r.l.log.Error().Err(err).Msg("freeing receive buffers")
@@ -298,19 +331,18 @@ func (r *ReceiveEndpoint) release(reason error) {
 // reported delivered. It reads until every posted receive has completed
 // (tcp flushes the rest with FI_ECANCELED at the close) or the queue is
 // empty (poll.Poller.ReadOut). OnData runs for them before
-// OnConnectionClosed; the buffers are not posted again. Called from a
-// callback of the listener's poller (OnData closing the connection), it
-// cannot read: what still waits then is discarded. It runs on the poller
-// goroutine, after the endpoint's close.
+// OnConnectionClosed; the buffers are not posted again. It runs on the
+// poller goroutine, after closeEndpoint, outside a completion callback
+// (see teardown); once the listener's own poller has stopped (a
+// Listener.Close whose last work this is) nothing can be read, and what
+// still waits is discarded.
 func (r *ReceiveEndpoint) readOut() {
 	if r.posted <= 0 {
 		return
 	}
-	r.readingOut = true
 	if !r.l.poller.ReadOut(func() bool { return r.posted <= 0 }) {
 		r.l.log.Debug().Uint64("conn", r.id).Int("receives", r.posted).Msg("closed without reading out the completion queue")
 	}
-	r.readingOut = false
 }
 
 // Close closes this connection; the peer sees it closed, the messages the
@@ -319,9 +351,10 @@ func (r *ReceiveEndpoint) readOut() {
 // reply still in flight (ListenConfig.Replies) is reported Canceled to
 // ListenReplies.OnSendCompleted, and then OnConnectionClosed runs with
 // netio.ErrClosed. It is idempotent and may be called from a callback;
-// called from OnData, the data slice stays valid until OnData returns.
-// Called from a callback of the listener's poller, it discards the placed
-// messages that still wait in the completion queue instead (see readOut).
+// called from OnData, the data slice stays valid until OnData returns, and
+// Close returns at once: the placed messages (the rest of the read being
+// dispatched, then the read-out) and OnConnectionClosed follow on the
+// poller goroutine once the callback has returned.
 func (r *ReceiveEndpoint) Close() error {
 	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
 	return nil

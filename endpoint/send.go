@@ -52,10 +52,9 @@ type SendConfig struct {
 	// connection is then reported, never counted as sent (a netio
 	// receiver that closes the connection first delivers what was placed:
 	// see ReceiveEndpoint.Close). A peer process killed after placement but
-	// before OnData ran, or a ReceiveEndpoint closed from a callback of its
-	// listener's poller, can still lose up to its posted buffers' worth;
-	// only an application acknowledgement covers that. It costs an acknowledgement per message. Providers that do not
-	// honour it (see docs/providers.md) make Dial fail with
+	// before OnData ran can still lose up to its posted buffers' worth;
+	// only an application acknowledgement covers that. It costs an
+	// acknowledgement per message. Providers that do not honour it (see docs/providers.md) make Dial fail with
 	// netio.ErrNotSupported.
 	DeliveryComplete bool
 	// ProgressTimeout ends the connection when sends are pending and none

@@ -46,3 +46,10 @@ func (p *Poller) ReadOut(done func() bool) bool {
 	}
 	return done()
 }
+
+// Dispatching reports whether the caller is a completion callback: it runs
+// on the poller goroutine while the completions of a read are being
+// dispatched, where ReadOut refuses. Work that must read the queue (a
+// closing endpoint's read-out) is then queued with Go, to run after the
+// callback's read has been dispatched.
+func (p *Poller) Dispatching() bool { return p.OnPollerGoroutine() && p.delivering }
