@@ -105,8 +105,8 @@ func TestReceiveCloseDeliversWhatTheProviderPlaced(t *testing.T) {
 
 // A callback cannot read the queue out: the completions of the read it is
 // called from are still being dispatched, and another read would
-// overwrite them. So a Close from OnData ends without the read-out
-// (ReceiveEndpoint.Close says so).
+// overwrite them. So a Close from OnData leaves the read-out to the
+// poller's run queue (ReceiveEndpoint.teardown).
 func TestReadOutRefusesInsideACallback(t *testing.T) {
 	mgr := openTCP(t)
 	var l *Listener

@@ -333,15 +333,16 @@ func (r *ReceiveEndpoint) free() {
 // empty (poll.Poller.ReadOut). OnData runs for them before
 // OnConnectionClosed; the buffers are not posted again. It runs on the
 // poller goroutine, after closeEndpoint, outside a completion callback
-// (see teardown); once the listener's own poller has stopped (a
-// Listener.Close whose last work this is) nothing can be read, and what
-// still waits is discarded.
+// (see teardown). It cannot read once the listener's poller has stopped
+// or while it dispatches a read (a teardown run inline there because the
+// poller refused Go, in its last run): what still waits is then discarded,
+// and a Warn says so.
 func (r *ReceiveEndpoint) readOut() {
 	if r.posted <= 0 {
 		return
 	}
 	if !r.l.poller.ReadOut(func() bool { return r.posted <= 0 }) {
-		r.l.log.Debug().Uint64("conn", r.id).Int("receives", r.posted).Msg("closed without reading out the completion queue")
+		r.l.log.Warn().Uint64("conn", r.id).Int("receives", r.posted).Msg("closed without reading out the completion queue")
 	}
 }
 
@@ -357,8 +358,16 @@ func (r *ReceiveEndpoint) readOut() {
 // poller goroutine once the callback has returned.
 func (r *ReceiveEndpoint) Close() error {
 	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
+	r.l.poller.Do(endedBarrier)
 	return nil
 }
+
+// endedBarrier, run by Do after a teardown, returns once every teardown a
+// callback began before it has ended (their ends were queued first, and
+// the run queue is first in, first out), so a Close from another
+// goroutine returns after the connection has ended even when a callback
+// closed it first.
+func endedBarrier() {}
 
 // watchIdle ends the connection when no message has arrived for timeout
 // (ListenConfig.IdleTimeout). It runs on the poller goroutine.
