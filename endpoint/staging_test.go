@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,8 +29,17 @@ const (
 	// straddle the boundary end in a partial write, staged nothing, and
 	// lost in some runs only.
 	stallSize     = 48
-	stallMessages = 1 << 20         // bound: the receiver's socket fills long before
-	stallQuiet    = 1 * time.Second // no completion for this long with every buffer in flight: stalled
+	stallMessages = 1 << 20 // bound: the receiver's socket fills long before
+	// stallQuiet: no completion for this long with every buffer in flight,
+	// the receiver stalled, and then a pass of the sender's poller that
+	// completes nothing: stalled (stalledPair.confirmStall). The quiet
+	// alone was no stall under load (two busy loops and other tests, load
+	// 10-20): the sender's poller went without reading its queue, or the
+	// kernel's socket took nothing, for 0.2 to over 1 s with the sender's
+	// socket far from full, and then went on; once (1 run in about 100)
+	// the 64 sends in flight after 4,020 (of the 66,500 the sockets hold)
+	// completed as Close ran, and Close had nothing left to cancel.
+	stallQuiet = 1 * time.Second
 	// stallInjects bounds the messages of a sender with Inject, whose
 	// buffers are free again at once: before SendConfig.MaxInjectsHeld, tcp
 	// took 6k to 107k injects past what the sockets held (about 66,500
@@ -54,6 +64,7 @@ const (
 // a sender that has sent 48-byte messages until it stalled too.
 type stalledPair struct {
 	ledger   *testpattern.Ledger
+	stalled  atomic.Bool // the receiver is in its stalled OnData
 	pattern  *testpattern.Pattern
 	next     uint64 // the sequence number of the next message: all before it were sent OK
 	s        *endpoint.SendEndpointBuffered
@@ -84,7 +95,7 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 	var stallOnce, releaseOnce sync.Once
 	lcfg.Params = netio.ReceiveParams{BufferSize: stallSize, BufferCount: 16}
 	lcfg.OnData = func(ep *endpoint.ReceiveEndpoint, data []byte) {
-		stallOnce.Do(func() { stalled <- ep; <-gate })
+		stallOnce.Do(func() { p.stalled.Store(true); stalled <- ep; <-gate })
 		p.ledger.Received(data)
 	}
 	lcfg.OnConnectionClosed = func(_ *endpoint.ReceiveEndpoint, err error) {
@@ -115,7 +126,7 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 	if ss.bound == 0 {
 		ss.bound = endpoint.DefaultMaxInjectsHeld
 	}
-	sentAll := p.ledger.SendUntilStalled(stallMessages, stallQuiet, ss.send)
+	sentAll := p.ledger.SendUntilStalledConfirmed(stallMessages, stallQuiet, ss.send, p.confirmStall)
 	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
 	if ss.refused != nil {
 		p.ledger.Refused(ss.refused.ID()) // never reported: not in the count, and its seq is p.next
@@ -126,8 +137,24 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 	return p
 }
 
-// stallSender sends the stalled pair's messages for SendUntilStalled, and
-// sends a buffer refused with NoResources again on the next try. A refusal
+// confirmStall tells a quiet spell of the sender from a stall: the
+// receiver is in its stalled OnData, and a pass of the sender's poller,
+// which drives the provider's progress, reports no send. Close, which
+// reads the queue once more before it cancels what is pending, then finds
+// the same sends pending.
+func (p *stalledPair) confirmStall() bool {
+	if !p.stalled.Load() {
+		return false
+	}
+	before := p.s.Stats()
+	endpoint.PollerPass(p.s)
+	after := p.s.Stats()
+	return after.Completed+after.Failed == before.Completed+before.Failed
+}
+
+// stallSender sends the stalled pair's messages for
+// SendUntilStalledConfirmed, and sends a buffer refused with NoResources
+// again on the next try. A refusal
 // at MaxInjectsHeld does not count as stalled at once: the injects'
 // reports came long before, so SendUntilStalled's quiet would pass while
 // the provider may still be sending (sockets' counter lags its progress

@@ -1,6 +1,7 @@
 package rdm_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,12 +32,11 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	pattern := testpattern.New(size, testpattern.WithHeader())
 	ledger := testpattern.NewLedger(pattern, 0)
 	release := make(chan struct{})
-	stalled := false
+	var stalled atomic.Bool // the receiver is in its stalled OnData
 	rx := open(t, openDomain(t, prov), "127.0.0.1:0", rdm.Config{
 		Receive: netio.ReceiveParams{BufferSize: size, BufferCount: 16},
 		OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
-			if !stalled { // the poller goroutine only
-				stalled = true
+			if stalled.CompareAndSwap(false, true) {
 				<-release
 			}
 			ledger.Received(data)
@@ -61,7 +61,20 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	peer, err := tx.AddPeer(rx.Addr())
 	require.NoError(t, err)
 
-	sentAll := ledger.SendUntilStalled(maxSent, quiet, func(seq uint64) bool {
+	// A quiet second alone is no stall on a loaded machine (see endpoint's
+	// stallQuiet): the receiver must be in its stalled OnData, and a pass
+	// of the sender's poller must complete nothing.
+	confirm := func() bool {
+		if !stalled.Load() {
+			return false
+		}
+		before := tx.Stats()
+		rdm.OnPoller(tx, func() {})
+		rdm.OnPoller(tx, func() {}) // the poller reads its queue between the two
+		after := tx.Stats()
+		return after.Completed+after.Failed == before.Completed+before.Failed
+	}
+	sentAll := ledger.SendUntilStalledConfirmed(maxSent, quiet, func(seq uint64) bool {
 		buf := tx.GetBuffer()
 		if buf == nil {
 			return false
@@ -70,7 +83,7 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 		ledger.Sent(buf.ID(), seq)
 		require.Equal(t, netio.OK, tx.SendBuffer(buf, size, peer), "send %d", seq)
 		return true
-	})
+	}, confirm)
 	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
 	require.NoError(t, tx.Close())
 	atClose := ledger.Report()

@@ -83,7 +83,18 @@ func (l *Ledger) Completed(key uint64, ok bool) {
 // seq (recording it with Sent) or returns false when no buffer is free.
 // While none is, it waits for a completion; when none comes for quiet it
 // returns true: the sender is stalled. It returns false after max messages.
+// A quiet window alone can be a loaded machine's pause rather than a stall:
+// SendUntilStalledConfirmed asks for more.
 func (l *Ledger) SendUntilStalled(max uint64, quiet time.Duration, send func(seq uint64) bool) bool {
+	return l.SendUntilStalledConfirmed(max, quiet, send, nil)
+}
+
+// SendUntilStalledConfirmed is SendUntilStalled whose quiet counts as a
+// stall only when stalled (if not nil) confirms it: say, the receiver is
+// known to have stopped and the sender's poller made a pass that completed
+// nothing. When stalled says no, it goes on waiting for a completion, and
+// asks again after the next quiet.
+func (l *Ledger) SendUntilStalledConfirmed(max uint64, quiet time.Duration, send func(seq uint64) bool, stalled func() bool) bool {
 	t := time.NewTimer(quiet)
 	defer t.Stop()
 	for seq := range max {
@@ -92,7 +103,9 @@ func (l *Ledger) SendUntilStalled(max uint64, quiet time.Duration, send func(seq
 			select {
 			case <-l.done:
 			case <-t.C:
-				return true
+				if stalled == nil || stalled() {
+					return true
+				}
 			}
 		}
 	}
