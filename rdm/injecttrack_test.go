@@ -53,8 +53,7 @@ func injectPastStall(e *rdm.Endpoint, data []byte, to rdm.Peer) netio.Status {
 	if st := injectWithin(e, data, to, othersWait); st != netio.NoResources {
 		return st
 	}
-	rdm.OnPoller(e, func() {})
-	rdm.OnPoller(e, func() {}) // the poller drains and reads its queue between the two
+	pollerPass(e)
 	return injectWithin(e, data, to, othersWait)
 }
 
@@ -68,11 +67,13 @@ func counter(n *atomic.Int64) func(*rdm.Endpoint, rdm.Peer, []byte) {
 }
 
 // fillPeer sends 8 KiB buffered messages to a stalled peer until no
-// buffer has come back for 1 s: its socket is full, and a send to it
-// completes no more (300 ms was too short under load, average 20 on 2
-// cores: the sends went on completing, and the tests' preconditions
-// failed). It says false when the provider took every send for 10 s
-// (sockets buffers them all in its own progress thread).
+// buffer has come back for 1 s and then a pass of tx's poller completes
+// none: its socket is full, and a send to it completes no more (300 ms
+// was too short under load, average 20 on 2 cores: the sends went on
+// completing, and the tests' preconditions failed; and a quiet second
+// alone can be a poller behind, see endpoint's stallQuiet). It says false
+// when the provider took every send for 10 s (sockets buffers them all in
+// its own progress thread).
 func fillPeer(t *testing.T, tx *rdm.Endpoint, to rdm.Peer) bool {
 	t.Helper()
 	last := time.Now()
@@ -80,6 +81,10 @@ func fillPeer(t *testing.T, tx *rdm.Endpoint, to rdm.Peer) bool {
 		buf := tx.GetBuffer()
 		if buf == nil {
 			if time.Since(last) > time.Second {
+				if before := tx.Stats(); pollerPassCompletes(tx, before) {
+					last = time.Now()
+					continue
+				}
 				return true
 			}
 			time.Sleep(100 * time.Microsecond)
@@ -89,6 +94,23 @@ func fillPeer(t *testing.T, tx *rdm.Endpoint, to rdm.Peer) bool {
 		require.Equal(t, netio.OK, tx.SendBuffer(buf, min(8192, len(buf.Bytes())), to))
 	}
 	return false
+}
+
+// pollerPass returns once e's poller has read its queue (driving the
+// provider's progress, and posting what was queued before) after the
+// call: two functions run on it in turn, and it reads its queue between
+// them.
+func pollerPass(e *rdm.Endpoint) {
+	rdm.OnPoller(e, func() {})
+	rdm.OnPoller(e, func() {})
+}
+
+// pollerPassCompletes reports whether e reported a send, from before on,
+// by the end of a pollerPass.
+func pollerPassCompletes(e *rdm.Endpoint, before rdm.Stats) bool {
+	pollerPass(e)
+	after := e.Stats()
+	return after.Completed+after.Failed != before.Completed+before.Failed
 }
 
 // TestStalledPeerDoesNotStopInjectsToOthers: a receiver whose OnData
