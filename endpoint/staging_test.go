@@ -34,11 +34,13 @@ const (
 	// the receiver stalled, and then a pass of the sender's poller that
 	// completes nothing: stalled (stalledPair.confirmStall). The quiet
 	// alone was no stall under load (two busy loops and other tests, load
-	// 10-20): the sender's poller went without reading its queue, or the
-	// kernel's socket took nothing, for 0.2 to over 1 s with the sender's
-	// socket far from full, and then went on; once (1 run in about 100)
-	// the 64 sends in flight after 4,020 (of the 66,500 the sockets hold)
-	// completed as Close ran, and Close had nothing left to cancel.
+	// 15-30): with the receiver stalled and the sender's socket far from
+	// full (0 to 2.3 MB unsent of its 4 MiB), no send completed for 0.2 to
+	// 0.76 s, mostly with the socket at a zero window and probing, and
+	// then sending went on; once (1 run in about 100) the 64 sends in
+	// flight after 4,020 (of the 66,500 the sockets hold) had completed by
+	// the time Close ran, and Close had nothing left to cancel
+	// (closeThenRelease also checks right before Close).
 	stallQuiet = 1 * time.Second
 	// stallInjects bounds the messages of a sender with Inject, whose
 	// buffers are free again at once: before SendConfig.MaxInjectsHeld, tcp
@@ -64,6 +66,7 @@ const (
 // stalledPair is a listener whose first OnData stalls until release, and
 // a sender that has sent 48-byte messages until it stalled too.
 type stalledPair struct {
+	ss       *stallSender
 	ledger   *testpattern.Ledger
 	stalled  atomic.Bool // the receiver is in its stalled OnData
 	pattern  *testpattern.Pattern
@@ -120,22 +123,39 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.s.Close()) })
 
-	ss := &stallSender{t: t, p: p, inject: scfg.Inject, bound: uint64(scfg.MaxInjectsHeld), max: stallInjects}
+	p.ss = &stallSender{t: t, p: p, inject: scfg.Inject, bound: uint64(scfg.MaxInjectsHeld), max: stallInjects}
 	if mgr.Provider() == "sockets" {
-		ss.max = stallInjectsSockets
+		p.ss.max = stallInjectsSockets
 	}
-	if ss.bound == 0 {
-		ss.bound = endpoint.DefaultMaxInjectsHeld
+	if p.ss.bound == 0 {
+		p.ss.bound = endpoint.DefaultMaxInjectsHeld
 	}
-	sentAll := p.ledger.SendUntilStalledConfirmed(stallMessages, stallQuiet, ss.send, p.confirmStall)
+	p.fill(t)
+	p.receiver = <-stalled
+	return p
+}
+
+// fill sends message p.next, p.next+1, ... until the sender is stalled
+// (stallSender, confirmStall).
+func (p *stalledPair) fill(t *testing.T) {
+	t.Helper()
+	ss, from := p.ss, p.next
+	sentAll := p.ledger.SendUntilStalledConfirmed(stallMessages, stallQuiet,
+		func(i uint64) bool { return ss.send(from + i) }, p.confirmStall)
 	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
 	if ss.refused != nil {
 		p.ledger.Refused(ss.refused.ID()) // never reported: not in the count, and its seq is p.next
 		_, st := p.s.ReleaseBuffer(ss.refused.ID())
 		require.Equal(t, netio.OK, st)
+		ss.refused = nil
 	}
-	p.receiver = <-stalled
-	return p
+}
+
+// pending returns how many of the sender's sends are neither completed
+// nor failed.
+func (p *stalledPair) pending() uint64 {
+	st := p.s.Stats()
+	return st.Sent - st.Completed - st.Failed
 }
 
 // confirmStall tells a quiet spell of the sender from a stall: the
@@ -212,11 +232,23 @@ func (ss *stallSender) boundPassed() bool {
 	return false
 }
 
-// closeThenRelease closes the sender, releases the receiver, waits for the
-// receiving connection to end, and checks that every send reported OK
-// arrived, once and intact.
+// closeThenRelease closes the sender with sends pending, releases the
+// receiver, waits for the receiving connection to end, and checks that
+// every send reported OK arrived, once and intact.
 func (p *stalledPair) closeThenRelease(t *testing.T) {
 	t.Helper()
+	// A moment after the verdict the sends may have gone on all the same:
+	// pauses of up to 0.76 s, the sender's poller reading its queue and
+	// its socket at a zero window and probing, ended so under load, and a
+	// loaded machine may not run this goroutine for that long. With
+	// nothing pending, Close would have nothing to cancel: stall the
+	// sender again, and close at once.
+	for range 3 {
+		if p.pending() > 0 {
+			break
+		}
+		p.fill(t)
+	}
 	require.NoError(t, p.s.Close())
 	atClose := p.ledger.Report()
 	t.Logf("%s=%q; at Close: %d sends reported OK, %d not", fabric.TCPStagingEnv, fabric.TCPStaging(), atClose.OK, atClose.NotOK)

@@ -146,6 +146,23 @@ func (l *Ledger) Delivered() int {
 	return l.delivered
 }
 
+// AwaitDelivered waits until n messages arrived intact (Delivered), for as
+// long as they keep arriving: it returns false once none arrived for idle.
+// A drain under -race on a loaded machine may take far longer than any
+// fixed window; a receiver that stops is what it catches.
+func (l *Ledger) AwaitDelivered(n int, idle time.Duration) bool {
+	last, since := l.Delivered(), time.Now()
+	for last < n {
+		time.Sleep(time.Millisecond)
+		if now := l.Delivered(); now != last {
+			last, since = now, time.Now()
+		} else if time.Since(since) > idle {
+			return false
+		}
+	}
+	return true
+}
+
 // LedgerReport is what a Ledger found.
 type LedgerReport struct {
 	OK, NotOK int      // sends reported OK, and reported otherwise

@@ -133,3 +133,23 @@ func TestSendUntilStalledConfirmed(t *testing.T) {
 	assert.Equal(t, []uint64{0, 1}, sent, "sent on after the unconfirmed quiet")
 	assert.Equal(t, 3, asked, "asked after each quiet, and stopped at the first yes")
 }
+
+// TestAwaitDelivered: the wait goes on while messages arrive, however long
+// that takes, ends once n arrived, and gives up only after idle without one.
+func TestAwaitDelivered(t *testing.T) {
+	p := New(64, WithHeader())
+	l := NewLedger(p, 0)
+	assert.True(t, l.AwaitDelivered(0, time.Millisecond), "nothing to wait for")
+	go func() {
+		msg := make([]byte, 64)
+		for seq := range uint64(20) {
+			time.Sleep(5 * time.Millisecond) // 100 ms in all, in steps far below idle
+			p.Fill(msg, 0, seq)
+			l.Received(msg)
+		}
+	}()
+	assert.True(t, l.AwaitDelivered(20, time.Minute), "every message arrived")
+	start := time.Now()
+	assert.False(t, l.AwaitDelivered(21, 20*time.Millisecond), "no 21st message")
+	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond, "waited idle first")
+}
