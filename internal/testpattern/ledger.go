@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,7 @@ type Ledger struct {
 	inFlight  map[uint64][]uint64 // send key -> messages sent with it, oldest first
 	unknown   int                 // completions of keys with nothing in flight
 	done      chan struct{}       // a token per completion, as room allows
+	completed atomic.Uint64       // completions of sends in flight (Completed)
 }
 
 // NewLedger returns a ledger of stream's messages of pattern p, which must
@@ -73,6 +75,7 @@ func (l *Ledger) Completed(key uint64, ok bool) {
 	l.inFlight[key] = seqs[1:]
 	l.mu.Unlock()
 	l.Reported(seqs[0], ok)
+	l.completed.Add(1)
 	select {
 	case l.done <- struct{}{}:
 	default:
@@ -100,10 +103,15 @@ func (l *Ledger) SendUntilStalledConfirmed(max uint64, quiet time.Duration, send
 	for seq := range max {
 		for !send(seq) {
 			t.Reset(quiet)
+			before := l.completed.Load()
 			select {
 			case <-l.done:
 			case <-t.C:
-				if stalled == nil || stalled() {
+				// A goroutine the machine did not run for longer than quiet
+				// finds the timer and a completion's token both ready, and
+				// select picks either: only a quiet without a completion
+				// counts.
+				if l.completed.Load() == before && (stalled == nil || stalled()) {
 					return true
 				}
 			}
