@@ -42,3 +42,14 @@ func ShortenBacklogRetry(r *ReconnectingSender) {
 
 // BacklogRetry is the first wait before a retry of a refused backlog.
 const BacklogRetry = backlogRetry
+
+// PollerPass returns once s's poller goroutine has read its completion
+// queue (driving the provider's progress) after the call, and delivered
+// what it read: two functions run on it in turn, and the poller reads its
+// queue between them. A test that waits for a sender to stall asks it
+// whether a quiet spell was the sender's poller not running (a loaded
+// machine) or sends the provider cannot complete.
+func PollerPass(s *SendEndpointBuffered) {
+	s.c.Poller.Do(func() {})
+	s.c.Poller.Do(func() {})
+}

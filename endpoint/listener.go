@@ -364,14 +364,16 @@ func (s *ReceiveStats) add(o ReceiveStats) {
 	s.MalformedBuffers += o.MalformedBuffers
 }
 
-// Close stops accepting, closes every connection (each gets its
-// OnConnectionClosed with netio.ErrClosed and the peer sees it closed;
+// Close stops accepting, closes every connection (as ReceiveEndpoint.Close
+// does: messages the provider placed are delivered first, then each gets
+// its OnConnectionClosed with netio.ErrClosed and the peer sees it closed;
 // with ListenConfig.Replies, every reply still in flight is first reported
 // Canceled to ListenReplies.OnSendCompleted), and
 // stops the listener's own poller. The listening port is released when the
 // poller stops: with a shared poller, when that poller is closed (requests
 // arriving until then are rejected). It is idempotent and may be called
-// from a callback.
+// from a callback; from a completion callback of the listener's poller the
+// connections end, and their OnConnectionClosed runs, after it returns.
 func (l *Listener) Close() error {
 	return l.closer.Close(l.poller, func() error {
 		l.mu.Lock()
@@ -382,6 +384,7 @@ func (l *Listener) Close() error {
 				r.teardown(netio.ErrClosed)
 			}
 		})
+		l.poller.Do(endedBarrier)
 		err := l.release()
 		l.entry.Remove(nil)
 		return err

@@ -44,6 +44,11 @@ type ReceiveEndpoint struct {
 	// Poller goroutine only: delivering what is left after the peer's
 	// shutdown.
 	drain drainer
+	// Poller goroutine only: the receives posted and not yet completed,
+	// and whether the close is reading out what the provider placed
+	// before it (readOut).
+	posted     int
+	readingOut bool
 
 	state                   atomic.Uint32
 	messages, bytes, errors atomic.Uint64
@@ -82,6 +87,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if err = r.postAll(); err != nil {
 		return err
 	}
+	r.posted = p.BufferCount
 	return r.ep.Accept()
 }
 
@@ -149,7 +155,10 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 		r.sent(key&^reverseKeyFlag, res)
 		return
 	}
-	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
+	if res.Status != netio.OK || res.Flags&fabric.FlagRecv != 0 {
+		r.posted-- // a receive's completion: placed, flushed or failed
+	}
+	if r.state.Load() == stateClosed && !r.readingOut || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
 		return
 	}
 	if res.Status != netio.OK {
@@ -190,7 +199,9 @@ func (r *ReceiveEndpoint) repost(key uint32) {
 	if errno := r.in.repost(r.ep, key); errno != 0 {
 		r.errors.Add(1)
 		r.l.log.Error().Uint64("conn", r.id).Err(errno).Msg("reposting receive buffer")
+		return
 	}
+	r.posted++
 }
 
 // handleEvent runs on the poller goroutine.
@@ -238,8 +249,15 @@ func (r *ReceiveEndpoint) peek() fabric.Errno { return r.ep.Peek(r.owner.Context
 // shutdown is over (see drainer).
 func (r *ReceiveEndpoint) endDrained() { r.teardown(r.peerClosed(netio.ErrConnectionClosed)) }
 
-// teardown ends the connection once and frees its buffers; an established
-// connection gets its OnConnectionClosed. It runs on the poller goroutine.
+// teardown ends the connection once: it closes the endpoint (the peer sees
+// it closed, and the provider places nothing more), delivers what the
+// provider placed before the close (readOut), then frees the buffers and
+// gives an established connection its OnConnectionClosed (end). Called
+// from a completion callback of the listener's poller (OnData closing the
+// connection), where the completion queue cannot be read, it leaves the
+// read-out and the rest to the poller's run queue, after the read being
+// dispatched: the rest of that read is delivered meanwhile, as the
+// read-out would deliver it. It runs on the poller goroutine.
 func (r *ReceiveEndpoint) teardown(reason error) {
 	prev := r.state.Swap(stateClosed)
 	if prev == stateClosed {
@@ -249,20 +267,40 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 	if r.idle != nil {
 		r.idle.Stop()
 	}
-	r.l.retire(r)
-	r.release(reason)      // closing the endpoint tells the peer; see closeEndpoint
-	r.entry.Remove(reason) // after release: the sends it cancels are counted
+	r.closeEndpoint(reason)
+	if p := r.l.poller; p.Dispatching() && p.Go(func() { r.end(reason, prev) }) {
+		return
+	}
+	r.end(reason, prev)
+}
+
+// end finishes what teardown began, once the queue can be read.
+func (r *ReceiveEndpoint) end(reason error, prev uint32) {
+	r.readOut()
+	r.free()
+	r.l.retire(r)          // after the read-out: the messages it delivered are counted
+	r.entry.Remove(reason) // after closeEndpoint: the sends it canceled are counted
 	r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
 		cb(r, reason)
 	}
 }
 
-// release closes the endpoint, then frees the buffers (deregistered, or
-// handed back to the pool): in that order, so the provider has let go of
-// them first. RMA transfers in flight end canceled for reason.
+// release ends a connection that was never accepted: it closes the
+// endpoint, delivers nothing (none was placed) and frees what open set up.
 func (r *ReceiveEndpoint) release(reason error) {
-	r.l.poller.Unregister(r.owner)
+	r.closeEndpoint(reason)
+	r.readOut()
+	r.free()
+}
+
+// closeEndpoint closes the endpoint, which tells the peer, and ends its
+// RMA transfers in flight (canceled for reason) and its replies in flight
+// (Canceled): their flushed completions, read out later, find them
+// reported. From then on its receive completions are delivered without
+// reposting (readingOut).
+func (r *ReceiveEndpoint) closeEndpoint(reason error) {
+	r.readingOut = true
 	r.post.Close(func() { // no RMA post may race with the close
 		if err := r.ep.Close(); err != nil {
 			r.l.log.Error().Err(err).Msg("closing endpoint")
@@ -270,22 +308,66 @@ func (r *ReceiveEndpoint) release(reason error) {
 	})
 	r.rmaOps.cancelPending(reason)
 	r.cancelSends()
+}
+
+// free forgets the endpoint's completions and frees the receive buffers
+// (deregistered, or handed back to the pool): after closeEndpoint and
+// readOut, so the provider has let go of them first.
+func (r *ReceiveEndpoint) free() {
+	r.readingOut = false
+	r.l.poller.Unregister(r.owner)
 	r.info.Free()
 	if err := r.in.free(); err != nil {
 		r.l.log.Error().Err(err).Msg("freeing receive buffers")
 	}
 }
 
-// Close closes this connection; the peer sees it closed, every reply still
-// in flight (ListenConfig.Replies) is reported Canceled to
+// readOut delivers the messages the provider placed in the connection's
+// buffers before its endpoint was closed and that still wait in the
+// completion queue, behind other connections' completions (the poll loop
+// runs queued work, such as this close, after at most 16 batches or error
+// completions). With DeliveryComplete the provider acknowledged each at
+// placement, so its sender has it reported OK: dropping it lost a message
+// reported delivered. It reads until every posted receive has completed
+// (tcp flushes the rest with FI_ECANCELED at the close) or the queue is
+// empty (poll.Poller.ReadOut). OnData runs for them before
+// OnConnectionClosed; the buffers are not posted again. It runs on the
+// poller goroutine, after closeEndpoint, outside a completion callback
+// (see teardown). It cannot read once the listener's poller has stopped
+// or while it dispatches a read (a teardown run inline there because the
+// poller refused Go, in its last run): what still waits is then discarded,
+// and a Warn says so.
+func (r *ReceiveEndpoint) readOut() {
+	if r.posted <= 0 {
+		return
+	}
+	if !r.l.poller.ReadOut(func() bool { return r.posted <= 0 }) {
+		r.l.log.Warn().Uint64("conn", r.id).Int("receives", r.posted).Msg("closed without reading out the completion queue")
+	}
+}
+
+// Close closes this connection; the peer sees it closed, the messages the
+// provider had already placed in its buffers are passed to OnData (with
+// SendConfig.DeliveryComplete their sender has them reported OK), every
+// reply still in flight (ListenConfig.Replies) is reported Canceled to
 // ListenReplies.OnSendCompleted, and then OnConnectionClosed runs with
-// netio.ErrClosed. It is idempotent and may be
-// called from a callback; called from OnData, the data slice stays valid
-// until OnData returns.
+// netio.ErrClosed. It is idempotent and may be called from a callback;
+// called from OnData, the data slice stays valid until OnData returns, and
+// Close returns at once: the placed messages (the rest of the read being
+// dispatched, then the read-out) and OnConnectionClosed follow on the
+// poller goroutine once the callback has returned.
 func (r *ReceiveEndpoint) Close() error {
 	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
+	r.l.poller.Do(endedBarrier)
 	return nil
 }
+
+// endedBarrier, run by Do after a teardown, returns once every teardown a
+// callback began before it has ended (their ends were queued first, and
+// the run queue is first in, first out), so a Close from another
+// goroutine returns after the connection has ended even when a callback
+// closed it first.
+func endedBarrier() {}
 
 // watchIdle ends the connection when no message has arrived for timeout
 // (ListenConfig.IdleTimeout). It runs on the poller goroutine.
