@@ -2,6 +2,12 @@ package endpoint
 
 import "time"
 
+// ReadingOut reports whether r's close is reading out the messages the
+// provider placed before it (ReceiveEndpoint.readOut): OnData then runs
+// for a message that came after the close was decided. Call it from
+// OnData (the poller goroutine).
+func ReadingOut(r *ReceiveEndpoint) bool { return r.readingOut }
+
 // SendsHeld returns how many sends the provider holds unsent, as the
 // send counter of an endpoint with SendConfig.Inject tells: for tests of
 // SendConfig.MaxInjectsHeld.
