@@ -29,7 +29,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
 	"github.com/netio-go/netio/endpoint"
 	"github.com/netio-go/netio/internal/testpattern"
@@ -45,6 +48,7 @@ type options struct {
 	faultEvery time.Duration
 	maxSize    int
 	seed       uint64
+	trace      string // file for the whole trace, "" for none
 }
 
 func parseFlags(args []string) (options, error) {
@@ -56,6 +60,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.faultEvery, "fault-every", 2*time.Second, "time between faults")
 	fs.IntVar(&o.maxSize, "max-size", 16<<10, "largest message in bytes")
 	fs.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "random seed (printed)")
+	fs.StringVar(&o.trace, "trace", "", "write every event of the run (bounded) to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -116,6 +121,7 @@ type stream struct {
 	delivered keySet
 	failed    keySet
 	reported  atomic.Uint64
+	times     keyTimes
 }
 
 // soak is the whole run's state.
@@ -126,6 +132,7 @@ type soak struct {
 	addr     string
 	streams  []*stream
 	listener atomic.Pointer[endpoint.Listener]
+	tr       *trace
 
 	verifyErrors, duplicates, foreign atomic.Uint64
 	faults                            map[string]int
@@ -166,8 +173,15 @@ type result struct {
 	// LostDetail names, per stream that lost messages, its first lost
 	// keys and whether its sender reported every key: reported all means
 	// a lost key was reported OK and never delivered; fewer means some
-	// key was never reported at all.
+	// key was never reported at all. Its timeline says what happened
+	// around them.
 	LostDetail []lostStream `json:"lost_detail,omitempty"`
+	// PollerDropped counts, by poller (the listener's, the senders'),
+	// the completions and events read after their endpoint had gone
+	// (stats.Poller.Dropped): on the listener's, messages the provider
+	// had placed, and with DeliveryComplete acknowledged, that no OnData
+	// saw.
+	PollerDropped map[string]uint64 `json:"poller_dropped"`
 }
 
 // lostStream is one stream's part of result.LostDetail.
@@ -177,6 +191,10 @@ type lostStream struct {
 	Reported   uint64   `json:"reported"`
 	Lost       int      `json:"lost"`
 	FirstKeys  []uint64 `json:"first_keys"`
+	// Timeline is the stream's story around its lost keys, times since
+	// the start (trace.timeline).
+	Timeline []string `json:"timeline"`
+	runs     []keyRun // the first maxKeyRuns runs of consecutive lost keys
 }
 
 // has reports whether key is in the snapshot set.
@@ -197,17 +215,30 @@ func (st *stream) lostKeys(index int, handedOver uint64) (lostStream, bool) {
 		if ls.Lost++; len(ls.FirstKeys) < 16 {
 			ls.FirstKeys = append(ls.FirstKeys, key)
 		}
+		if n := len(ls.runs); n > 0 && ls.runs[n-1].last+1 == key {
+			ls.runs[n-1].last = key
+		} else if n < maxKeyRuns {
+			ls.runs = append(ls.runs, keyRun{key, key})
+		}
 	}
 	return ls, ls.Lost > 0
 }
 
+// Names of the soak's pollers, for their dropped completions.
+const (
+	listenerPoller = "soak-listener"
+	senderPoller   = "soak-sender"
+)
+
 func run(o options) (result, error) {
-	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1"})
+	tr := newTrace()
+	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1",
+		Logger: zerolog.New(tr).Level(zerolog.DebugLevel)})
 	if err != nil {
 		return result{}, err
 	}
 	defer mgr.Close()
-	s := &soak{o: o, pat: testpattern.New(o.maxSize, testpattern.WithHeader()), mgr: mgr, faults: map[string]int{}}
+	s := &soak{o: o, pat: testpattern.New(o.maxSize, testpattern.WithHeader()), mgr: mgr, faults: map[string]int{}, tr: tr}
 	if err := s.startListener("127.0.0.1:0"); err != nil {
 		return result{}, err
 	}
@@ -227,13 +258,21 @@ func run(o options) (result, error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	s.settle()
-	return s.account(elapsed), s.listener.Load().Close()
+	res := s.account(elapsed)
+	err = s.listener.Load().Close()
+	if o.trace != "" {
+		err = errors.Join(err, tr.dump(o.trace))
+	}
+	return res, err
 }
 
 func (s *soak) startListener(addr string) error {
 	cfg := endpoint.ListenConfig{
-		Params: netio.ReceiveParams{BufferSize: s.o.maxSize, BufferCount: 64},
-		OnData: func(_ *endpoint.ReceiveEndpoint, data []byte) { s.receive(data) },
+		Params:                  netio.ReceiveParams{BufferSize: s.o.maxSize, BufferCount: 64},
+		OnData:                  s.receive,
+		OnConnectionEstablished: s.tr.accepted,
+		OnConnectionClosed:      s.tr.closed,
+		Runtime:                 cq.Runtime{PollerConfig: cq.Config{Name: listenerPoller}},
 	}
 	var err error
 	for range 50 { // the old listener's port goes when its poller stops
@@ -248,7 +287,7 @@ func (s *soak) startListener(addr string) error {
 }
 
 func (s *soak) startSenders() error {
-	for range s.o.senders {
+	for i := range s.o.senders {
 		st := &stream{}
 		rs, err := endpoint.DialReconnecting(s.mgr, s.addr, endpoint.ReconnectConfig{
 			// Delivery-complete sends make OK mean "in the receiver's
@@ -256,6 +295,7 @@ func (s *soak) startSenders() error {
 			Send: endpoint.SendConfig{
 				Params:           netio.BufferedSendParams{BufferSize: s.o.maxSize, BufferCount: 32},
 				DeliveryComplete: true,
+				Runtime:          cq.Runtime{PollerConfig: cq.Config{Name: senderPoller}},
 			},
 			InitialBackoff: 5 * time.Millisecond,
 			MaxBackoff:     200 * time.Millisecond,
@@ -264,7 +304,15 @@ func (s *soak) startSenders() error {
 				if status != netio.OK {
 					st.failed.add(key)
 				}
+				st.times.report(s.tr, key, status)
 				st.reported.Add(1)
+			},
+			OnConnectionChange: func(connected bool, err error) {
+				if connected {
+					s.tr.add(i, "stream %d connected", i)
+				} else {
+					s.tr.add(i, "stream %d disconnected: %v", i, err)
+				}
 			},
 		})
 		if err != nil {
@@ -291,6 +339,7 @@ func (s *soak) send(ctx context.Context, id uint32, st *stream) {
 				if got != key {
 					panic(fmt.Sprintf("sender %d: key %d, expected %d", id, got, key))
 				}
+				st.times.handed(s.tr, key)
 				key++
 				break
 			}
@@ -301,7 +350,7 @@ func (s *soak) send(ctx context.Context, id uint32, st *stream) {
 
 // receive checks a message (length, content) as the message its header
 // names and records its key. It runs on a poller.
-func (s *soak) receive(data []byte) {
+func (s *soak) receive(ep *endpoint.ReceiveEndpoint, data []byte) {
 	h, ok := testpattern.ParseHeader(data)
 	if !ok {
 		s.verifyErrors.Add(1)
@@ -318,6 +367,7 @@ func (s *soak) receive(data []byte) {
 	if s.streams[h.Stream].delivered.add(h.Seq) {
 		s.duplicates.Add(1)
 	}
+	s.tr.delivered(ep, h.Stream, h.Seq)
 }
 
 // injectFaults breaks things until ctx ends.
@@ -331,19 +381,21 @@ func (s *soak) injectFaults(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		began := s.tr.since()
 		switch rng.IntN(3) {
 		case 0:
-			s.fault("listener restart", s.restartListener())
+			s.fault("listener restart", began, s.restartListener())
 		case 1:
-			s.fault("connection closed by server", s.closeConnection(rng))
+			s.fault("connection closed by server", began, s.closeConnection(rng))
 		default:
-			s.fault("idle connection churn", s.churn())
+			s.fault("idle connection churn", began, s.churn())
 		}
 	}
 }
 
-func (s *soak) fault(name string, err error) {
+func (s *soak) fault(name string, began time.Duration, err error) {
 	s.faults[name]++
+	s.tr.add(everyStream, "fault %s, began at %s: %v", name, ms(began), err)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "soak: %s: %v\n", name, err)
 	}
@@ -361,7 +413,9 @@ func (s *soak) closeConnection(rng *rand.Rand) error {
 	if len(conns) == 0 {
 		return nil
 	}
-	return conns[rng.IntN(len(conns))].Close()
+	c := conns[rng.IntN(len(conns))]
+	s.tr.add(everyStream, "closing conn %d from %s", c.ID(), c.RemoteAddr())
+	return c.Close()
 }
 
 // churn opens a connection that sends nothing and closes it.
@@ -433,9 +487,14 @@ func (s *soak) account(elapsed time.Duration) result {
 	if r.Lost != 0 {
 		for i, st := range s.streams {
 			if ls, lost := st.lostKeys(i, st.rs.Stats().HandedOver); lost {
+				ls.Timeline = s.tr.timeline(i, &st.times, ls.runs)
 				r.LostDetail = append(r.LostDetail, ls)
 			}
 		}
+	}
+	r.PollerDropped = map[string]uint64{}
+	for _, p := range s.mgr.Snapshot().PollerTotals {
+		r.PollerDropped[p.Name] += p.Dropped
 	}
 	return r
 }
