@@ -13,7 +13,9 @@
 // must be delivered or reported failed (or both: a message in flight when
 // its connection broke may have arrived although its sender could not know).
 // The summary line is JSON; the exit status is 1 when a message was lost,
-// delivered twice or corrupted, 2 for bad flags.
+// delivered twice or corrupted, 2 for bad flags, 3 when the run was still
+// going --stuck-after past its duration (it then prints every goroutine's
+// stack and its trace instead).
 package main
 
 import (
@@ -49,6 +51,7 @@ type options struct {
 	maxSize    int
 	seed       uint64
 	trace      string // file for the whole trace, "" for none
+	stuck      time.Duration
 }
 
 func parseFlags(args []string) (options, error) {
@@ -61,14 +64,15 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.maxSize, "max-size", 16<<10, "largest message in bytes")
 	fs.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "random seed (printed)")
 	fs.StringVar(&o.trace, "trace", "", "write every event of the run (bounded) to this file")
+	fs.DurationVar(&o.stuck, "stuck-after", 2*time.Minute, "past the duration, give up: print every goroutine and the trace, exit 3")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	switch {
 	case o.provider != "tcp":
 		return o, errors.New("--provider: exact accounting needs delivery-complete sends, which only tcp offers in libfabric 1.17")
-	case o.duration <= 0 || o.faultEvery <= 0:
-		return o, errors.New("--duration and --fault-every must be positive")
+	case o.duration <= 0 || o.faultEvery <= 0 || o.stuck <= 0:
+		return o, errors.New("--duration, --fault-every and --stuck-after must be positive")
 	case o.senders < 1 || o.senders > 64:
 		return o, errors.New("--senders must be 1..64")
 	case o.maxSize < headerLen || o.maxSize > 1<<20:
@@ -232,6 +236,7 @@ const (
 
 func run(o options) (result, error) {
 	tr := newTrace()
+	defer watchdog(o.duration+o.stuck, tr, o.trace, os.Stderr)()
 	mgr, err := domain.Open(domain.Config{Provider: o.provider, Address: "127.0.0.1",
 		Logger: zerolog.New(tr).Level(zerolog.DebugLevel)})
 	if err != nil {

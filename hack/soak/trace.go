@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -265,6 +266,13 @@ func ms(d time.Duration) string {
 // dump writes every event, earliest first, then every accepted
 // connection and what it carried, to path (--trace).
 func (t *trace) dump(path string) error {
+	var e bytes.Buffer
+	t.dumpTo(&e)
+	return os.WriteFile(path, e.Bytes(), 0o644)
+}
+
+// dumpTo writes what dump writes to w.
+func (t *trace) dumpTo(w io.Writer) {
 	var b bytes.Buffer
 	t.mu.Lock()
 	evs := slices.Clone(t.events)
@@ -280,10 +288,8 @@ func (t *trace) dump(path string) error {
 	}
 	t.mu.Unlock()
 	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
-	var e bytes.Buffer
 	for _, ev := range evs {
-		fmt.Fprintf(&e, "%s [%d] %s\n", ms(ev.at), ev.stream, ev.what)
+		fmt.Fprintf(w, "%s [%d] %s\n", ms(ev.at), ev.stream, ev.what)
 	}
-	e.Write(b.Bytes())
-	return os.WriteFile(path, e.Bytes(), 0o644)
+	_, _ = w.Write(b.Bytes())
 }
