@@ -193,48 +193,56 @@ func (k *keyTimes) handedAt(key uint64) time.Duration {
 type keyRun struct{ first, last uint64 }
 
 // timeline is the lost stream's story, earliest first and at most
-// maxTimeline lines: its lost keys (when handed over and reported, how),
-// its connection changes, the accepted connections that carried it, the
-// faults, and the library's log lines and the accepts and closes of
-// connections that carried no stream, from a second before its first lost
-// key was handed over to a second after its last was reported.
+// maxTimeline lines. Always in it: its lost keys (when the first runs were
+// handed over and reported, and how) and the accepted connections that
+// carried it (peer, keys, how they ended). As far as room is left, what
+// happened from a second before its first lost key was handed over to a
+// second after its last was reported, earliest first: its connection
+// changes, the faults, the connections that carried no stream, and the
+// library's log lines.
 func (t *trace) timeline(stream int, kt *keyTimes, lost []keyRun) []string {
-	var evs []event
+	var keep, near []event
 	from, to := time.Duration(1<<62), time.Duration(0)
 	for _, r := range lost {
 		h0, h1 := kt.handedAt(r.first), kt.handedAt(r.last)
 		r0, r1 := kt.reportOf(r.first), kt.reportOf(r.last)
-		evs = append(evs, event{at: h0, stream: stream, what: fmt.Sprintf("keys %d-%d handed over (last at %s)", r.first, r.last, ms(h1))})
+		keep = append(keep, event{at: h0, stream: stream, what: fmt.Sprintf("keys %d-%d handed over (last at %s)", r.first, r.last, ms(h1))})
 		if r0.done {
-			evs = append(evs, event{at: r0.at, stream: stream, what: fmt.Sprintf("key %d reported %v; key %d %s", r.first, r0.status, r.last, describe(r1))})
+			keep = append(keep, event{at: r0.at, stream: stream, what: fmt.Sprintf("key %d reported %v; key %d %s", r.first, r0.status, r.last, describe(r1))})
 		}
 		from, to = min(from, h0), max(to, r1.at, r0.at, h1)
 	}
 	from, to = from-time.Second, to+time.Second
+	inWindow := func(at time.Duration) bool { return at >= from && at <= to }
 	t.mu.Lock()
 	for _, e := range t.events {
-		if e.stream == stream || e.stream == everyStream || e.stream == noStream && e.at >= from && e.at <= to {
-			evs = append(evs, e)
+		if (e.stream == stream || e.stream == everyStream || e.stream == noStream) && inWindow(e.at) {
+			near = append(near, e)
 		}
 	}
 	for _, c := range t.order {
 		s, carriedIt := c.streams[uint64(stream)]
 		switch {
 		case carriedIt:
-			evs = append(evs, event{at: c.accepted, what: fmt.Sprintf("accepted conn %d from %s: carried keys %d-%d (%d) from %s to %s; %s",
+			keep = append(keep, event{at: c.accepted, what: fmt.Sprintf("accepted conn %d from %s: carried keys %d-%d (%d) from %s to %s; %s",
 				c.id, c.peer, s.first, s.last, s.n, ms(s.firstAt), ms(s.lastAt), c.end())})
 		case len(c.streams) == 0 && c.accepted <= to && (c.closed == 0 || c.closed >= from):
-			evs = append(evs, event{at: c.accepted, what: fmt.Sprintf("accepted conn %d from %s: carried nothing; %s", c.id, c.peer, c.end())})
+			near = append(near, event{at: c.accepted, what: fmt.Sprintf("accepted conn %d from %s: carried nothing; %s", c.id, c.peer, c.end())})
 		}
 	}
 	t.mu.Unlock()
-	slices.SortStableFunc(evs, func(a, b event) int { return int(a.at - b.at) })
-	out := make([]string, 0, min(len(evs), maxTimeline))
-	for _, e := range evs[:min(len(evs), maxTimeline)] {
+	byTime := func(a, b event) int { return int(a.at - b.at) }
+	slices.SortStableFunc(near, byTime)
+	keep = keep[:min(len(keep), maxTimeline)]
+	left := len(near) - (maxTimeline - len(keep))
+	evs := append(keep, near[:min(len(near), maxTimeline-len(keep))]...)
+	slices.SortStableFunc(evs, byTime)
+	out := make([]string, 0, len(evs)+1)
+	for _, e := range evs {
 		out = append(out, ms(e.at)+" "+e.what)
 	}
-	if len(evs) > maxTimeline {
-		out = append(out, fmt.Sprintf("... %d more", len(evs)-maxTimeline))
+	if left > 0 {
+		out = append(out, fmt.Sprintf("... %d more", left))
 	}
 	return out
 }
