@@ -24,7 +24,9 @@ import (
 // messages still waited behind them, and they were dropped: reported OK,
 // never delivered (the large soak's loss). The test lays that order out
 // on the listener's poller goroutine: B's messages wait in B's socket, A
-// closes, and B's close is queued for the next round.
+// closes (its read-out reads A's 64 flushed receives, one a read, and each
+// read's progress places B's messages behind them), and B closes at once,
+// so that only B's own read-out can deliver them.
 func TestReceiveCloseDeliversWhatTheProviderPlaced(t *testing.T) {
 	mgr := openTCP(t)
 
@@ -64,6 +66,29 @@ func TestReceiveCloseDeliversWhatTheProviderPlaced(t *testing.T) {
 	_, ra := dial(nil)
 	b, rb := dial(func(key uint64, st netio.Status) { reports <- [2]uint64{key, uint64(st)} })
 
+	// A first round through every posted buffer of B's connection twice,
+	// each reposted once delivered: the read-out counts the receives it
+	// still waits for, so it must count the reposts too (without them it
+	// took the connection for read out and read nothing).
+	const warm = 2 * 64
+	for seq := uint64(1000); seq < 1000+warm; seq++ {
+		buf := b.GetBuffer()
+		require.NotNil(t, buf, "a send buffer is back after its report")
+		binary.LittleEndian.PutUint64(buf.Bytes(), seq)
+		require.Equal(t, netio.OK, b.SendBuffer(buf, 8))
+		select {
+		case r := <-reports:
+			require.Equal(t, netio.OK, netio.Status(r[1]), "warm-up message %d", seq)
+		case <-time.After(30 * time.Second):
+			require.FailNow(t, "a warm-up send was never reported")
+		}
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered) == warm
+	}, 30*time.Second, time.Millisecond, "the warm-up messages delivered (and their buffers reposted)")
+
 	seqOf := map[uint64]uint64{} // buffer ID to the message it carried
 	var posted int
 	l.poller.Do(func() {
@@ -80,7 +105,7 @@ func TestReceiveCloseDeliversWhatTheProviderPlaced(t *testing.T) {
 			posted++
 		}
 		ra.teardown(netio.ErrClosed) // its 64 receives are flushed into the queue
-		l.poller.Go(func() { rb.teardown(netio.ErrClosed) })
+		rb.teardown(netio.ErrClosed)
 	})
 	require.Equal(t, count, posted, "every send posted")
 
