@@ -75,9 +75,11 @@ func (m *msgSink) errors() []error {
 	return append([]error(nil), m.errs...)
 }
 
+// await waits until n messages arrived, for as long as they keep arriving
+// (awaitProgress).
 func (m *msgSink) await(t *testing.T, n int) []coMsg {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() bool { return m.n.Load() >= int64(n) }, fmt.Sprintf("%d messages", n))
+	awaitProgress(t, fmt.Sprintf("%d messages", n), m.n.Load, func() bool { return m.n.Load() >= int64(n) })
 	return m.messages()
 }
 

@@ -129,8 +129,8 @@ func (d *drainer) confirm() {
 // peeked takes the answer to confirm's peek on the poller goroutine: no
 // message waits (FI_ENOMSG) and the connection ends; one does and the
 // drain goes on. The provider answers a peek at once, so a peek is never
-// in flight at the close; an answer that comes after it finds the owner
-// gone and the poller drops it (poll.Poller.Stats: Dropped).
+// in flight at the close; an answer that comes after it (during the
+// close's read-out, or once the owner is gone) is ignored: peeking is over.
 func (d *drainer) peeked(res poll.Result) {
 	if !d.peeking {
 		return

@@ -2,6 +2,12 @@ package endpoint
 
 import "time"
 
+// ReadingOut reports whether r's close is reading out the messages the
+// provider placed before it (ReceiveEndpoint.readOut): OnData then runs
+// for a message that came after the close was decided. Call it from
+// OnData (the poller goroutine).
+func ReadingOut(r *ReceiveEndpoint) bool { return r.readingOut }
+
 // SendsHeld returns how many sends the provider holds unsent, as the
 // send counter of an endpoint with SendConfig.Inject tells: for tests of
 // SendConfig.MaxInjectsHeld.
@@ -42,3 +48,14 @@ func ShortenBacklogRetry(r *ReconnectingSender) {
 
 // BacklogRetry is the first wait before a retry of a refused backlog.
 const BacklogRetry = backlogRetry
+
+// PollerPass returns once s's poller goroutine has read its completion
+// queue (driving the provider's progress) after the call, and delivered
+// what it read: two functions run on it in turn, and the poller reads its
+// queue between them. A test that waits for a sender to stall asks it
+// whether a quiet spell was the sender's poller not running (a loaded
+// machine) or sends the provider cannot complete.
+func PollerPass(s *SendEndpointBuffered) {
+	s.c.Poller.Do(func() {})
+	s.c.Poller.Do(func() {})
+}

@@ -111,6 +111,31 @@ func dial(t *testing.T, mgr *domain.Manager, addr string, cfg endpoint.SendConfi
 	return s
 }
 
+// stallLimit is how long a count that a test waits on may stand still
+// before the test fails. Far past a loaded machine's pauses (a poller
+// without the CPU, or a socket taking nothing, for up to a second at load
+// 10-20), so that only a stall fails; a wait that moves goes on until it
+// is done, within the test binary's timeout.
+const stallLimit = 30 * time.Second
+
+// awaitProgress waits until done holds, and fails the test once count,
+// which grows while the awaited work goes on, has stood still for
+// stallLimit: a wait bounded by progress, not by a window that the whole
+// work must fit in under any load (draining megabytes under -race on a
+// busy machine took longer than the 10 s and 30 s windows it had).
+func awaitProgress(t *testing.T, what string, count func() int64, done func() bool) {
+	t.Helper()
+	last, since := count(), time.Now()
+	for !done() {
+		if n := count(); n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) > stallLimit {
+			t.Fatalf("%s: no progress for %v (count %d)", what, stallLimit, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool, msg string) {
 	t.Helper()

@@ -140,8 +140,13 @@ func (a *arrivalLog) established(ep *endpoint.ReceiveEndpoint) {
 	a.mu.Unlock()
 }
 
-// message records a message of ep.
+// message records a message of ep. One that the close delivers, read out
+// after the idle verdict (the provider placed it between the verdict and
+// the close), does not end the silence the verdict saw.
 func (a *arrivalLog) message(ep *endpoint.ReceiveEndpoint) {
+	if endpoint.ReadingOut(ep) {
+		return
+	}
 	a.mu.Lock()
 	a.last[ep], a.data[ep] = time.Now(), true
 	a.mu.Unlock()

@@ -26,9 +26,6 @@ type inbox struct {
 	// A Close from inside the callback must not unmap the slice it is
 	// still looking at, so the memory goes after it returns.
 	busy, freeLater bool
-	// posted counts the buffers the provider holds: posted, and not yet
-	// back through a completion (taken).
-	posted int
 }
 
 // open registers count buffers of size bytes for receiving, or leases them
@@ -45,21 +42,7 @@ func (b *inbox) open(mgr *domain.Manager, src *pool.Pool, size, count int, ctx f
 }
 
 // postAll posts every buffer on ep in one call.
-func (b *inbox) postAll(ep *fabric.Endpoint) error {
-	if err := b.mem.PostReceives(ep, b.ctx); err != nil {
-		return err
-	}
-	b.posted = b.mem.Len()
-	return nil
-}
-
-// taken notes that a buffer came back from the provider (a receive
-// completed, with or without an error) and reports how many it still
-// holds.
-func (b *inbox) taken() int {
-	b.posted--
-	return b.posted
-}
+func (b *inbox) postAll(ep *fabric.Endpoint) error { return b.mem.PostReceives(ep, b.ctx) }
 
 // deliver passes the first n bytes of buffer i to fn and reports whether
 // the buffer may be posted again: false when fn closed the endpoint and
@@ -82,11 +65,7 @@ func (b *inbox) deliver(i uint32, n int, fn func(data []byte)) bool {
 // repost posts buffer i on ep again.
 func (b *inbox) repost(ep *fabric.Endpoint, i uint32) fabric.Errno {
 	p := b.mem.Piece(i)
-	errno := ep.Recv(p.Addr, len(p.Bytes), p.Desc, b.ctx(i))
-	if errno == 0 {
-		b.posted++
-	}
-	return errno
+	return ep.Recv(p.Addr, len(p.Bytes), p.Desc, b.ctx(i))
 }
 
 // free frees the buffers once their endpoint is closed: at once, or after

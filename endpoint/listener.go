@@ -255,7 +255,7 @@ func (l *Listener) handleEvent(ev fabric.Event) {
 // accept sets up a receive endpoint for the request and accepts it, or
 // rejects the request when that fails.
 func (l *Listener) accept(info *fabric.Info) {
-	r := &ReceiveEndpoint{l: l, id: l.accepted.Load() + l.rejected.Load() + 1, done: make(chan struct{})}
+	r := &ReceiveEndpoint{l: l, id: l.accepted.Load() + l.rejected.Load() + 1}
 	r.peer, _ = info.PeerAddr() // for logs and snapshots; "" when unknown
 	err := l.admit(info)
 	if err == nil {
@@ -364,35 +364,27 @@ func (s *ReceiveStats) add(o ReceiveStats) {
 	s.MalformedBuffers += o.MalformedBuffers
 }
 
-// Close stops accepting, closes every connection as ReceiveEndpoint.Close
-// does (the peer sees it closed; with ListenConfig.Replies, every reply
-// still in flight is reported Canceled to ListenReplies.OnSendCompleted;
-// the messages placed before the close are delivered; then
-// OnConnectionClosed runs with netio.ErrClosed), and stops the listener's
-// own poller. The listening port is released when the poller stops: with a
-// shared poller, when that poller is closed (requests arriving until then
-// are rejected). It is idempotent and may be called from a callback; from
-// a callback of the listener's own poller, which stops once the callback
-// returns, the messages placed before the close but not yet read from the
-// completion queue are not delivered (their connections still end with
-// OnConnectionClosed).
+// Close stops accepting, closes every connection (as ReceiveEndpoint.Close
+// does: messages the provider placed are delivered first, then each gets
+// its OnConnectionClosed with netio.ErrClosed and the peer sees it closed;
+// with ListenConfig.Replies, every reply still in flight is first reported
+// Canceled to ListenReplies.OnSendCompleted), and
+// stops the listener's own poller. The listening port is released when the
+// poller stops: with a shared poller, when that poller is closed (requests
+// arriving until then are rejected). It is idempotent and may be called
+// from a callback; from a completion callback of the listener's poller the
+// connections end, and their OnConnectionClosed runs, after it returns.
 func (l *Listener) Close() error {
 	return l.closer.Close(l.poller, func() error {
 		l.mu.Lock()
 		l.closed = true
 		l.mu.Unlock()
-		var ending []*ReceiveEndpoint
 		l.poller.Do(func() {
-			ending = l.Connections()
-			for _, r := range ending {
+			for _, r := range l.Connections() {
 				r.teardown(netio.ErrClosed)
 			}
 		})
-		if !l.poller.OnPollerGoroutine() { // a callback cannot wait for its own poller
-			for _, r := range ending {
-				<-r.done // delivered what it had placed (ReceiveEndpoint.Close)
-			}
-		}
+		l.poller.Do(endedBarrier)
 		err := l.release()
 		l.entry.Remove(nil)
 		return err

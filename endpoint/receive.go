@@ -10,7 +10,6 @@ import (
 	"github.com/netio-go/netio/coalesce"
 	"github.com/netio-go/netio/fabric"
 	"github.com/netio-go/netio/internal/poll"
-	"github.com/netio-go/netio/internal/quirks"
 	"github.com/netio-go/netio/internal/sendcore"
 	"github.com/netio-go/netio/stats"
 )
@@ -45,6 +44,11 @@ type ReceiveEndpoint struct {
 	// Poller goroutine only: delivering what is left after the peer's
 	// shutdown.
 	drain drainer
+	// Poller goroutine only: the receives posted and not yet completed,
+	// and whether the close is reading out what the provider placed
+	// before it (readOut).
+	posted     int
+	readingOut bool
 
 	state                   atomic.Uint32
 	messages, bytes, errors atomic.Uint64
@@ -54,13 +58,6 @@ type ReceiveEndpoint struct {
 
 	idle      *time.Timer // IdleTimeout's check; set once connected
 	truncated atomic.Bool // a message larger than the buffers arrived
-
-	// flushing: closed at the provider, and delivering what it placed
-	// before the close (teardown, finish); finished: ended. Poller
-	// goroutine only.
-	flushing, finished bool
-	ending             func(bool)    // finish, for reason and state (teardown)
-	done               chan struct{} // closed once the connection has ended (finish)
 
 	peer  string       // the peer's address, "" when unknown
 	entry *stats.Entry // the connection in its manager's stats.Registry
@@ -90,6 +87,7 @@ func (r *ReceiveEndpoint) open(info *fabric.Info) error {
 	if err = r.postAll(); err != nil {
 		return err
 	}
+	r.posted = p.BufferCount
 	return r.ep.Accept()
 }
 
@@ -145,10 +143,6 @@ func (h receiveHandler) HandleEvent(ev fabric.Event)                  { h.r.hand
 // OnMessage) and posts the buffer again.
 // It runs on the poller goroutine.
 func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
-	if r.flushing {
-		r.flush(key, res)
-		return
-	}
 	if key == drainPeekKey {
 		r.drain.peeked(res)
 		return
@@ -161,10 +155,12 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 		r.sent(key&^reverseKeyFlag, res)
 		return
 	}
-	if r.state.Load() == stateClosed || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
+	if res.Status != netio.OK || res.Flags&fabric.FlagRecv != 0 {
+		r.posted-- // a receive's completion: placed, flushed or failed
+	}
+	if r.state.Load() == stateClosed && !r.readingOut || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
 		return
 	}
-	r.in.taken()
 	if res.Status != netio.OK {
 		r.receiveFailed(key, res)
 		return
@@ -174,27 +170,6 @@ func (r *ReceiveEndpoint) handleCompletion(key uint32, res poll.Result) {
 	r.drain.received()
 	if r.in.deliver(key, res.Len, r.deliverFn) { // false: OnData closed the endpoint
 		r.repost(key)
-	}
-}
-
-// flush delivers a message the provider placed in buffer key before the
-// connection was closed (see teardown), without posting the buffer again,
-// and ends the connection once the provider has given every buffer back
-// (fi_close reports the others canceled). Everything else the closed
-// endpoint completes (RMA transfers and replies, which teardown reported)
-// is passed over. It runs on the poller goroutine.
-func (r *ReceiveEndpoint) flush(key uint32, res poll.Result) {
-	if key == drainPeekKey || isRMAKey(key) || isReverseKey(key) || res.Flags&fabric.FlagRecv == 0 && res.Status == netio.OK {
-		return
-	}
-	left := r.in.taken()
-	if res.Status == netio.OK {
-		r.messages.Add(1)
-		r.bytes.Add(uint64(res.Len))
-		r.in.deliver(key, res.Len, r.deliverFn)
-	}
-	if left == 0 {
-		r.ending(false)
 	}
 }
 
@@ -224,7 +199,9 @@ func (r *ReceiveEndpoint) repost(key uint32) {
 	if errno := r.in.repost(r.ep, key); errno != 0 {
 		r.errors.Add(1)
 		r.l.log.Error().Uint64("conn", r.id).Err(errno).Msg("reposting receive buffer")
+		return
 	}
+	r.posted++
 }
 
 // handleEvent runs on the poller goroutine.
@@ -272,21 +249,15 @@ func (r *ReceiveEndpoint) peek() fabric.Errno { return r.ep.Peek(r.owner.Context
 // shutdown is over (see drainer).
 func (r *ReceiveEndpoint) endDrained() { r.teardown(r.peerClosed(netio.ErrConnectionClosed)) }
 
-// teardown ends the connection once: it closes the endpoint, so the peer
-// sees it closed and nothing more is placed, then delivers what the
-// provider had placed before (flush) and ends it (finish) once the poller
-// has read its completion queue empty.
-//
-// Why: tcp acknowledges a message to a DeliveryComplete sender as it
-// writes the message's completion, and the poller delivers that
-// completion later, after the rest of its batch, or after the error
-// completions in front of it (one per read), or in its next round. A
-// close meanwhile used to drop it, and the sender's OK was a message lost
-// without a word (the large soak lost up to 48 per stream at a listener
-// restart). fi_close writes every completion of the endpoint that is
-// still to come (its receives canceled) before it returns, so once the
-// queue has been read empty the connection has nothing more. It runs on
-// the poller goroutine.
+// teardown ends the connection once: it closes the endpoint (the peer sees
+// it closed, and the provider places nothing more), delivers what the
+// provider placed before the close (readOut), then frees the buffers and
+// gives an established connection its OnConnectionClosed (end). Called
+// from a completion callback of the listener's poller (OnData closing the
+// connection), where the completion queue cannot be read, it leaves the
+// read-out and the rest to the poller's run queue, after the read being
+// dispatched: the rest of that read is delivered meanwhile, as the
+// read-out would deliver it. It runs on the poller goroutine.
 func (r *ReceiveEndpoint) teardown(reason error) {
 	prev := r.state.Swap(stateClosed)
 	if prev == stateClosed {
@@ -297,76 +268,39 @@ func (r *ReceiveEndpoint) teardown(reason error) {
 		r.idle.Stop()
 	}
 	r.closeEndpoint(reason)
-	r.ending = func(bool) { r.finish(reason, prev) }
-	if r.in.posted == 0 {
-		r.finish(reason, prev)
+	if p := r.l.poller; p.Dispatching() && p.Go(func() { r.end(reason, prev) }) {
 		return
 	}
-	r.flushing = true
-	r.awaitBuffers(time.Now())
+	r.end(reason, prev)
 }
 
-// closeFlushMax bounds how long a closed connection waits for its
-// buffers (awaitBuffers), so that a Close never waits for ever on a
-// provider that breaks its word; the queue is normally read that far
-// within a poller round or two.
-const closeFlushMax = 30 * time.Second
-
-// awaitBuffers ends the closed connection once the poller has read its
-// completion queue empty since the close, and on a provider that reports
-// the receives its close cancels (quirks.Quirks.CancelsAtClose) only once
-// every buffer is back (flush ends it then): a read stops at an error
-// completion, so "read empty" may come while the connection's own
-// completions still wait behind another endpoint's error. It ends it
-// anyway once the poller stops, or closeFlushMax after the close. It runs
-// on the poller goroutine.
-func (r *ReceiveEndpoint) awaitBuffers(since time.Time) {
-	sendcore.AfterEmptied(r.l.poller, func(stopped bool) {
-		switch {
-		case r.finished:
-		case stopped || !quirks.For(r.l.mgr.Provider()).CancelsAtClose:
-			r.ending(stopped)
-		case time.Since(since) > closeFlushMax:
-			r.l.log.Warn().Uint64("conn", r.id).Int("buffers", r.in.posted).Dur("after", closeFlushMax).
-				Msg("closed connection: the provider never gave these receive buffers back")
-			r.ending(false)
-		default:
-			r.awaitBuffers(since)
-		}
-	})
-}
-
-// finish ends a connection that teardown closed, once what it placed has
-// been delivered: every buffer is back from the provider, or the poller
-// has read its queue empty since the close. It frees the buffers, and an
-// established connection gets its OnConnectionClosed. It runs on the
-// poller goroutine, once.
-func (r *ReceiveEndpoint) finish(reason error, prev uint32) {
-	if r.finished {
-		return
-	}
-	r.finished, r.flushing = true, false
-	r.l.retire(r) // after the flush: its messages are counted
+// end finishes what teardown began, once the queue can be read.
+func (r *ReceiveEndpoint) end(reason error, prev uint32) {
+	r.readOut()
 	r.free()
-	r.entry.Remove(reason) // after closeEndpoint: the sends it cancels are counted
+	r.l.retire(r)          // after the read-out: the messages it delivered are counted
+	r.entry.Remove(reason) // after closeEndpoint: the sends it canceled are counted
 	r.l.log.Debug().Uint64("conn", r.id).Str("peer", r.peer).Err(reason).Msg("connection closed")
 	if cb := r.l.cfg.OnConnectionClosed; cb != nil && prev == stateConnected {
 		cb(r, reason)
 	}
-	close(r.done)
 }
 
-// release closes the endpoint and frees what open set up, for a
-// connection that was never accepted.
+// release ends a connection that was never accepted: it closes the
+// endpoint, delivers nothing (none was placed) and frees what open set up.
 func (r *ReceiveEndpoint) release(reason error) {
 	r.closeEndpoint(reason)
+	r.readOut()
 	r.free()
 }
 
-// closeEndpoint closes the endpoint, which tells the peer (see
-// sendConn.closeEndpoint). RMA transfers in flight end canceled for
-// reason, and replies in flight Canceled.
+// closeEndpoint closes the endpoint, which tells the peer, and ends its
+// RMA transfers in flight (canceled for reason) and its replies in flight
+// (Canceled): their flushed completions, read out later, find them
+// reported. From then on its receive completions are delivered without
+// reposting (readingOut).
 func (r *ReceiveEndpoint) closeEndpoint(reason error) {
+	r.readingOut = true
 	r.post.Close(func() { // no RMA post may race with the close
 		if err := r.ep.Close(); err != nil {
 			r.l.log.Error().Err(err).Msg("closing endpoint")
@@ -376,10 +310,11 @@ func (r *ReceiveEndpoint) closeEndpoint(reason error) {
 	r.cancelSends()
 }
 
-// free forgets the endpoint's completions and frees the buffers
-// (deregistered, or handed back to the pool) once closeEndpoint has
-// closed it, so that the provider has let go of them first.
+// free forgets the endpoint's completions and frees the receive buffers
+// (deregistered, or handed back to the pool): after closeEndpoint and
+// readOut, so the provider has let go of them first.
 func (r *ReceiveEndpoint) free() {
+	r.readingOut = false
 	r.l.poller.Unregister(r.owner)
 	r.info.Free()
 	if err := r.in.free(); err != nil {
@@ -387,22 +322,52 @@ func (r *ReceiveEndpoint) free() {
 	}
 }
 
-// Close closes this connection; the peer sees it closed, every reply still
-// in flight (ListenConfig.Replies) is reported Canceled to
-// ListenReplies.OnSendCompleted, the messages the provider had placed in
-// the receive buffers before the close are delivered (OnData, OnMessage:
-// with SendConfig.DeliveryComplete the sender was told they arrived), and
-// then OnConnectionClosed runs with netio.ErrClosed; Close returns after
-// it. It is idempotent and may be called from a callback, and then
-// returns at once (the rest follows on the poller goroutine); called from
-// OnData, the data slice stays valid until OnData returns.
+// readOut delivers the messages the provider placed in the connection's
+// buffers before its endpoint was closed and that still wait in the
+// completion queue, behind other connections' completions (the poll loop
+// runs queued work, such as this close, after at most 16 batches or error
+// completions). With DeliveryComplete the provider acknowledged each at
+// placement, so its sender has it reported OK: dropping it lost a message
+// reported delivered. It reads until every posted receive has completed
+// (tcp flushes the rest with FI_ECANCELED at the close) or the queue is
+// empty (poll.Poller.ReadOut). OnData runs for them before
+// OnConnectionClosed; the buffers are not posted again. It runs on the
+// poller goroutine, after closeEndpoint, outside a completion callback
+// (see teardown). It cannot read once the listener's poller has stopped
+// or while it dispatches a read (a teardown run inline there because the
+// poller refused Go, in its last run): what still waits is then discarded,
+// and a Warn says so.
+func (r *ReceiveEndpoint) readOut() {
+	if r.posted <= 0 {
+		return
+	}
+	if !r.l.poller.ReadOut(func() bool { return r.posted <= 0 }) {
+		r.l.log.Warn().Uint64("conn", r.id).Int("receives", r.posted).Msg("closed without reading out the completion queue")
+	}
+}
+
+// Close closes this connection; the peer sees it closed, the messages the
+// provider had already placed in its buffers are passed to OnData (with
+// SendConfig.DeliveryComplete their sender has them reported OK), every
+// reply still in flight (ListenConfig.Replies) is reported Canceled to
+// ListenReplies.OnSendCompleted, and then OnConnectionClosed runs with
+// netio.ErrClosed. It is idempotent and may be called from a callback;
+// called from OnData, the data slice stays valid until OnData returns, and
+// Close returns at once: the placed messages (the rest of the read being
+// dispatched, then the read-out) and OnConnectionClosed follow on the
+// poller goroutine once the callback has returned.
 func (r *ReceiveEndpoint) Close() error {
 	r.l.poller.Do(func() { r.teardown(netio.ErrClosed) })
-	if !r.l.poller.OnPollerGoroutine() {
-		<-r.done
-	}
+	r.l.poller.Do(endedBarrier)
 	return nil
 }
+
+// endedBarrier, run by Do after a teardown, returns once every teardown a
+// callback began before it has ended (their ends were queued first, and
+// the run queue is first in, first out), so a Close from another
+// goroutine returns after the connection has ended even when a callback
+// closed it first.
+func endedBarrier() {}
 
 // watchIdle ends the connection when no message has arrived for timeout
 // (ListenConfig.IdleTimeout). It runs on the poller goroutine.

@@ -17,18 +17,15 @@ func (r *ReceiveEndpoint) deliver(data []byte) {
 }
 
 // decode passes every message of a coalesced buffer to OnMessage, in order,
-// and stops early when a callback closes the endpoint. A buffer placed
-// before the close and delivered after it (ReceiveEndpoint.flush) is
-// delivered whole. A malformed buffer delivers its valid prefix, then is
-// counted and reported.
+// and stops early when a callback closes the endpoint. A malformed buffer
+// delivers its valid prefix, then is counted and reported.
 func (r *ReceiveEndpoint) decode(buf []byte) {
 	onMessage := r.l.cfg.OnMessage
 	d := &r.dec
 	d.Reset(buf)
-	open := r.state.Load() != stateClosed
 	for d.Next() {
 		onMessage(r, d.Tag(), d.Data(), d.Status())
-		if open && r.state.Load() == stateClosed {
+		if r.state.Load() == stateClosed {
 			break
 		}
 	}

@@ -122,7 +122,6 @@ func (s *SendEndpointBuffered) onReply(i uint32, res poll.Result) {
 	if r == nil || s.c.Ended() {
 		return // closing: the buffers are going away
 	}
-	r.in.taken()
 	if res.Status != netio.OK {
 		if res.Status == netio.Canceled {
 			return

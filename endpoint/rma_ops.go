@@ -352,8 +352,9 @@ func (e *rmaOps) handleCompletion(key uint32, r poll.Result) {
 
 // completionError describes a chunk that completed with an error. A
 // chunk the provider canceled was canceled by the connection ending under
-// it: a local close reports through cancelPending, after the endpoint has
-// stopped reading completions.
+// it: a local close reports through cancelPending as it closes the
+// endpoint, so the flushed chunks its read-out reads find their
+// operations reported already.
 func (e *rmaOps) completionError(op *RMAOp, r poll.Result) error {
 	if r.Status == netio.Canceled {
 		return op.canceled(netio.ErrConnectionClosed)

@@ -49,11 +49,12 @@ type SendConfig struct {
 	// DeliveryComplete makes a send complete (OnSendCompleted with OK) only
 	// once the message is in a posted receive buffer of the peer, not when
 	// the provider has taken it: a message lost because the peer closed the
-	// connection is then reported, never counted as sent. A peer process
-	// killed after placement but before OnData ran can still lose up to its
-	// posted buffers' worth; only an application acknowledgement covers
-	// that. It costs an acknowledgement per message. Providers that do not
-	// honour it (see docs/providers.md) make Dial fail with
+	// connection is then reported, never counted as sent (a netio
+	// receiver that closes the connection first delivers what was placed:
+	// see ReceiveEndpoint.Close). A peer process killed after placement but
+	// before OnData ran can still lose up to its posted buffers' worth;
+	// only an application acknowledgement covers that. It costs an
+	// acknowledgement per message. Providers that do not honour it (see docs/providers.md) make Dial fail with
 	// netio.ErrNotSupported.
 	DeliveryComplete bool
 	// ProgressTimeout ends the connection when sends are pending and none

@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,8 +29,19 @@ const (
 	// straddle the boundary end in a partial write, staged nothing, and
 	// lost in some runs only.
 	stallSize     = 48
-	stallMessages = 1 << 20         // bound: the receiver's socket fills long before
-	stallQuiet    = 1 * time.Second // no completion for this long with every buffer in flight: stalled
+	stallMessages = 1 << 20 // bound: the receiver's socket fills long before
+	// stallQuiet: no completion for this long with every buffer in flight,
+	// the receiver stalled, and then a pass of the sender's poller that
+	// completes nothing: stalled (stalledPair.confirmStall). The quiet
+	// alone was no stall under load (two busy loops and other tests, load
+	// 15-30): with the receiver stalled and the sender's socket far from
+	// full (0 to 2.3 MB unsent of its 4 MiB), no send completed for 0.2 to
+	// 0.76 s, mostly with the socket at a zero window and probing, and
+	// then sending went on; once (1 run in about 100) the 64 sends in
+	// flight after 4,020 (of the 66,500 the sockets hold) had completed by
+	// the time Close ran, and Close had nothing left to cancel
+	// (closeThenRelease also checks right before Close).
+	stallQuiet = 1 * time.Second
 	// stallInjects bounds the messages of a sender with Inject, whose
 	// buffers are free again at once: before SendConfig.MaxInjectsHeld, tcp
 	// took 6k to 107k injects past what the sockets held (about 66,500
@@ -46,14 +58,17 @@ const (
 	// (TestInjectBoundRefusesThenResumes: "the provider holds 0"), so
 	// the count, not the receiver, ends the sending. Half as many take half the time, to
 	// send and to drain after the release, which under load outlasted
-	// awaitEnd's 30 s.
+	// awaitEnd's 30 s (awaitEnd has since waited for as long as messages
+	// arrive).
 	stallInjectsSockets = 1 << 16
 )
 
 // stalledPair is a listener whose first OnData stalls until release, and
 // a sender that has sent 48-byte messages until it stalled too.
 type stalledPair struct {
+	ss       *stallSender
 	ledger   *testpattern.Ledger
+	stalled  atomic.Bool // the receiver is in its stalled OnData
 	pattern  *testpattern.Pattern
 	next     uint64 // the sequence number of the next message: all before it were sent OK
 	s        *endpoint.SendEndpointBuffered
@@ -84,7 +99,7 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 	var stallOnce, releaseOnce sync.Once
 	lcfg.Params = netio.ReceiveParams{BufferSize: stallSize, BufferCount: 16}
 	lcfg.OnData = func(ep *endpoint.ReceiveEndpoint, data []byte) {
-		stallOnce.Do(func() { stalled <- ep; <-gate })
+		stallOnce.Do(func() { p.stalled.Store(true); stalled <- ep; <-gate })
 		p.ledger.Received(data)
 	}
 	lcfg.OnConnectionClosed = func(_ *endpoint.ReceiveEndpoint, err error) {
@@ -108,26 +123,59 @@ func stallPairOn(t *testing.T, mgr *domain.Manager, lcfg endpoint.ListenConfig, 
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.s.Close()) })
 
-	ss := &stallSender{t: t, p: p, inject: scfg.Inject, bound: uint64(scfg.MaxInjectsHeld), max: stallInjects}
+	p.ss = &stallSender{t: t, p: p, inject: scfg.Inject, bound: uint64(scfg.MaxInjectsHeld), max: stallInjects}
 	if mgr.Provider() == "sockets" {
-		ss.max = stallInjectsSockets
+		p.ss.max = stallInjectsSockets
 	}
-	if ss.bound == 0 {
-		ss.bound = endpoint.DefaultMaxInjectsHeld
+	if p.ss.bound == 0 {
+		p.ss.bound = endpoint.DefaultMaxInjectsHeld
 	}
-	sentAll := p.ledger.SendUntilStalled(stallMessages, stallQuiet, ss.send)
+	p.fill(t)
+	p.receiver = <-stalled
+	return p
+}
+
+// fill sends message p.next, p.next+1, ... until the sender is stalled
+// (stallSender, confirmStall).
+func (p *stalledPair) fill(t *testing.T) {
+	t.Helper()
+	ss, from := p.ss, p.next
+	sentAll := p.ledger.SendUntilStalledConfirmed(stallMessages, stallQuiet,
+		func(i uint64) bool { return ss.send(from + i) }, p.confirmStall)
 	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
 	if ss.refused != nil {
 		p.ledger.Refused(ss.refused.ID()) // never reported: not in the count, and its seq is p.next
 		_, st := p.s.ReleaseBuffer(ss.refused.ID())
 		require.Equal(t, netio.OK, st)
+		ss.refused = nil
 	}
-	p.receiver = <-stalled
-	return p
 }
 
-// stallSender sends the stalled pair's messages for SendUntilStalled, and
-// sends a buffer refused with NoResources again on the next try. A refusal
+// pending returns how many of the sender's sends are neither completed
+// nor failed.
+func (p *stalledPair) pending() uint64 {
+	st := p.s.Stats()
+	return st.Sent - st.Completed - st.Failed
+}
+
+// confirmStall tells a quiet spell of the sender from a stall: the
+// receiver is in its stalled OnData, and a pass of the sender's poller,
+// which drives the provider's progress, reports no send. Close, which
+// reads the queue once more before it cancels what is pending, then finds
+// the same sends pending.
+func (p *stalledPair) confirmStall() bool {
+	if !p.stalled.Load() {
+		return false
+	}
+	before := p.s.Stats()
+	endpoint.PollerPass(p.s)
+	after := p.s.Stats()
+	return after.Completed+after.Failed == before.Completed+before.Failed
+}
+
+// stallSender sends the stalled pair's messages for
+// SendUntilStalledConfirmed, and sends a buffer refused with NoResources
+// again on the next try. A refusal
 // at MaxInjectsHeld does not count as stalled at once: the injects'
 // reports came long before, so SendUntilStalled's quiet would pass while
 // the provider may still be sending (sockets' counter lags its progress
@@ -184,11 +232,23 @@ func (ss *stallSender) boundPassed() bool {
 	return false
 }
 
-// closeThenRelease closes the sender, releases the receiver, waits for the
-// receiving connection to end, and checks that every send reported OK
-// arrived, once and intact.
+// closeThenRelease closes the sender with sends pending, releases the
+// receiver, waits for the receiving connection to end, and checks that
+// every send reported OK arrived, once and intact.
 func (p *stalledPair) closeThenRelease(t *testing.T) {
 	t.Helper()
+	// A moment after the verdict the sends may have gone on all the same:
+	// pauses of up to 0.76 s, the sender's poller reading its queue and
+	// its socket at a zero window and probing, ended so under load, and a
+	// loaded machine may not run this goroutine for that long. With
+	// nothing pending, Close would have nothing to cancel: stall the
+	// sender again, and close at once.
+	for range 3 {
+		if p.pending() > 0 {
+			break
+		}
+		p.fill(t)
+	}
 	require.NoError(t, p.s.Close())
 	atClose := p.ledger.Report()
 	t.Logf("%s=%q; at Close: %d sends reported OK, %d not", fabric.TCPStagingEnv, fabric.TCPStaging(), atClose.OK, atClose.NotOK)
@@ -240,12 +300,21 @@ func TestCloseWhileRepliesArriveDeliveryComplete(t *testing.T) {
 	p.closeThenRelease(t)
 }
 
-// awaitEnd waits for the receiving connection to end.
+// awaitEnd waits for the receiving connection to end, for as long as the
+// receiver goes on taking messages (awaitProgress): draining the
+// megabytes a stalled pair leaves in the sockets took over 30 s under
+// -race and load.
 func (p *stalledPair) awaitEnd(t *testing.T) {
 	t.Helper()
-	select {
-	case <-p.ended:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the receiving connection did not end within 30 s of the release")
-	}
+	ended := false
+	awaitProgress(t, "the end of the receiving connection after the release",
+		func() int64 { return int64(p.ledger.Delivered()) },
+		func() bool {
+			select {
+			case <-p.ended:
+				ended = true
+			default:
+			}
+			return ended
+		})
 }

@@ -89,7 +89,8 @@ type DirectoryConfig struct {
 }
 
 // DirectoryEntry is the content of one publisher's file (docs/wire.md,
-// "The directory bus").
+// "The directory bus"). Started is when the Directory that wrote it was
+// opened, the same for every publisher announcing through that Directory.
 type DirectoryEntry struct {
 	V       int       `json:"v"`
 	ID      string    `json:"id"`
@@ -238,7 +239,8 @@ func (d *Directory) Withdraw(id string) error {
 }
 
 // Lookup returns the address of the publisher serving tag: among the
-// fresh entries that list it, the one started last.
+// fresh entries that list it, the one with the latest Started, and of
+// those with the same Started the one with the greatest ID.
 func (d *Directory) Lookup(tag uint64) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

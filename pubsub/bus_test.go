@@ -3,9 +3,9 @@ package pubsub_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,6 +86,20 @@ func TestDirectoryBus(t *testing.T) {
 	require.NoError(t, d.Withdraw("ros1"))
 	_, err = r.Lookup(1)
 	assert.ErrorIs(t, err, pubsub.ErrNoPublisher)
+
+	// Publishers announcing through one Directory share its "started":
+	// the greater id wins a tag both list, whatever the order written.
+	require.NoError(t, d.Announce("ros9", "10.0.0.9:7000", []uint64{7}))
+	require.NoError(t, d.Announce("ros0", "10.0.0.8:7000", []uint64{7}))
+	es, err = r.Entries()
+	require.NoError(t, err)
+	require.Len(t, es, 2)
+	assert.Equal(t, es[0].Started, es[1].Started)
+	addr, err = r.Lookup(7)
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.9:7000", addr)
+	require.NoError(t, d.Withdraw("ros9"))
+	require.NoError(t, d.Withdraw("ros0"))
 }
 
 // TestBusSubscribe: subscribers find publishers through a directory bus,
@@ -102,14 +116,12 @@ func TestBusSubscribe(t *testing.T) {
 
 			// The stale file of a dead publisher, fresh for now, names an
 			// address where nothing listens.
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			deadAddr := ln.Addr().String()
-			ln.Close()
+			deadAddr := deadAddress(t)
 			require.NoError(t, pubBus.Announce("dead", deadAddr, []uint64{30}))
 			pubBus2 := fastBus(t, dir) // so that "dead" is not refreshed
 
 			pA := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{10, 11}, Bus: pubBus2, BusID: "A"})
+			aStarted := time.Now()
 			pB := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{20}, Bus: pubBus2, BusID: "B", Numbering: "link-20"})
 
 			col := newCollector()
@@ -124,9 +136,16 @@ func TestBusSubscribe(t *testing.T) {
 			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 10, 11, 20))
 			assert.ElementsMatch(t, []string{pA.Addr(), pB.Addr()}, sub.Publishers())
 			// The dead publisher's tag: Subscribe gives up when ctx ends,
-			// it does not hang.
+			// it does not hang. The file is refreshed first, until the
+			// subscriber's bus sees it: on a loaded machine the set-up
+			// above may take longer than StaleAfter.
+			waitFor(t, 5*time.Second, func() bool {
+				require.NoError(t, pubBus.Announce("dead", deadAddr, []uint64{30}))
+				a, _ := subBus.Lookup(30)
+				return a == deadAddr
+			}, "the subscriber's bus to see the dead file fresh")
 			start := time.Now()
-			err = sub.Subscribe(ctxT(t, 300*time.Millisecond), 30)
+			err := sub.Subscribe(ctxT(t, 300*time.Millisecond), 30)
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
 			assert.Less(t, time.Since(start), 2*time.Second)
 			_, ok := sub.TagStats(30)
@@ -135,21 +154,37 @@ func TestBusSubscribe(t *testing.T) {
 			// Asynchronously: tag 30 is served by a live publisher once the
 			// dead one's file is stale, and tag 40 once its publisher starts.
 			require.NoError(t, sub.SubscribeAsync(30, 40))
-			pC := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{30, 40}, Bus: pubBus2, BusID: "C"})
+			pC := newPublisher(t, mgr, pubsub.PublisherConfig{Tags: []uint64{30, 40, 50}, Bus: pubBus2, BusID: "C"})
 			waitFor(t, 10*time.Second, func() bool { return len(sub.Subscribed()) == 5 }, "5 tags subscribed")
 			assert.Equal(t, int64(5), subscribedTags.Load())
+
+			// A dead publisher's fresh file that outranks the live one
+			// (its bus opened later: a later "started"): Subscribe waits
+			// on the dead address until the file goes stale and the
+			// resolver moves the tag to C, and then succeeds there; it
+			// does not fail while the tag ends up subscribed.
+			deadBus := fastBus(t, dir)
+			waitFor(t, 5*time.Second, func() bool {
+				require.NoError(t, deadBus.Announce("dead2", deadAddr, []uint64{50})) // fresh until seen
+				a, _ := subBus.Lookup(50)
+				return a == deadAddr
+			}, "the dead file to outrank C")
+			require.NoError(t, sub.Subscribe(ctxT(t, 10*time.Second), 50))
+			assert.Contains(t, sub.Subscribed(), uint64(50))
+			waitFor(t, 10*time.Second, func() bool { st, _ := pC.TagStats(50); return st.Subscribers == 1 }, "C to have tag 50's subscriber")
 
 			buf := make([]byte, 64)
 			deadline := time.Now().Add(10 * time.Second)
 			for _, x := range []struct {
 				p   *pubsub.Publisher
 				tag uint64
-			}{{pA, 10}, {pA, 11}, {pB, 20}, {pC, 30}, {pC, 40}} {
+			}{{pA, 10}, {pA, 11}, {pB, 20}, {pC, 30}, {pC, 40}, {pC, 50}} {
 				for seq := range uint64(50) {
 					require.Equal(t, pubsub.OK, publishAll(t, x.p, x.tag, buf, seq, deadline))
 				}
 			}
-			waitFor(t, 10*time.Second, func() bool { return col.count.Load() == 250 }, "250 messages")
+			waitFor(t, 10*time.Second, func() bool { return col.count.Load() == 300 }, "300 messages")
+			assert.Len(t, col.received(50), 50, "tag 50 delivered from C")
 
 			// Publisher B restarts on another port, continuing its numbering
 			// (same Numbering) after 25 messages published while it was down.
@@ -168,6 +203,25 @@ func TestBusSubscribe(t *testing.T) {
 			assert.NotContains(t, sub.Publishers(), deadAddr)
 			// Retries of the dead address backed off: a handful, not a spin.
 			assert.Less(t, sub.Stats().ControlFailures, uint64(200))
+
+			// The heartbeat keeps A's file fresh past StaleAfter (400 ms):
+			// A is still found; Close removes the file at once.
+			if d := 3*400*time.Millisecond - time.Since(aStarted); d > 0 {
+				time.Sleep(d)
+			}
+			addr, err := subBus.Lookup(10)
+			require.NoError(t, err, "A's file went stale: no heartbeat")
+			assert.Equal(t, pA.Addr(), addr)
+			aFile := filepath.Join(subBus.Path(), "A.json")
+			require.FileExists(t, aFile)
+			require.NoError(t, pA.Close())
+			assert.NoFileExists(t, aFile, "Close removes the publisher's file")
+			waitFor(t, 5*time.Second, func() bool {
+				es, err := subBus.Entries()
+				return err == nil && !slices.ContainsFunc(es, func(e pubsub.DirectoryEntry) bool { return e.ID == "A" })
+			}, "A to leave the directory's entries")
+			_, err = subBus.Lookup(10)
+			assert.ErrorIs(t, err, pubsub.ErrNoPublisher)
 		})
 	}
 }

@@ -112,6 +112,11 @@ func TestSubscribeChurn(t *testing.T) {
 			// was 2 above the baseline once; a leak still fails here.
 			waitFor(t, 5*time.Second, func() bool { return mgr.Stats().Registrations == baseRegs },
 				"registrations back to %d (now %d)", baseRegs, mgr.Stats().Registrations)
+			// One connection per publisher, whatever the churn: the
+			// publisher accepted one control connection in all.
+			assert.Equal(t, uint64(1), p.Stats().Sessions, "control connections accepted")
+			assert.Equal(t, 1, p.Stats().Subscribers)
+			assert.Zero(t, sub.Stats().Reconnects)
 
 			// Still exact afterwards: every message published after Subscribe
 			// returned arrives, in order, with no gap. Messages of the tag's

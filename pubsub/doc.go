@@ -14,7 +14,8 @@
 // the number of tags. Subscriptions are JSON lines on the control
 // connection and are acknowledged: Subscribe returns once the publisher has
 // taken the subscription, and every message published after that is
-// delivered. docs/wire.md specifies both connections for a C or C++ peer.
+// delivered or, if lost (a Drop, a connection that broke), reported as a
+// gap. docs/wire.md specifies both connections for a C or C++ peer.
 //
 // # Sequence numbers and gaps
 //

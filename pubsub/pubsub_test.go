@@ -60,6 +60,13 @@ func TestDeliveryBlock(t *testing.T) {
 				assert.Empty(t, col.gapList())
 				ss := sub.Stats()
 				assert.Zero(t, ss.Malformed+ss.BadRecords+ss.Unsolicited+ss.StrayConns+ss.OutOfSequence)
+				// Immediate sends one message per buffer (its records may
+				// add buffers); the others coalesce.
+				if mode == pubsub.Immediate {
+					assert.GreaterOrEqual(t, ss.Buffers, uint64(tags*perTag), "Immediate: a buffer per message")
+				} else {
+					assert.Less(t, ss.Buffers, uint64(tags*perTag), "mode %d coalesces", mode)
+				}
 			})
 		}
 	}

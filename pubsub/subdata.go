@@ -21,6 +21,9 @@ func (s *Subscriber) onData(ep *endpoint.ReceiveEndpoint, buf []byte) {
 		dc = s.conns[ep]
 		s.lastEP, s.lastConn = ep, dc
 	}
+	if dc == strayed {
+		return // closed as stray: what it had placed before the close is ignored
+	}
 	cb := s.cfg.OnMessage
 	var d coalesce.Decoder // on the stack: its stores per message need no write barrier
 	d.Reset(buf)
@@ -205,6 +208,13 @@ func (s *Subscriber) gap(dc *dataConn, rt *recvTag, first, count uint64) {
 	}
 }
 
+// strayed marks, in Subscriber.conns, a data connection closed as stray
+// until its OnConnectionClosed: a connection closed from OnData still
+// delivers the buffers the provider placed before the close
+// (endpoint.ReceiveEndpoint.Close), which are ignored, so that it is
+// counted and logged once.
+var strayed = &dataConn{}
+
 // strayConn closes a data connection that did not open with the HELLO
 // record of one of our control connections.
 func (s *Subscriber) strayConn(ep *endpoint.ReceiveEndpoint) {
@@ -213,7 +223,7 @@ func (s *Subscriber) strayConn(ep *endpoint.ReceiveEndpoint) {
 	if s.lastEP == ep {
 		s.lastEP, s.lastConn = nil, nil
 	}
-	delete(s.conns, ep)
+	s.conns[ep] = strayed
 	_ = ep.Close()
 }
 
@@ -226,7 +236,7 @@ func (s *Subscriber) onConnClosed(ep *endpoint.ReceiveEndpoint, err error) {
 	if s.lastEP == ep {
 		s.lastEP, s.lastConn = nil, nil
 	}
-	if dc != nil {
+	if dc != nil && dc != strayed {
 		dc.sess.breakGen(dc.gen)
 	}
 }

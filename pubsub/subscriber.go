@@ -355,11 +355,15 @@ func (s *Subscriber) DataAddr() string { return s.dataAddr }
 // acknowledged: every message published on them after Subscribe returns is
 // delivered to OnMessage or, if lost, reported as a gap. Tags already
 // subscribed stay so, at the publisher the bus names now (a tag the bus
-// moved to another publisher moves there: TagStats.Moves). It fails, and then subscribes none of the tags it
-// added, when a tag has no publisher on the bus (ErrNoPublisher), a
-// publisher refuses a tag, or ctx ends first (the publisher may be down:
-// Subscribe keeps trying until then). It blocks: do not call it from a
-// callback.
+// moved to another publisher moves there: TagStats.Moves). A tag whose
+// publisher cannot be reached is looked up again every ResolveInterval,
+// and when the bus names another publisher by then (the file of a dead
+// one went stale) Subscribe waits for that one's acknowledgement
+// instead. It fails, and then subscribes none of the tags it added,
+// when a tag has no publisher on the bus (ErrNoPublisher), a publisher
+// refuses a tag, a concurrent Unsubscribe withdraws one (ErrCanceled), or
+// ctx ends first (the publisher may be down: Subscribe keeps trying until
+// then). It blocks: do not call it from a callback.
 func (s *Subscriber) Subscribe(ctx context.Context, tags ...uint64) error {
 	if err := checkTags(tags); err != nil {
 		return err
@@ -372,11 +376,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, tags ...uint64) error {
 		}
 		groups[addr] = append(groups[addr], t)
 	}
-	type part struct {
-		ss          *subSession
-		tags, added []uint64
-	}
-	var parts []part
+	at := make(map[uint64]*subSession, len(tags)) // where each tag is awaited
+	var added []uint64
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -384,24 +385,38 @@ func (s *Subscriber) Subscribe(ctx context.Context, tags ...uint64) error {
 	}
 	for addr, ts := range groups {
 		ss := s.sessionLocked(addr)
-		parts = append(parts, part{ss, ts, s.wantLocked(ss, ts)})
+		added = append(added, s.wantLocked(ss, ts)...)
+		for _, t := range ts {
+			at[t] = ss
+		}
 	}
 	s.mu.Unlock()
-	var err error
-	for _, p := range parts {
-		if err = p.ss.wait(ctx, p.tags); err != nil {
-			break
-		}
-	}
-	if err != nil {
+	if err := s.awaitAcks(ctx, at); err != nil {
 		s.mu.Lock()
-		for _, p := range parts {
-			s.unwantLocked(p.ss, p.added)
-		}
+		s.unwantAddedLocked(added)
 		s.mu.Unlock()
 		return fmt.Errorf("pubsub: subscribe: %w", err)
 	}
 	return nil
+}
+
+// unwantAddedLocked withdraws each tag of added from the session that
+// carries it now: the resolver may have moved it since it was added, to a
+// publisher whose session Subscribe never waited at (another group's
+// tag, or one acknowledged before it moved), and a tag left there would
+// stay subscribed after Subscribe failed. A tag that a concurrent
+// Subscribe moved looks the same through owner, and is withdrawn too.
+// s.mu is held.
+func (s *Subscriber) unwantAddedLocked(added []uint64) {
+	bySess := map[*subSession][]uint64{}
+	for _, t := range added {
+		if o := s.owner[t]; o != nil {
+			bySess[o] = append(bySess[o], t)
+		}
+	}
+	for ss, ts := range bySess {
+		s.unwantLocked(ss, ts)
+	}
 }
 
 // SubscribeAsync subscribes to tags without waiting: tags with no

@@ -38,7 +38,10 @@ func (s *Subscriber) TagStats(tag uint64) (TagStats, bool) {
 }
 
 // SubscriberStats counts what a subscriber received over all tags:
-// netio3's decoder counters and more.
+// netio3's decoder counters and more. Malformed and BadRecords (netio3's
+// invalid header and invalid data) are counted here, not per tag
+// (TagStats): a header word that breaks the format, or a record whose
+// magic or kind is wrong, cannot be tied to a tag.
 type SubscriberStats struct {
 	Buffers         uint64 // buffers received
 	Messages        uint64 // messages delivered (processed)

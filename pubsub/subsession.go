@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netio-go/netio"
+	"github.com/netio-go/netio/internal/backoff"
 )
 
 // ErrRefused is matched by the error of a Subscribe whose tag a publisher
@@ -189,71 +190,6 @@ func (ss *subSession) signalLocked() {
 	ss.changed = make(chan struct{})
 }
 
-// wait returns once every tag is acknowledged, or an error when one was
-// refused or withdrawn, ctx ends, or the session stops.
-func (ss *subSession) wait(ctx context.Context, tags []uint64) error {
-	for {
-		ss.mu.Lock()
-		var refused []uint64
-		done := true
-		gone := false
-		for _, t := range tags {
-			switch {
-			case ss.refused[t]:
-				refused = append(refused, t)
-			case !ss.want[t]:
-				gone = true
-			case !ss.acked[t]:
-				done = false
-			}
-		}
-		ch, lastErr := ss.changed, ss.lastErr
-		ss.mu.Unlock()
-		switch {
-		case len(refused) > 0:
-			return fmt.Errorf("%w: publisher %s does not serve tags %v", ErrRefused, ss.addr, refused)
-		case gone:
-			return fmt.Errorf("%w: pubsub: tags unsubscribed while subscribing", netio.ErrCanceled)
-		case done:
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if lastErr != nil {
-				return fmt.Errorf("publisher %s: %w (last error: %v)", ss.addr, ctx.Err(), lastErr)
-			}
-			return fmt.Errorf("publisher %s: %w", ss.addr, ctx.Err())
-		case <-ss.done:
-			return fmt.Errorf("publisher %s: %w", ss.addr, netio.ErrClosed)
-		}
-	}
-}
-
-// waitGone returns once no tag of tags is subscribed at the publisher (or
-// the connection is down, which ends them), or ctx ends.
-func (ss *subSession) waitGone(ctx context.Context, tags []uint64) error {
-	for {
-		ss.mu.Lock()
-		done := !ss.live
-		if !done {
-			done = !slices.ContainsFunc(tags, func(t uint64) bool { return ss.leaving[t] })
-		}
-		ch := ss.changed
-		ss.mu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("publisher %s: %w", ss.addr, ctx.Err())
-		case <-ss.done:
-			return nil
-		}
-	}
-}
-
 // shutdown stops the session and waits for its goroutine.
 func (ss *subSession) shutdown() {
 	ss.cancel()
@@ -283,7 +219,7 @@ func (ss *subSession) run() {
 	defer s.wg.Done()
 	defer close(ss.done)
 	defer ss.cancel()
-	backoff := s.cfg.InitialBackoff
+	wait := backoff.New(s.cfg.InitialBackoff, s.cfg.MaxBackoff)
 	for {
 		if ss.finishIfIdle() {
 			return
@@ -294,9 +230,9 @@ func (ss *subSession) run() {
 			return
 		}
 		if reached {
-			backoff = s.cfg.InitialBackoff
+			wait.Reset()
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(wait.Wait())
 		select {
 		case <-ss.ctx.Done():
 			t.Stop()
@@ -305,7 +241,7 @@ func (ss *subSession) run() {
 		case <-ss.kick: // want changed: maybe idle now, else try at once
 			t.Stop()
 		}
-		backoff = min(2*backoff, s.cfg.MaxBackoff)
+		wait.Refused()
 	}
 }
 

@@ -12,25 +12,38 @@ import (
 	"github.com/netio-go/netio/domain"
 )
 
-// TestWaitWokenWhenTagWithdrawn: a Subscribe waiting for a tag that is
-// withdrawn (a concurrent Unsubscribe, a refusal) before its request went
-// out returns ErrCanceled at once, not when its context ends.
-func TestWaitWokenWhenTagWithdrawn(t *testing.T) {
+// waitingForTag7 returns a bare session that wants tag 7, and the answer
+// of a wait for it, started and given time to block (if it has not, it
+// reads the state anyway). The wait ends at the latest when its 10 s ctx
+// does, canceled at cleanup.
+func waitingForTag7(t *testing.T) (*subSession, <-chan error) {
 	ss := &subSession{want: map[uint64]bool{}, acked: map[uint64]bool{}, refused: map[uint64]bool{}, leaving: map[uint64]bool{},
 		changed: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	ss.setWant(7, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- ss.wait(ctx, []uint64{7}) }()
-	time.Sleep(10 * time.Millisecond) // let it block (if it has not, it sees the change anyway)
+	errc, finished := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(finished)
+		errc <- ss.wait(ctx, []uint64{7})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-finished
+	})
+	time.Sleep(10 * time.Millisecond)
+	return ss, errc
+}
+
+// TestWaitWokenWhenTagWithdrawn: a Subscribe waiting for a tag that is
+// withdrawn (a concurrent Unsubscribe, a refusal) before its request went
+// out returns ErrCanceled at once, not when its context ends.
+func TestWaitWokenWhenTagWithdrawn(t *testing.T) {
+	ss, errc := waitingForTag7(t)
 	ss.setWant(7, false)
 	select {
 	case err := <-errc:
 		assert.ErrorIs(t, err, netio.ErrCanceled)
 	case <-time.After(5 * time.Second):
-		cancel()
-		<-errc
 		t.Fatal("the waiter was not woken when its tag was withdrawn")
 	}
 }
@@ -90,4 +103,27 @@ func TestStaleRefusalKeepsNewSubscribe(t *testing.T) {
 	assert.NoError(t, ss.wait(ctx, []uint64{4}), "the tag wanted again after its refusal")
 	assert.Equal(t, []uint64{1, 4}, s.Subscribed())
 	assert.Empty(t, refusedCalls, "OnRefused for a tag wanted again")
+}
+
+// TestWaitGoneBeatsSessionEnd: a tag moved away from a session that then
+// ends (it carries nothing more) is reported gone (errGone, which
+// Subscribe follows to the tag's new session), never as the session's
+// end (ErrClosed, which would fail the Subscribe). In the race this
+// stands for, the move's signal and the end both come while the waiter
+// is between reading the state and its select, which then picks either
+// at random; here the end comes alone, after the state changed, which is
+// what the waiter sees when it picks the end.
+func TestWaitGoneBeatsSessionEnd(t *testing.T) {
+	ss, errc := waitingForTag7(t)
+	ss.mu.Lock()
+	delete(ss.want, 7) // moved away, its signal not seen
+	ss.mu.Unlock()
+	close(ss.done) // the idle session ended
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, errGone)
+		assert.NotErrorIs(t, err, netio.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not return at the session's end")
+	}
 }

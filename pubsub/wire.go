@@ -16,7 +16,8 @@ import (
 // including the LF) over a plain TCP connection from the subscriber to the
 // publisher's subscription port. Data: the coalesced format of package
 // coalesce over a libfabric connection the publisher dials to the
-// subscriber, with control records (HELLO, SYNC) as messages of ControlTag.
+// subscriber, with control records (HELLO, SYNC, START) as messages of
+// ControlTag.
 const (
 	// ProtocolVersion is the version of the subscription protocol this
 	// package speaks, carried as "v" in every control message and as the
@@ -32,7 +33,7 @@ const (
 	// Subscriber sends more tags in several requests.
 	MaxTagsPerRequest = 16384
 	// ControlTag is the tag reserved for control records on the data
-	// connection (HELLO, SYNC). A publisher refuses to serve it. A reader of
+	// connection (HELLO, SYNC, START). A publisher refuses to serve it. A reader of
 	// the plain coalesced format sees control records as messages of this
 	// tag and may skip them.
 	ControlTag = ^uint64(0)

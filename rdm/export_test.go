@@ -124,3 +124,13 @@ func LaneRetry(e *Endpoint, p Peer) (wait time.Duration, since, due time.Time) {
 	l := &e.park.lanes[p.slot]
 	return l.wait.Wait(), l.since, l.due
 }
+
+// InjectsQueuedTo returns how many of e's injects to p hold a queue slot:
+// taken by Inject and not yet handed to the provider (queued, or parked in
+// p's lane).
+func InjectsQueuedTo(e *Endpoint, p Peer) int {
+	if int(p.slot) >= len(e.inj.perPeer) {
+		return 0
+	}
+	return int(e.inj.perPeer[p.slot].Load())
+}

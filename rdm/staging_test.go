@@ -1,6 +1,7 @@
 package rdm_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,12 +32,11 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	pattern := testpattern.New(size, testpattern.WithHeader())
 	ledger := testpattern.NewLedger(pattern, 0)
 	release := make(chan struct{})
-	stalled := false
+	var stalled atomic.Bool // the receiver is in its stalled OnData
 	rx := open(t, openDomain(t, prov), "127.0.0.1:0", rdm.Config{
 		Receive: netio.ReceiveParams{BufferSize: size, BufferCount: 16},
 		OnData: func(_ *rdm.Endpoint, _ rdm.Peer, data []byte) {
-			if !stalled { // the poller goroutine only
-				stalled = true
+			if stalled.CompareAndSwap(false, true) {
 				<-release
 			}
 			ledger.Received(data)
@@ -61,17 +61,36 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 	peer, err := tx.AddPeer(rx.Addr())
 	require.NoError(t, err)
 
-	sentAll := ledger.SendUntilStalled(maxSent, quiet, func(seq uint64) bool {
-		buf := tx.GetBuffer()
-		if buf == nil {
-			return false
+	// A quiet second alone is no stall on a loaded machine (see endpoint's
+	// stallQuiet): the receiver must be in its stalled OnData, and a pass
+	// of the sender's poller must complete nothing.
+	confirm := func() bool { return stalled.Load() && !pollerPassCompletes(tx, tx.Stats()) }
+	next := uint64(0) // all before it sent
+	fill := func() {
+		from := next
+		sentAll := ledger.SendUntilStalledConfirmed(maxSent, quiet, func(i uint64) bool {
+			buf := tx.GetBuffer()
+			if buf == nil {
+				return false
+			}
+			seq := from + i
+			pattern.Fill(buf.Bytes()[:size], 0, seq)
+			ledger.Sent(buf.ID(), seq)
+			require.Equal(t, netio.OK, tx.SendBuffer(buf, size, peer), "send %d", seq)
+			next = seq + 1
+			return true
+		}, confirm)
+		require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
+	}
+	fill()
+	// Sending may go on after the verdict all the same (see endpoint's
+	// closeThenRelease): with nothing pending, stall it again.
+	for range 3 {
+		if st := tx.Stats(); st.Sent > st.Completed+st.Failed {
+			break
 		}
-		pattern.Fill(buf.Bytes()[:size], 0, seq)
-		ledger.Sent(buf.ID(), seq)
-		require.Equal(t, netio.OK, tx.SendBuffer(buf, size, peer), "send %d", seq)
-		return true
-	})
-	require.True(t, sentAll, "the sender never stalled: the receiver's socket did not fill")
+		fill()
+	}
 	require.NoError(t, tx.Close())
 	atClose := ledger.Report()
 	t.Logf("%s=%q; at Close: %d sends reported OK, %d not", fabric.TCPStagingEnv, fabric.TCPStaging(), atClose.OK, atClose.NotOK)
@@ -79,9 +98,8 @@ func TestCloseKeepsSendsReportedOK(t *testing.T) {
 
 	unstall()
 	// No end of connection to wait for (ofi_rxm reports none): wait for
-	// the count, then say what is missing.
-	assert.Eventually(t, func() bool { return ledger.Delivered() >= atClose.OK }, 20*time.Second, time.Millisecond,
-		"every message reported OK delivered")
+	// the count while messages arrive, then say what is missing.
+	assert.True(t, ledger.AwaitDelivered(atClose.OK, 30*time.Second), "every message reported OK delivered")
 	rep := ledger.Report()
 	t.Logf("after the release: %v", rep)
 	assert.NoError(t, rep.Err())

@@ -86,7 +86,7 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, error) 
 	o := publishOptions{tags: 1, size: 64, count: 1000000, bufSize: pubsubBufSize, bufs: pubsubBufs, subscribers: 1, churn: &publishChurn{}}
 	fs := newCmdLine("publish", publishSynopsis, stderr)
 	o.register(fs.FlagSet)
-	listen := fs.String("listen", "127.0.0.1:0", "subscription port, IP:PORT (port 0 picks a free port); data connections go out from this IP")
+	listen := fs.String("listen", "127.0.0.1:0", "subscription port, IP:PORT with an IP literal or localhost, not a host name (port 0 picks a free port); data connections go out from this IP")
 	fs.IntVar(&o.tags, "tags", o.tags, "tags served: T..T+N-1 (T is --tag-base); message k goes to tag T+k%N")
 	fs.Uint64Var(&o.tagBase, "tag-base", 0, "first tag served (so that publishers can serve distinct tags)")
 	fs.Uint64Var(&o.firstSeq, "first-seq", 0, "sequence number of every tag's first message: a restarted publisher continues its numbering, and its subscribers count what they missed")

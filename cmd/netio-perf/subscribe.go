@@ -74,7 +74,7 @@ func parseSubscribeFlags(args []string, stderr io.Writer) (subscribeOptions, err
 	o := subscribeOptions{bufSize: pubsubBufSize, bufs: 4 * pubsubBufs}
 	fs := newCmdLine("subscribe", subscribeSynopsis, stderr)
 	o.register(fs.FlagSet)
-	connect := fs.String("connect", "", "the publisher's subscription port, IP:PORT (required)")
+	connect := fs.String("connect", "", "the publisher's subscription port, IP:PORT with an IP literal or localhost, not a host name (required)")
 	tags := fs.String("tags", "", "tags to subscribe: a list of numbers and ranges, e.g. 0,3,10-19 (required)")
 	fs.StringVar(&o.local, "local", "", "local IP address for the data listener (default: the address routed to the publisher)")
 	fs.Uint64Var(&o.count, "count", 0, "exit once this many messages were received or reported missing, over all tags (0: until SIGINT/SIGTERM)")

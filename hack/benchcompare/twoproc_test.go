@@ -203,20 +203,33 @@ func TestTCPPeers(t *testing.T) {
 	assert.Contains(t, errOut.String(), "--connect")
 }
 
+// Shape of the tests that run C baseline pairs. The C programs spin on
+// their queues, so on a loaded machine a round trip waits for the
+// scheduler to run both: beside two busy loops and other tests (load
+// 33) a 64-byte ping-pong's mean one-way latency was 2.2 ms and its p99
+// 49 ms, and the whole test (the C build, the bandwidth pairs and 1,550
+// round trips) took 28 s, while each process had 30 s. The timeout bounds
+// a hang, not a speed; the duration asks for the fewest messages the
+// counts allow (500 round trips, 2,500 messages of 4 KiB).
+const (
+	cPairDuration = 10 * time.Millisecond
+	cPairTimeout  = 3 * time.Minute
+)
+
 // TestCBaselineTwoProcesses runs the C baseline's two-process pairs: every
 // message arrives, and the client times its round trips.
 func TestCBaselineTwoProcesses(t *testing.T) {
 	bin := buildCBaseline(t)
-	p := &twoProc{t: tools{cbaseline: bin, provider: "tcp", duration: 50 * time.Millisecond, timeout: 30 * time.Second},
+	p := &twoProc{t: tools{cbaseline: bin, provider: "tcp", duration: cPairDuration, timeout: cPairTimeout},
 		setup: map[key]setupCost{}}
 	s, err := p.bandwidth(t.Context(), impl2pC, 4096)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(bwCount2p(4096, 50*time.Millisecond)), s.Messages)
+	assert.Equal(t, uint64(bwCount2p(4096, cPairDuration)), s.Messages)
 	assert.Positive(t, s.MBPerS)
 	assert.Contains(t, p.setup, key{impl2pC, modeBandwidth, 4096, 0}, "the set-up pair ran first")
 	pp, err := p.pingPong(t.Context(), impl2pC, 64)
 	require.NoError(t, err)
-	assert.Equal(t, ppCount2p(64, 50*time.Millisecond), pp.RoundTrips)
+	assert.Equal(t, ppCount2p(64, cPairDuration), pp.RoundTrips)
 	assert.Positive(t, pp.LatMeanus)
 	assert.GreaterOrEqual(t, pp.LatP99us, pp.LatP50us)
 

@@ -162,44 +162,80 @@ func (p *Poller) closeQueues() error {
 func (p *Poller) pollCQ(spin time.Duration) int {
 	total := 0
 	for i := range 16 {
-		n, avail, errno := p.readCQ(i == 0, spin)
-		p.unposted()
-		if errno != 0 {
-			p.log.Error().Err(errno).Msg("cq: read failed")
-			time.Sleep(errorBackoff) // do not spin on a broken queue
-			return total
-		}
-		if avail {
-			p.dispatchError()
-			total++
-			continue
-		}
-		if n == 0 {
-			p.cqEmptied++
-			return total
-		}
-		owners := *p.owners.Load()
-		start := p.batchStart()
-		for i := range n {
-			p.lastOfBatch = i == n-1
-			c := p.cq.Entry(i)
-			h, ok := owners.find(uint32(c.Context >> 32))
-			if !ok {
-				p.dropped.Add(1)
-				continue
-			}
-			h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len), Source: c.Source})
-		}
-		p.lastOfBatch = false
-		p.batchEnd(start)
-		p.completions.Add(uint64(n))
+		n, res := p.readOnce(i == 0, spin)
 		total += n
-		if n < fabric.MaxBatch {
+		switch res {
+		case readEmpty, readShort:
 			p.cqEmptied++
+			return total
+		case readFailed:
 			return total
 		}
 	}
 	return total
+}
+
+// readResult says what one read of the completion queue found.
+type readResult uint8
+
+const (
+	readFull   readResult = iota // a full batch: more may wait
+	readShort                    // less than a full batch, or an error completion may stop it (see readOnce)
+	readError                    // one error completion: more may wait behind it
+	readEmpty                    // nothing: the queue was empty
+	readFailed                   // the read itself failed
+)
+
+// readOnce reads one batch of completions, or one error completion, and
+// dispatches it. A short batch usually means the queue is empty now, but
+// not always: fi_cq_read stops before an error completion, so the error
+// and whatever follows it may still wait (see ReadOut).
+func (p *Poller) readOnce(first bool, spin time.Duration) (int, readResult) {
+	n, avail, errno := p.readCQ(first, spin)
+	p.delivering = true // a callback's ReadOut must not read over this batch
+	n, res := p.dispatchRead(n, avail, errno)
+	p.delivering = false
+	return n, res
+}
+
+// dispatchRead dispatches what a read returned (see readOnce).
+func (p *Poller) dispatchRead(n int, avail bool, errno fabric.Errno) (int, readResult) {
+	p.unposted()
+	switch {
+	case errno != 0:
+		p.log.Error().Err(errno).Msg("cq: read failed")
+		time.Sleep(errorBackoff) // do not spin on a broken queue
+		return 0, readFailed
+	case avail:
+		p.dispatchError()
+		return 1, readError
+	case n == 0:
+		return 0, readEmpty
+	}
+	p.dispatchBatch(n)
+	if n < fabric.MaxBatch {
+		return n, readShort
+	}
+	return n, readFull
+}
+
+// dispatchBatch hands the n completions just read to their owners.
+func (p *Poller) dispatchBatch(n int) {
+	owners := *p.owners.Load()
+	start := p.batchStart()
+	for i := range n {
+		p.lastOfBatch = i == n-1
+		c := p.cq.Entry(i)
+		h, ok := owners.find(uint32(c.Context >> 32))
+		if !ok {
+			p.dropped.Add(1)
+			continue
+		}
+		h.HandleCompletion(uint32(c.Context), Result{Status: netio.OK, Flags: c.Flags, Len: int(c.Len), Source: c.Source})
+	}
+	p.lastOfBatch = false
+	p.batchEnd(start)
+	p.completions.Add(uint64(n))
 }
 
 // readCQ reads one batch; the first of a round after an empty round spins

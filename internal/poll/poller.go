@@ -97,15 +97,18 @@ type Poller struct {
 	batches                                           uint32 // poller goroutine only: batches delivered, for sampling
 	cqEmptied                                         uint64 // poller goroutine only: see CQEmptied
 	lastOfBatch                                       bool   // poller goroutine only: the completion being delivered ends its batch (Repost)
+	delivering                                        bool   // poller goroutine only: completions of a read are being dispatched (ReadOut)
 }
 
 // CQEmptied counts the completion-queue reads that left the queue empty (a
 // read that returned less than a full batch). The queue is read in order,
 // so once the count has moved past a value taken earlier, every completion
-// the provider had written before that moment has been delivered. A
-// connection that drains after its peer's shutdown ends only then: on tcp
-// its last messages are written before the shutdown, but may still wait
-// behind a backlog. Poller goroutine only (a callback, Do or Go).
+// the provider had written before that moment has been delivered, with
+// one exception: fi_cq_read stops before an error completion, so a short
+// read can leave the error and what follows it (ReadOut reads past them).
+// A connection that drains after its peer's shutdown ends only then: on
+// tcp its last messages are written before the shutdown, but may still
+// wait behind a backlog. Poller goroutine only (a callback, Do or Go).
 func (p *Poller) CQEmptied() uint64 { return p.cqEmptied }
 
 // Open opens a completion queue and an event queue on the domain and starts

@@ -97,15 +97,6 @@ type Quirks struct {
 	// endpoint per process unless the caller accepts the close order
 	// (rdm.Config.ShareProcess).
 	RegionsSharedInProcess bool
-	// CancelsAtClose: fi_close of an endpoint writes a canceled completion
-	// for every receive still posted before it returns (tcp in libfabric
-	// 1.17: tcpx_ep_flush_all_queues), so a closed receiving connection
-	// knows it has seen everything once each buffer it posted is back.
-	// Without it (sockets reports none of them), the completion queue read
-	// empty since the close is the only sign, and that sign comes early
-	// when another endpoint's error completion stands between two of its
-	// own (a read stops at an error).
-	CancelsAtClose bool
 }
 
 // table holds the core providers by name. A layered provider ("tcp;ofi_rxm")
@@ -117,7 +108,7 @@ var table = map[string]Quirks{
 	// off (fabric.TCPStagingEnv); a program that turns it back on has
 	// CompletesWhenStaged without this table knowing.
 	"tcp": {DeliveryComplete: true, SoftwareRegistration: true, PassiveCloseReadsFreed: true,
-		TruncationDrops: true, CancelsAtClose: true},
+		TruncationDrops: true},
 	// sockets completes sends once it has buffered them whatever is asked,
 	// runs a progress thread, and fi_shutdown before fi_close corrupts its
 	// heap.
@@ -137,7 +128,7 @@ var table = map[string]Quirks{
 // and to honour nothing it was not measured to honour.
 func For(provider string) Quirks {
 	layers := strings.Split(provider, ";")
-	q := Quirks{DeliveryComplete: true, SoftwareRegistration: true, PeekBuffered: true, CancelsAtClose: true}
+	q := Quirks{DeliveryComplete: true, SoftwareRegistration: true, PeekBuffered: true}
 	for _, name := range layers {
 		l, known := table[name]
 		if !known {
@@ -159,7 +150,6 @@ func For(provider string) Quirks {
 		q.NoSources = q.NoSources || l.NoSources
 		q.StaleWaitEntries = q.StaleWaitEntries || l.StaleWaitEntries
 		q.RegionsSharedInProcess = q.RegionsSharedInProcess || l.RegionsSharedInProcess
-		q.CancelsAtClose = q.CancelsAtClose && l.CancelsAtClose
 	}
 	return q
 }

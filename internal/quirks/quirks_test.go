@@ -19,8 +19,6 @@ func TestFor(t *testing.T) {
 	assert.True(t, quirks.For("sockets").PeekBuffered)
 	assert.False(t, quirks.For("tcp").PeekBuffered, "tcp takes FI_PEEK for a receive")
 	assert.False(t, quirks.For("tcp;ofi_rxm").PeekBuffered, "the peek goes to the top layer, which must have it")
-	assert.True(t, quirks.For("tcp").CancelsAtClose)
-	assert.False(t, quirks.For("sockets").CancelsAtClose, "sockets reports no receive its close cancels")
 	assert.Equal(t, quirks.Quirks{}, quirks.For("verbs"), "unknown: assume it pins pages and honours nothing")
 	assert.Equal(t, quirks.Quirks{}, quirks.For("tcp;verbs"), "one unknown layer makes the whole unknown")
 }

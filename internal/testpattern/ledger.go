@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,7 @@ type Ledger struct {
 	inFlight  map[uint64][]uint64 // send key -> messages sent with it, oldest first
 	unknown   int                 // completions of keys with nothing in flight
 	done      chan struct{}       // a token per completion, as room allows
+	completed atomic.Uint64       // completions of sends in flight (Completed)
 }
 
 // NewLedger returns a ledger of stream's messages of pattern p, which must
@@ -73,6 +75,7 @@ func (l *Ledger) Completed(key uint64, ok bool) {
 	l.inFlight[key] = seqs[1:]
 	l.mu.Unlock()
 	l.Reported(seqs[0], ok)
+	l.completed.Add(1)
 	select {
 	case l.done <- struct{}{}:
 	default:
@@ -83,16 +86,34 @@ func (l *Ledger) Completed(key uint64, ok bool) {
 // seq (recording it with Sent) or returns false when no buffer is free.
 // While none is, it waits for a completion; when none comes for quiet it
 // returns true: the sender is stalled. It returns false after max messages.
+// A quiet window alone can be a loaded machine's pause rather than a stall:
+// SendUntilStalledConfirmed asks for more.
 func (l *Ledger) SendUntilStalled(max uint64, quiet time.Duration, send func(seq uint64) bool) bool {
+	return l.SendUntilStalledConfirmed(max, quiet, send, nil)
+}
+
+// SendUntilStalledConfirmed is SendUntilStalled whose quiet counts as a
+// stall only when stalled (if not nil) confirms it: say, the receiver is
+// known to have stopped and the sender's poller made a pass that completed
+// nothing. When stalled says no, it goes on waiting for a completion, and
+// asks again after the next quiet.
+func (l *Ledger) SendUntilStalledConfirmed(max uint64, quiet time.Duration, send func(seq uint64) bool, stalled func() bool) bool {
 	t := time.NewTimer(quiet)
 	defer t.Stop()
 	for seq := range max {
 		for !send(seq) {
 			t.Reset(quiet)
+			before := l.completed.Load()
 			select {
 			case <-l.done:
 			case <-t.C:
-				return true
+				// A goroutine the machine did not run for longer than quiet
+				// finds the timer and a completion's token both ready, and
+				// select picks either: only a quiet without a completion
+				// counts.
+				if l.completed.Load() == before && (stalled == nil || stalled()) {
+					return true
+				}
 			}
 		}
 	}
@@ -131,6 +152,23 @@ func (l *Ledger) Delivered() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.delivered
+}
+
+// AwaitDelivered waits until n messages arrived intact (Delivered), for as
+// long as they keep arriving: it returns false once none arrived for idle.
+// A drain under -race on a loaded machine may take far longer than any
+// fixed window; a receiver that stops is what it catches.
+func (l *Ledger) AwaitDelivered(n int, idle time.Duration) bool {
+	last, since := l.Delivered(), time.Now()
+	for last < n {
+		time.Sleep(time.Millisecond)
+		if now := l.Delivered(); now != last {
+			last, since = now, time.Now()
+		} else if time.Since(since) > idle {
+			return false
+		}
+	}
+	return true
 }
 
 // LedgerReport is what a Ledger found.

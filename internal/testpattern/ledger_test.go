@@ -63,19 +63,25 @@ func TestLedgerMapsKeysInOrder(t *testing.T) {
 	assert.Equal(t, 1, r.Unknown)
 }
 
+// bufferedSend is a send for SendUntilStalled from *free buffers, all
+// with key 0, that records what it sent in *sent.
+func bufferedSend(l *Ledger, free *int, sent *[]uint64) func(seq uint64) bool {
+	return func(seq uint64) bool {
+		if *free == 0 {
+			return false
+		}
+		*free--
+		l.Sent(0, seq)
+		*sent = append(*sent, seq)
+		return true
+	}
+}
+
 func TestSendUntilStalled(t *testing.T) {
 	l := NewLedger(New(64, WithHeader()), 0)
 	free := 2
 	var sent []uint64
-	send := func(seq uint64) bool {
-		if free == 0 {
-			return false
-		}
-		free--
-		l.Sent(0, seq)
-		sent = append(sent, seq)
-		return true
-	}
+	send := bufferedSend(l, &free, &sent)
 	assert.True(t, l.SendUntilStalled(100, time.Millisecond, send), "no completion: stalled")
 	assert.Equal(t, []uint64{0, 1}, sent)
 	free = 100
@@ -100,4 +106,50 @@ func TestLedgerReportErr(t *testing.T) {
 	err = l.Report().Err()
 	assert.ErrorContains(t, err, "1 damaged messages")
 	assert.ErrorContains(t, err, "1 completions of keys with nothing in flight")
+}
+
+// TestSendUntilStalledConfirmed: a quiet window the check does not confirm
+// is no stall: the sender waits on, sends again once a buffer is free
+// (the pause ended), and stops only at a quiet the check confirms.
+func TestSendUntilStalledConfirmed(t *testing.T) {
+	l := NewLedger(New(64, WithHeader()), 0)
+	free := 1
+	var sent []uint64
+	send := bufferedSend(l, &free, &sent)
+	asked := 0
+	stalled := func() bool {
+		asked++
+		switch asked {
+		case 1: // a pause: the sender's buffer comes back after it
+			free++
+			l.Completed(0, true)
+			return false
+		case 2:
+			return false // a quiet it does not confirm either
+		}
+		return true
+	}
+	assert.True(t, l.SendUntilStalledConfirmed(100, time.Millisecond, send, stalled))
+	assert.Equal(t, []uint64{0, 1}, sent, "sent on after the unconfirmed quiet")
+	assert.Equal(t, 3, asked, "asked after each quiet, and stopped at the first yes")
+}
+
+// TestAwaitDelivered: the wait goes on while messages arrive, however long
+// that takes, ends once n arrived, and gives up only after idle without one.
+func TestAwaitDelivered(t *testing.T) {
+	p := New(64, WithHeader())
+	l := NewLedger(p, 0)
+	assert.True(t, l.AwaitDelivered(0, time.Millisecond), "nothing to wait for")
+	go func() {
+		msg := make([]byte, 64)
+		for seq := range uint64(20) {
+			time.Sleep(5 * time.Millisecond) // 100 ms in all, in steps far below idle
+			p.Fill(msg, 0, seq)
+			l.Received(msg)
+		}
+	}()
+	assert.True(t, l.AwaitDelivered(20, time.Minute), "every message arrived")
+	start := time.Now()
+	assert.False(t, l.AwaitDelivered(21, 20*time.Millisecond), "no 21st message")
+	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond, "waited idle first")
 }
