@@ -3,6 +3,7 @@ package pubsub_test
 import (
 	"context"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,9 +51,20 @@ func TestSubscribeFollowsMoveThenFails(t *testing.T) {
 	cfg.Bus, cfg.ResolveInterval = bus, 20*time.Millisecond
 	sub := newSubscriber(t, mgr, cfg)
 
-	moved := time.AfterFunc(100*time.Millisecond, func() { bus.addr.Store(&deadB) })
-	defer moved.Stop()
-	err := sub.Subscribe(ctxT(t, time.Second), 1)
+	// Move the tag once Subscribe waits at A's session, so that the
+	// follow is what is tested, and give the resolver seconds to see it.
+	waiting := make(chan struct{})
+	go func() {
+		defer close(waiting)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if slices.Contains(sub.Publishers(), deadA) {
+				break
+			}
+		}
+		bus.addr.Store(&deadB)
+	}()
+	defer func() { <-waiting }()
+	err := sub.Subscribe(ctxT(t, 3*time.Second), 1)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.NotErrorIs(t, err, netio.ErrCanceled)
