@@ -376,7 +376,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, tags ...uint64) error {
 		}
 		groups[addr] = append(groups[addr], t)
 	}
-	at := make(map[uint64]*subSession, len(tags)) // where each tag is awaited
+	pending := make(map[uint64]*subSession, len(tags)) // where each tag is awaited
 	var added []uint64
 	s.mu.Lock()
 	if s.closed {
@@ -387,11 +387,11 @@ func (s *Subscriber) Subscribe(ctx context.Context, tags ...uint64) error {
 		ss := s.sessionLocked(addr)
 		added = append(added, s.wantLocked(ss, ts)...)
 		for _, t := range ts {
-			at[t] = ss
+			pending[t] = ss
 		}
 	}
 	s.mu.Unlock()
-	if err := s.awaitAcks(ctx, at); err != nil {
+	if err := s.awaitAcks(ctx, pending); err != nil {
 		s.mu.Lock()
 		s.unwantAddedLocked(added)
 		s.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/netio-go/netio"
@@ -20,15 +19,14 @@ import (
 // awaitAcks follows).
 var errGone = fmt.Errorf("%w: pubsub: tags unsubscribed while subscribing", netio.ErrCanceled)
 
-// awaitAcks waits until every tag of at is acknowledged by the session
-// carrying it, at[t]. A tag the resolver moved meanwhile to another
-// session (its publisher could not be reached for ResolveInterval and
-// the bus names another now) is followed there, and at is updated (the
-// caller's cleanup withdraws each tag from wherever it is by then). It fails
-// when a tag is refused or carried by no session any more (errGone: an
-// Unsubscribe withdrew it), ctx ends, or a session stops.
-func (s *Subscriber) awaitAcks(ctx context.Context, at map[uint64]*subSession) error {
-	pending := maps.Clone(at)
+// awaitAcks waits until every tag of pending is acknowledged by the
+// session carrying it, pending[t], deleting each from pending as it is. A
+// tag the resolver moved meanwhile to another session (its publisher could
+// not be reached for ResolveInterval and the bus names another now) is
+// followed there (the caller's cleanup withdraws each tag from wherever it
+// is by then). It fails when a tag is refused or carried by no session any
+// more (errGone: an Unsubscribe withdrew it), ctx ends, or a session stops.
+func (s *Subscriber) awaitAcks(ctx context.Context, pending map[uint64]*subSession) error {
 	for len(pending) > 0 {
 		var ss *subSession
 		for _, ss = range pending {
@@ -46,18 +44,17 @@ func (s *Subscriber) awaitAcks(ctx context.Context, at map[uint64]*subSession) e
 			for _, t := range tags {
 				delete(pending, t)
 			}
-		case !errors.Is(err, errGone) || !s.followMoved(tags, at, pending):
+		case !errors.Is(err, errGone) || !s.followMoved(tags, pending):
 			return err
 		}
 	}
 	return nil
 }
 
-// followMoved records, in at and pending, the session that carries each
-// of tags now, after a wait found one of them gone from the session it
-// waited at. It
-// reports false when one is carried by no session: withdrawn, not moved.
-func (s *Subscriber) followMoved(tags []uint64, at, pending map[uint64]*subSession) bool {
+// followMoved records, in pending, the session that carries each of tags
+// now, after a wait found one of them gone from the session it waited at.
+// It reports false when one is carried by no session: withdrawn, not moved.
+func (s *Subscriber) followMoved(tags []uint64, pending map[uint64]*subSession) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range tags {
@@ -68,7 +65,7 @@ func (s *Subscriber) followMoved(tags []uint64, at, pending map[uint64]*subSessi
 		if o == nil {
 			return false
 		}
-		at[t], pending[t] = o, o
+		pending[t] = o
 	}
 	return true
 }
