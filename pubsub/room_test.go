@@ -13,6 +13,7 @@ import (
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/cq"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/pubsub"
 )
 
@@ -51,22 +52,16 @@ func refusedPublisher(t *testing.T, mgr *domain.Manager, mode pubsub.Mode, relea
 func publishUntilRefused(t *testing.T, p *pubsub.Publisher, tag, taken uint64, pending func() bool) uint64 {
 	t.Helper()
 	buf := make([]byte, 48<<10)
-	deadline := time.Now().Add(30 * time.Second)
-	var refusedSince time.Time
-	for refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond || !pending() {
-		require.True(t, time.Now().Before(deadline), "never refused for good, a message waiting, after %d messages: %+v %+v",
-			taken, p.Stats(), p.Subscribers())
+	publish := func() bool {
 		if p.Publish(tag, payload(buf, tag, taken)) == pubsub.NoResources {
-			if refusedSince.IsZero() {
-				refusedSince = time.Now()
-			}
-			time.Sleep(time.Millisecond)
-			continue
+			return false
 		}
-		refusedSince = time.Time{}
 		taken++
 		p.Flush()
+		return true
 	}
+	require.True(t, testpattern.UntilRefused(time.Now().Add(30*time.Second), 100*time.Millisecond, publish, pending),
+		"never refused for good, a message waiting, after %d messages: %+v %+v", taken, p.Stats(), p.Subscribers())
 	return taken
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/pubsub"
 )
 
@@ -88,19 +89,14 @@ func (r *refused) wait(t *testing.T, ctx context.Context) <-chan error {
 // returns the next key.
 func publishZeroCopyUntilRefused(t *testing.T, p *pubsub.Publisher, data []byte, key uint64) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var refusedSince time.Time
-	for refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond {
-		require.True(t, time.Now().Before(deadline), "never out of publishes in flight for good after %d", key)
-		if p.PublishZeroCopy(1, 0, data, key) != pubsub.NoResources {
-			refusedSince = time.Time{}
-			key++
-			continue
+	publish := func() bool {
+		if p.PublishZeroCopy(1, 0, data, key) == pubsub.NoResources {
+			return false
 		}
-		if refusedSince.IsZero() {
-			refusedSince = time.Now()
-		}
-		time.Sleep(time.Millisecond)
+		key++
+		return true
 	}
+	require.True(t, testpattern.UntilRefused(time.Now().Add(30*time.Second), 100*time.Millisecond, publish, nil),
+		"never out of publishes in flight for good after %d", key)
 	return key
 }

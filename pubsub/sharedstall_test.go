@@ -11,6 +11,7 @@ import (
 
 	"github.com/netio-go/netio"
 	"github.com/netio-go/netio/domain"
+	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/pubsub"
 )
 
@@ -145,22 +146,18 @@ func TestSharedStalledBlockLost(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	// One message a buffer until one stays queued (the subscriber's
 	// connection is full): Publish refuses then, for good.
-	var refusedSince time.Time
-	for refusedSince.IsZero() || time.Since(refusedSince) < 200*time.Millisecond {
-		require.True(t, time.Now().Before(deadline), "never queued for good after %d messages", published)
+	publish := func() bool {
 		st := p.Publish(1, payload(buf, 1, published))
 		if st == pubsub.NoResources {
-			if refusedSince.IsZero() {
-				refusedSince = time.Now()
-			}
-			time.Sleep(time.Millisecond)
-			continue
+			return false
 		}
-		refusedSince = time.Time{}
 		require.Equal(t, pubsub.OK, st)
 		published++
 		p.Flush()
+		return true
 	}
+	require.True(t, testpattern.UntilRefused(deadline, 200*time.Millisecond, publish, nil),
+		"never queued for good after %d messages", published)
 	require.True(t, p.Subscribers()[0].Pending)
 	st, _ := p.TagStats(1)
 	assert.Equal(t, published-1, st.Delivered, "the queued message counted as delivered: %+v", st)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/netio-go/netio/internal/testpattern"
 	"github.com/netio-go/netio/pubsub"
 	"github.com/netio-go/netio/stats"
 	"github.com/netio-go/netio/stats/promstats"
@@ -113,21 +114,16 @@ func TestWaitRoomCountersScraped(t *testing.T) {
 
 	data := make([]byte, 48<<10) // never written while in flight
 	var key uint64
-	refuse := func() { // publishes until refused for 100 ms
-		deadline := time.Now().Add(waitFor)
-		var refusedSince time.Time
-		for refusedSince.IsZero() || time.Since(refusedSince) < 100*time.Millisecond {
-			require.True(t, time.Now().Before(deadline), "never out of publishes in flight for good after %d", key)
-			if pub.PublishZeroCopy(1, 0, data, key) != pubsub.NoResources {
-				refusedSince = time.Time{}
-				key++
-				continue
-			}
-			if refusedSince.IsZero() {
-				refusedSince = time.Now()
-			}
-			time.Sleep(time.Millisecond)
+	publish := func() bool {
+		if pub.PublishZeroCopy(1, 0, data, key) == pubsub.NoResources {
+			return false
 		}
+		key++
+		return true
+	}
+	refuse := func() { // publishes until refused for 100 ms
+		require.True(t, testpattern.UntilRefused(time.Now().Add(waitFor), 100*time.Millisecond, publish, nil),
+			"never out of publishes in flight for good after %d", key)
 	}
 	refuse()
 	// A refusal that stood for 100 ms need not stand for good on a loaded
