@@ -287,7 +287,9 @@ func (r *ReceiveEndpoint) end(reason error, prev uint32) {
 }
 
 // release ends a connection that was never accepted: it closes the
-// endpoint, delivers nothing (none was placed) and frees what open set up.
+// endpoint, reads out the receives the close flushed (none was placed:
+// the peer could not send yet), so that they are not counted as dropped,
+// and frees what open set up.
 func (r *ReceiveEndpoint) release(reason error) {
 	r.closeEndpoint(reason)
 	r.readOut()
